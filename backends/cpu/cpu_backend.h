@@ -1,0 +1,59 @@
+// Cpu: the Eigen backend. Kernels are vectorised (Eigen arrays and GEMM, or loops the compiler
+// vectorises) and split across the device's threads; tensors are strided views.
+#ifndef KILN_BACKENDS_CPU_CPU_BACKEND_H_
+#define KILN_BACKENDS_CPU_CPU_BACKEND_H_
+
+#include "absl/types/span.h"
+#include "backends/cpu/cpu_device.h"
+#include "backends/cpu/strided_tensor.h"
+#include "tensor/backend.h"
+#include "tensor/tensor.h"
+
+namespace kiln {
+
+struct Cpu {
+  using Device = CpuDevice;
+  using Primitive = cpu::StridedTensor;
+
+  static const char* Name() { return "cpu"; }
+
+  static const Shape& shape(const Primitive& p) { return p.shape; }
+  static DType dtype(const Primitive& p) { return p.dtype; }
+  static Device device(const Primitive& p) { return p.device; }
+
+  static Primitive from_data(const TensorData& data, const Device& device);
+  static TensorData to_data(const Primitive& p);
+  static Primitive full(const Shape& shape, Scalar value, DType dtype, const Device& device);
+  static Primitive to_device(const Primitive& p, const Device& device);
+  static Primitive cast(const Primitive& p, DType dtype);
+
+  static Primitive unary(UnaryOp op, const Primitive& p);
+  static Primitive binary(BinaryOp op, const Primitive& a, const Primitive& b);
+  static Primitive where(const Primitive& cond, const Primitive& a, const Primitive& b);
+
+  static Primitive reduce(ReduceOp op, const Primitive& p, absl::Span<const int64_t> dims,
+                          bool keepdim);
+  static Primitive argmax(const Primitive& p, int64_t dim, bool keepdim);
+
+  static Primitive matmul(const Primitive& a, const Primitive& b);
+
+  static Primitive reshape(const Primitive& p, const Shape& shape);
+  static Primitive permute(const Primitive& p, absl::Span<const int64_t> dims);
+  static Primitive expand(const Primitive& p, const Shape& shape);
+  static Primitive slice(const Primitive& p, int64_t dim, int64_t start, int64_t end,
+                         int64_t step);
+  static Primitive cat(absl::Span<const Primitive> parts, int64_t dim);
+  static Primitive gather(const Primitive& p, int64_t dim, const Primitive& index);
+  static Primitive index_select(const Primitive& p, int64_t dim, const Primitive& index);
+
+  // A row-major copy when `p` is a non-contiguous view; `p` itself otherwise.
+  static Primitive contiguous(const Primitive& p);
+};
+
+static_assert(Backend<Cpu>);
+
+using CpuTensor = Tensor<Cpu>;
+
+}  // namespace kiln
+
+#endif  // KILN_BACKENDS_CPU_CPU_BACKEND_H_

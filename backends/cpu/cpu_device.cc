@@ -1,0 +1,146 @@
+#include "backends/cpu/cpu_device.h"
+
+#define EIGEN_USE_THREADS
+#include <algorithm>
+#include <cstdlib>
+#include <thread>
+#include <vector>
+
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "absl/synchronization/mutex.h"
+#include "unsupported/Eigen/CXX11/ThreadPool"
+
+namespace kiln {
+
+std::string CpuDevice::ToString() const { return absl::StrCat("cpu:", index_); }
+
+namespace cpu {
+namespace {
+
+// A device's workers: threads - 1 pool threads, since the caller runs one chunk itself.
+struct DeviceContext {
+  explicit DeviceContext(int threads)
+      : threads(threads), pool(threads > 1 ? std::make_unique<Eigen::ThreadPool>(threads - 1)
+                                           : nullptr) {}
+  int threads;
+  std::unique_ptr<Eigen::ThreadPool> pool;
+};
+
+int EnvInt(const char* name, int fallback) {
+  const char* value = std::getenv(name);
+  int parsed = 0;
+  if (value == nullptr || !absl::SimpleAtoi(value, &parsed) || parsed < 1) return fallback;
+  return parsed;
+}
+
+class Runtime {
+ public:
+  Runtime() {
+    Config config;
+    config.devices = EnvInt("KILN_CPU_DEVICES", 1);
+    config.threads_per_device = EnvInt("KILN_CPU_THREADS", 0);
+    Apply(config);
+  }
+
+  absl::Status Configure(const Config& config) {
+    if (config.devices < 1 || config.devices > 1024) {
+      return absl::InvalidArgumentError(absl::StrFormat(
+          "cpu::Configure: devices must be in 1..1024, got %d", config.devices));
+    }
+    if (config.threads_per_device < 0 || config.threads_per_device > 1024) {
+      return absl::InvalidArgumentError(absl::StrFormat(
+          "cpu::Configure: threads_per_device must be in 0..1024 (0 = fair share), got %d",
+          config.threads_per_device));
+    }
+    Apply(config);
+    return absl::OkStatus();
+  }
+
+  Config config() const {
+    absl::ReaderMutexLock lock(&mu_);
+    return config_;
+  }
+
+  std::shared_ptr<const DeviceContext> Context(int index) const {
+    absl::ReaderMutexLock lock(&mu_);
+    if (index < 0 || index >= static_cast<int>(contexts_.size())) return nullptr;
+    return contexts_[index];
+  }
+
+ private:
+  void Apply(const Config& config) {
+    const int threads = config.threads_per_device > 0
+                            ? config.threads_per_device
+                            : std::max(1, HardwareThreads() / config.devices);
+    std::vector<std::shared_ptr<const DeviceContext>> contexts;
+    for (int i = 0; i < config.devices; ++i) {
+      contexts.push_back(std::make_shared<const DeviceContext>(threads));
+    }
+    absl::MutexLock lock(&mu_);
+    config_ = config;
+    contexts_.swap(contexts);
+  }
+
+  mutable absl::Mutex mu_;
+  Config config_;
+  std::vector<std::shared_ptr<const DeviceContext>> contexts_;
+};
+
+Runtime& GetRuntime() {
+  static Runtime* runtime = new Runtime();  // never destroyed: pools outlive static teardown
+  return *runtime;
+}
+
+}  // namespace
+
+absl::Status Configure(const Config& config) { return GetRuntime().Configure(config); }
+Config CurrentConfig() { return GetRuntime().config(); }
+int DeviceCount() { return CurrentConfig().devices; }
+
+int HardwareThreads() {
+  return std::max(1, static_cast<int>(std::thread::hardware_concurrency()));
+}
+
+int ThreadsOf(const CpuDevice& device) {
+  const auto context = GetRuntime().Context(device.index());
+  return context ? context->threads : 1;
+}
+
+absl::Status CheckDevice(const CpuDevice& device) {
+  if (GetRuntime().Context(device.index()) != nullptr) return absl::OkStatus();
+  const int count = DeviceCount();
+  return absl::InvalidArgumentError(absl::StrFormat(
+      "%s does not exist: this process has %d logical CPU device%s (cpu:0..cpu:%d); set "
+      "KILN_CPU_DEVICES or call kiln::cpu::Configure for more",
+      device.ToString(), count, count == 1 ? "" : "s", count - 1));
+}
+
+void ParallelFor(const CpuDevice& device, int64_t n, int64_t min_grain,
+                 absl::FunctionRef<void(int64_t, int64_t)> fn) {
+  if (n <= 0) return;
+  const auto context = GetRuntime().Context(device.index());
+  const int64_t threads = context ? context->threads : 1;
+  const int64_t chunks = std::min(threads, (n + std::max<int64_t>(min_grain, 1) - 1) /
+                                               std::max<int64_t>(min_grain, 1));
+  if (chunks <= 1) {
+    fn(0, n);
+    return;
+  }
+  const int64_t per_chunk = (n + chunks - 1) / chunks;
+  Eigen::Barrier barrier(static_cast<unsigned>(chunks - 1));
+  for (int64_t c = 1; c < chunks; ++c) {
+    const int64_t begin = std::min(n, c * per_chunk);
+    const int64_t end = std::min(n, begin + per_chunk);
+    context->pool->Schedule([&fn, &barrier, begin, end] {
+      if (begin < end) fn(begin, end);
+      barrier.Notify();
+    });
+  }
+  fn(0, std::min(n, per_chunk));
+  barrier.Wait();
+}
+
+}  // namespace cpu
+}  // namespace kiln

@@ -1,0 +1,262 @@
+// Element-wise kernels: unary maps, broadcasting binary ops and where.
+#include <atomic>
+#include <cmath>
+#include <type_traits>
+
+#include "Eigen/Core"
+#include "backends/cpu/cpu_backend.h"
+#include "backends/cpu/strided.h"
+#include "tensor/shape_rules.h"
+
+namespace kiln {
+
+using cpu::StridedIter;
+using cpu::StridedTensor;
+
+namespace {
+
+// Integer arithmetic wraps (two's complement) instead of overflowing, which C++ leaves
+// undefined; unsigned arithmetic is how to say that.
+template <class T>
+T Wrap(std::make_unsigned_t<T> x) {
+  return static_cast<T>(x);
+}
+template <class T>
+using U = std::make_unsigned_t<T>;
+
+// ---- Unary ----------------------------------------------------------------------------------
+
+template <class T>
+using ArrayMap = Eigen::Map<Eigen::Array<T, Eigen::Dynamic, 1>>;
+template <class T>
+using ConstArrayMap = Eigen::Map<const Eigen::Array<T, Eigen::Dynamic, 1>>;
+
+// Applies `f` (an Eigen array expression builder) to every element; strided runs go through a
+// small stack buffer so the vectorised path is the only path.
+template <class T, class F>
+StridedTensor MapFloat(const StridedTensor& x, F f) {
+  StridedTensor out = StridedTensor::Empty(x.shape, x.dtype, x.device);
+  const StridedIter<1> iter(x.shape, {x.strides});
+  const T* in = x.data<T>();
+  T* o = out.mutable_data<T>();
+  cpu::ParallelFor(x.device, iter.numel(), cpu::kElementwiseGrain, [&](int64_t b, int64_t e) {
+    iter.ForSegments(b, e, [&](int64_t pos, const auto& off, const auto& stride, int64_t n) {
+      if (stride[0] == 1) {
+        ArrayMap<T>(o + pos, n) = f(ConstArrayMap<T>(in + off[0], n));
+        return;
+      }
+      constexpr int64_t kBlock = 256;
+      alignas(64) T buffer[kBlock];
+      for (int64_t i = 0; i < n; i += kBlock) {
+        const int64_t m = std::min(kBlock, n - i);
+        for (int64_t j = 0; j < m; ++j) buffer[j] = in[off[0] + (i + j) * stride[0]];
+        ArrayMap<T>(o + pos + i, m) = f(ConstArrayMap<T>(buffer, m));
+      }
+    });
+  });
+  return out;
+}
+
+template <class T, class F>
+StridedTensor MapScalar(const StridedTensor& x, F f) {
+  StridedTensor out = StridedTensor::Empty(x.shape, x.dtype, x.device);
+  const StridedIter<1> iter(x.shape, {x.strides});
+  const T* in = x.data<T>();
+  T* o = out.mutable_data<T>();
+  cpu::ParallelFor(x.device, iter.numel(), cpu::kElementwiseGrain, [&](int64_t b, int64_t e) {
+    iter.ForSegments(b, e, [&](int64_t pos, const auto& off, const auto& stride, int64_t n) {
+      for (int64_t i = 0; i < n; ++i) o[pos + i] = f(in[off[0] + i * stride[0]]);
+    });
+  });
+  return out;
+}
+
+template <class T>
+StridedTensor UnaryFloat(UnaryOp op, const StridedTensor& x) {
+  switch (op) {
+    case UnaryOp::kNeg: return MapFloat<T>(x, [](const auto& a) { return -a; });
+    case UnaryOp::kAbs: return MapFloat<T>(x, [](const auto& a) { return a.abs(); });
+    case UnaryOp::kExp: return MapFloat<T>(x, [](const auto& a) { return a.exp(); });
+    case UnaryOp::kLog: return MapFloat<T>(x, [](const auto& a) { return a.log(); });
+    case UnaryOp::kSqrt: return MapFloat<T>(x, [](const auto& a) { return a.sqrt(); });
+    case UnaryOp::kTanh: return MapFloat<T>(x, [](const auto& a) { return a.tanh(); });
+    case UnaryOp::kSigmoid: return MapFloat<T>(x, [](const auto& a) { return a.logistic(); });
+    case UnaryOp::kRelu:  // NaN stays NaN, as in PyTorch
+      return MapFloat<T>(x, [](const auto& a) { return (a < T(0)).select(T(0), a); });
+  }
+  return x;
+}
+
+template <class T>
+StridedTensor UnaryInteger(UnaryOp op, const StridedTensor& x) {
+  switch (op) {
+    case UnaryOp::kNeg: return MapScalar<T>(x, [](T a) { return Wrap<T>(U<T>(0) - U<T>(a)); });
+    case UnaryOp::kAbs:
+      return MapScalar<T>(x, [](T a) { return a < 0 ? Wrap<T>(U<T>(0) - U<T>(a)) : a; });
+    case UnaryOp::kRelu: return MapScalar<T>(x, [](T a) { return a < 0 ? T(0) : a; });
+    default: break;  // float-only ops are rejected by Tensor<B>
+  }
+  ThrowInvalidArgument("%s: not defined for %s", OpName(op), DTypeName(x.dtype));
+}
+
+// ---- Binary ---------------------------------------------------------------------------------
+
+// One run of a binary op; the stride-1 and broadcast-scalar cases get their own loops so the
+// compiler vectorises them.
+template <class T, class R, class F>
+void BinaryRun(const T* a, int64_t sa, const T* b, int64_t sb, R* out, int64_t n, F f) {
+  if (sa == 1 && sb == 1) {
+    for (int64_t i = 0; i < n; ++i) out[i] = f(a[i], b[i]);
+  } else if (sa == 1 && sb == 0) {
+    const T y = *b;
+    for (int64_t i = 0; i < n; ++i) out[i] = f(a[i], y);
+  } else if (sa == 0 && sb == 1) {
+    const T x = *a;
+    for (int64_t i = 0; i < n; ++i) out[i] = f(x, b[i]);
+  } else {
+    for (int64_t i = 0; i < n; ++i) out[i] = f(a[i * sa], b[i * sb]);
+  }
+}
+
+template <class T, class R, class F>
+StridedTensor RunBinary(const StridedTensor& a, const StridedTensor& b, const Shape& shape,
+                        F f) {
+  StridedTensor out = StridedTensor::Empty(shape, DTypeOf<R>(), a.device);
+  const StridedIter<2> iter(shape, {cpu::BroadcastStrides(a, shape), cpu::BroadcastStrides(b, shape)});
+  const T* pa = a.data<T>();
+  const T* pb = b.data<T>();
+  R* po = out.mutable_data<R>();
+  cpu::ParallelFor(a.device, iter.numel(), cpu::kElementwiseGrain, [&](int64_t lo, int64_t hi) {
+    iter.ForSegments(lo, hi, [&](int64_t pos, const auto& off, const auto& stride, int64_t n) {
+      BinaryRun(pa + off[0], stride[0], pb + off[1], stride[1], po + pos, n, f);
+    });
+  });
+  return out;
+}
+
+// maximum/minimum propagate NaN, as PyTorch does.
+template <class T>
+T NanMax(T a, T b) {
+  if constexpr (std::is_floating_point_v<T>) {
+    if (std::isnan(a) || std::isnan(b)) return a + b;
+  }
+  return a > b ? a : b;
+}
+template <class T>
+T NanMin(T a, T b) {
+  if constexpr (std::is_floating_point_v<T>) {
+    if (std::isnan(a) || std::isnan(b)) return a + b;
+  }
+  return a < b ? a : b;
+}
+
+template <class T>
+StridedTensor Compare(BinaryOp op, const StridedTensor& a, const StridedTensor& b,
+                      const Shape& s) {
+  switch (op) {
+    case BinaryOp::kEq: return RunBinary<T, bool>(a, b, s, [](T x, T y) { return x == y; });
+    case BinaryOp::kNe: return RunBinary<T, bool>(a, b, s, [](T x, T y) { return x != y; });
+    case BinaryOp::kLt: return RunBinary<T, bool>(a, b, s, [](T x, T y) { return x < y; });
+    case BinaryOp::kLe: return RunBinary<T, bool>(a, b, s, [](T x, T y) { return x <= y; });
+    case BinaryOp::kGt: return RunBinary<T, bool>(a, b, s, [](T x, T y) { return x > y; });
+    case BinaryOp::kGe: return RunBinary<T, bool>(a, b, s, [](T x, T y) { return x >= y; });
+    default: break;
+  }
+  ThrowInvalidArgument("%s is not a comparison", OpName(op));
+}
+
+template <class T>
+StridedTensor Arithmetic(BinaryOp op, const StridedTensor& a, const StridedTensor& b,
+                         const Shape& s) {
+  constexpr bool kInt = std::is_integral_v<T>;
+  switch (op) {
+    case BinaryOp::kAdd:
+      if constexpr (kInt) return RunBinary<T, T>(a, b, s, [](T x, T y) { return Wrap<T>(U<T>(x) + U<T>(y)); });
+      else return RunBinary<T, T>(a, b, s, [](T x, T y) { return x + y; });
+    case BinaryOp::kSub:
+      if constexpr (kInt) return RunBinary<T, T>(a, b, s, [](T x, T y) { return Wrap<T>(U<T>(x) - U<T>(y)); });
+      else return RunBinary<T, T>(a, b, s, [](T x, T y) { return x - y; });
+    case BinaryOp::kMul:
+      if constexpr (kInt) return RunBinary<T, T>(a, b, s, [](T x, T y) { return Wrap<T>(U<T>(x) * U<T>(y)); });
+      else return RunBinary<T, T>(a, b, s, [](T x, T y) { return x * y; });
+    case BinaryOp::kDiv:
+      if constexpr (kInt) {
+        std::atomic<bool> by_zero{false};
+        StridedTensor out = RunBinary<T, T>(a, b, s, [&by_zero](T x, T y) {
+          if (y == 0) {
+            by_zero.store(true, std::memory_order_relaxed);
+            return T(0);
+          }
+          return y == -1 ? Wrap<T>(U<T>(0) - U<T>(x)) : T(x / y);
+        });
+        if (by_zero.load()) {
+          ThrowInvalidArgument("div: integer division by zero (%s%s / %s%s)", DTypeName(a.dtype),
+                               a.shape.ToString(), DTypeName(b.dtype), b.shape.ToString());
+        }
+        return out;
+      } else {
+        return RunBinary<T, T>(a, b, s, [](T x, T y) { return x / y; });
+      }
+    case BinaryOp::kPow:
+      if constexpr (!kInt) {
+        if (b.shape.numel() == 1 && *b.data<T>() == T(2)) {  // the common square
+          return RunBinary<T, T>(a, b, s, [](T x, T) { return x * x; });
+        }
+        return RunBinary<T, T>(a, b, s, [](T x, T y) { return std::pow(x, y); });
+      }
+      break;
+    case BinaryOp::kMaximum: return RunBinary<T, T>(a, b, s, NanMax<T>);
+    case BinaryOp::kMinimum: return RunBinary<T, T>(a, b, s, NanMin<T>);
+    default: break;
+  }
+  ThrowInvalidArgument("%s: not defined for %s", OpName(op), DTypeName(a.dtype));
+}
+
+}  // namespace
+
+Cpu::Primitive Cpu::unary(UnaryOp op, const Primitive& x) {
+  return VisitDType(x.dtype, [&](auto v) -> Primitive {
+    using T = decltype(v);
+    if constexpr (std::is_floating_point_v<T>) return UnaryFloat<T>(op, x);
+    else if constexpr (std::is_same_v<T, bool>) ThrowInvalidArgument("%s: not defined for bool", OpName(op));
+    else return UnaryInteger<T>(op, x);
+  });
+}
+
+Cpu::Primitive Cpu::binary(BinaryOp op, const Primitive& a, const Primitive& b) {
+  const Shape shape = *BroadcastShapes(a.shape, b.shape);
+  return VisitDType(a.dtype, [&](auto v) -> Primitive {
+    using T = decltype(v);
+    if (IsComparison(op)) return Compare<T>(op, a, b, shape);
+    if constexpr (std::is_same_v<T, bool>) {
+      ThrowInvalidArgument("%s: not defined for bool", OpName(op));
+    } else {
+      return Arithmetic<T>(op, a, b, shape);
+    }
+  });
+}
+
+Cpu::Primitive Cpu::where(const Primitive& cond, const Primitive& a, const Primitive& b) {
+  const Shape shape = *BroadcastShapes(*BroadcastShapes(a.shape, b.shape), cond.shape);
+  return VisitDType(a.dtype, [&](auto v) -> Primitive {
+    using T = decltype(v);
+    StridedTensor out = StridedTensor::Empty(shape, a.dtype, a.device);
+    const StridedIter<3> iter(shape, {cpu::BroadcastStrides(cond, shape),
+                                      cpu::BroadcastStrides(a, shape),
+                                      cpu::BroadcastStrides(b, shape)});
+    const bool* pc = cond.data<bool>();
+    const T* pa = a.data<T>();
+    const T* pb = b.data<T>();
+    T* po = out.mutable_data<T>();
+    cpu::ParallelFor(a.device, iter.numel(), cpu::kElementwiseGrain, [&](int64_t lo, int64_t hi) {
+      iter.ForSegments(lo, hi, [&](int64_t pos, const auto& off, const auto& st, int64_t n) {
+        for (int64_t i = 0; i < n; ++i) {
+          po[pos + i] = pc[off[0] + i * st[0]] ? pa[off[1] + i * st[1]] : pb[off[2] + i * st[2]];
+        }
+      });
+    });
+    return out;
+  });
+}
+
+}  // namespace kiln

@@ -1,0 +1,116 @@
+// cat, gather and index_select: the ops that move whole elements between positions.
+#include <cstring>
+
+#include "backends/cpu/cpu_backend.h"
+#include "backends/cpu/strided.h"
+
+namespace kiln {
+
+using cpu::StridedTensor;
+
+namespace {
+
+// Index values are user data: every one is checked before anything is read through it.
+void CheckIndices(const StridedTensor& index, int64_t size, const char* what,
+                  const Shape& source) {
+  const StridedTensor idx = Cpu::contiguous(index);
+  const int64_t* v = idx.data<int64_t>();
+  for (int64_t i = 0; i < idx.shape.numel(); ++i) {
+    if (v[i] < 0 || v[i] >= size) {
+      ThrowOutOfRange("%s: index %d at position %d is out of range [0, %d) for source shape %s",
+                      what, v[i], i, size, source.ToString());
+    }
+  }
+}
+
+// Rows of `inner` elements: the shape as [outer, shape[dim], inner].
+int64_t Outer(const Shape& s, int64_t dim) {
+  int64_t n = 1;
+  for (int64_t d = 0; d < dim; ++d) n *= s[d];
+  return n;
+}
+int64_t Inner(const Shape& s, int64_t dim) {
+  int64_t n = 1;
+  for (int64_t d = dim + 1; d < s.rank(); ++d) n *= s[d];
+  return n;
+}
+
+}  // namespace
+
+Cpu::Primitive Cpu::cat(absl::Span<const Primitive> parts, int64_t dim) {
+  const StridedTensor& first = parts[0];
+  int64_t total = 0;
+  for (const auto& p : parts) total += p.shape[dim];
+  Dims dims(first.shape.dims().begin(), first.shape.dims().end());
+  dims[dim] = total;
+  StridedTensor out = StridedTensor::Empty(Shape(dims), first.dtype, first.device);
+  const int64_t es = DTypeSize(first.dtype);
+  const int64_t outer = Outer(out.shape, dim), inner = Inner(out.shape, dim);
+  std::byte* o = out.mutable_data<std::byte>();
+  int64_t at = 0;  // running offset along dim
+  for (const auto& part : parts) {
+    const StridedTensor c = contiguous(part);
+    const int64_t run = c.shape[dim] * inner * es;
+    const std::byte* src = c.buffer->data() + c.offset * es;
+    if (run > 0) {
+      cpu::ParallelFor(out.device, outer, std::max<int64_t>(1, (1 << 18) / run),
+                       [&](int64_t lo, int64_t hi) {
+        for (int64_t r = lo; r < hi; ++r) {
+          std::memcpy(o + (r * total + at) * inner * es, src + r * run, run);
+        }
+      });
+    }
+    at += c.shape[dim];
+  }
+  return out;
+}
+
+Cpu::Primitive Cpu::index_select(const Primitive& p, int64_t dim, const Primitive& index) {
+  CheckIndices(index, p.shape[dim], "index_select", p.shape);
+  const StridedTensor idx = contiguous(index);
+  const StridedTensor src = contiguous(p);
+  const int64_t count = idx.shape.numel();
+  Dims dims(p.shape.dims().begin(), p.shape.dims().end());
+  dims[dim] = count;
+  StridedTensor out = StridedTensor::Empty(Shape(dims), p.dtype, p.device);
+  const int64_t es = DTypeSize(p.dtype);
+  const int64_t outer = Outer(p.shape, dim), inner = Inner(p.shape, dim), size = p.shape[dim];
+  const int64_t* ids = idx.data<int64_t>();
+  const std::byte* s = src.buffer->data() + src.offset * es;
+  std::byte* o = out.mutable_data<std::byte>();
+  const int64_t run = inner * es;
+  cpu::ParallelFor(p.device, outer * count, std::max<int64_t>(1, (1 << 18) / std::max<int64_t>(run, 1)),
+                   [&](int64_t lo, int64_t hi) {
+    for (int64_t w = lo; w < hi; ++w) {
+      const int64_t r = w / count, k = w % count;
+      std::memcpy(o + w * run, s + (r * size + ids[k]) * run, run);
+    }
+  });
+  return out;
+}
+
+Cpu::Primitive Cpu::gather(const Primitive& p, int64_t dim, const Primitive& index) {
+  CheckIndices(index, p.shape[dim], "gather", p.shape);
+  StridedTensor out = StridedTensor::Empty(index.shape, p.dtype, p.device);
+  // Walk the index; the source's stride along `dim` is applied per element from the index.
+  Dims source_strides(p.strides.begin(), p.strides.end());
+  const int64_t step = source_strides[dim];
+  source_strides[dim] = 0;
+  const cpu::StridedIter<2> iter(index.shape, {index.strides, source_strides});
+  const int64_t* ids = index.data<int64_t>();
+  VisitDType(p.dtype, [&](auto v) {
+    using T = decltype(v);
+    const T* src = p.data<T>();
+    T* o = out.mutable_data<T>();
+    cpu::ParallelFor(p.device, iter.numel(), cpu::kElementwiseGrain, [&](int64_t lo, int64_t hi) {
+      iter.ForSegments(lo, hi, [&](int64_t pos, const auto& off, const auto& st, int64_t n) {
+        for (int64_t i = 0; i < n; ++i) {
+          o[pos + i] = src[off[1] + i * st[1] + ids[off[0] + i * st[0]] * step];
+        }
+      });
+    });
+  });
+  return out;
+}
+
+}  // namespace kiln

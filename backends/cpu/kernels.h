@@ -1,0 +1,17 @@
+// Internal helpers shared by the CPU backend's kernel files.
+#ifndef KILN_BACKENDS_CPU_KERNELS_H_
+#define KILN_BACKENDS_CPU_KERNELS_H_
+
+#include "backends/cpu/strided_tensor.h"
+
+namespace kiln::cpu {
+
+// `src` (any strides) written as a new row-major tensor of `dtype` (a cast when it differs).
+StridedTensor CopyAs(const StridedTensor& src, DType dtype);
+
+// Throws kiln::Error when `device` does not exist.
+void RequireDevice(const CpuDevice& device);
+
+}  // namespace kiln::cpu
+
+#endif  // KILN_BACKENDS_CPU_KERNELS_H_

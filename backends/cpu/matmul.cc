@@ -1,0 +1,145 @@
+// Batched matmul through Eigen's GEMM. Transposed views are read in place (a column-major
+// map), broadcast batch dims cost nothing, and work is split over batches and row blocks so
+// each of the device's threads runs one single-threaded GEMM.
+#include <optional>
+
+#include "Eigen/Core"
+#include "backends/cpu/cpu_backend.h"
+#include "backends/cpu/strided.h"
+#include "tensor/shape_rules.h"
+
+namespace kiln {
+
+using cpu::StridedTensor;
+
+namespace {
+
+// How the last two dims of an operand lie in memory.
+struct MatrixLayout {
+  bool row_major;
+  int64_t ld;  // elements between rows (row-major) or columns (column-major)
+};
+
+std::optional<MatrixLayout> LayoutOf(int64_t rows, int64_t cols, int64_t rs, int64_t cs) {
+  if ((cs == 1 || cols == 1) && (rows == 1 || rs >= cols)) {
+    return MatrixLayout{true, rows == 1 ? std::max<int64_t>(cols, 1) : rs};
+  }
+  if ((rs == 1 || rows == 1) && (cols == 1 || cs >= rows)) {
+    return MatrixLayout{false, cols == 1 ? std::max<int64_t>(rows, 1) : cs};
+  }
+  return std::nullopt;
+}
+
+struct Operand {
+  StridedTensor t;  // possibly a contiguous copy of the input
+  MatrixLayout layout;
+  Dims batch_strides;  // over the output's batch dims
+};
+
+Operand Prepare(const StridedTensor& p, const Shape& batch) {
+  const int64_t r = p.shape.rank();
+  const int64_t rows = p.shape[r - 2], cols = p.shape[r - 1];
+  Operand op{p, {true, cols}, {}};
+  if (auto layout = LayoutOf(rows, cols, p.strides[r - 2], p.strides[r - 1])) {
+    op.layout = *layout;
+  } else {
+    op.t = Cpu::contiguous(p);
+    op.layout = {true, std::max<int64_t>(cols, 1)};
+  }
+  // Batch strides as a broadcast of the operand's leading dims to `batch`.
+  StridedTensor lead = op.t;
+  lead.shape = Shape(p.shape.dims().subspan(0, r - 2));
+  lead.strides.resize(r - 2);
+  op.batch_strides = cpu::BroadcastStrides(lead, batch);
+  return op;
+}
+
+template <class T, int Order>
+using MatrixMap = Eigen::Map<const Eigen::Matrix<T, Eigen::Dynamic, Eigen::Dynamic, Order>, 0,
+                             Eigen::OuterStride<>>;
+template <class T>
+using OutMap = Eigen::Map<Eigen::Matrix<T, Eigen::Dynamic, Eigen::Dynamic, Eigen::RowMajor>>;
+
+// Rows [r0, r0 + rows) of C = A * B for one batch.
+template <class T>
+void GemmBlock(const T* a, MatrixLayout la, const T* b, MatrixLayout lb, T* c, int64_t r0,
+               int64_t rows, int64_t k, int64_t n) {
+  OutMap<T> out(c + r0 * n, rows, n);
+  const T* a0 = a + r0 * (la.row_major ? la.ld : 1);
+  auto with_b = [&](const auto& am) {
+    if (lb.row_major) {
+      out.noalias() = am * MatrixMap<T, Eigen::RowMajor>(b, k, n, Eigen::OuterStride<>(lb.ld));
+    } else {
+      out.noalias() = am * MatrixMap<T, Eigen::ColMajor>(b, k, n, Eigen::OuterStride<>(lb.ld));
+    }
+  };
+  if (la.row_major) {
+    with_b(MatrixMap<T, Eigen::RowMajor>(a0, rows, k, Eigen::OuterStride<>(la.ld)));
+  } else {
+    with_b(MatrixMap<T, Eigen::ColMajor>(a0, rows, k, Eigen::OuterStride<>(la.ld)));
+  }
+}
+
+// Below this many multiply-adds a single thread is faster than waking others.
+constexpr int64_t kParallelWork = 1 << 18;
+constexpr int64_t kMinRowsPerBlock = 16;
+
+}  // namespace
+
+Cpu::Primitive Cpu::matmul(const Primitive& a, const Primitive& b) {
+  const Shape out_shape = *MatmulShape(a.shape, b.shape).out;
+  const int64_t r = out_shape.rank();
+  const int64_t m = out_shape[r - 2], n = out_shape[r - 1], k = a.shape[a.shape.rank() - 1];
+  const Shape batch(out_shape.dims().subspan(0, r - 2));
+  StridedTensor out = StridedTensor::Empty(out_shape, a.dtype, a.device);
+  const Operand pa = Prepare(a, batch);
+  const Operand pb = Prepare(b, batch);
+  const int64_t batches = batch.numel();
+
+  // Batch offsets of each operand, in row-major order over the batch dims.
+  std::vector<int64_t> offset_a(batches), offset_b(batches);
+  const cpu::StridedIter<2> iter(batch, {pa.batch_strides, pb.batch_strides});
+  iter.ForSegments(0, batches, [&](int64_t pos, const auto& off, const auto& st, int64_t len) {
+    for (int64_t i = 0; i < len; ++i) {
+      offset_a[pos + i] = off[0] + i * st[0];
+      offset_b[pos + i] = off[1] + i * st[1];
+    }
+  });
+
+  const int64_t threads = cpu::ThreadsOf(a.device);
+  const bool parallel = batches * m * n * k >= kParallelWork && threads > 1;
+  int64_t row_blocks = 1;
+  if (parallel && batches < threads) {
+    row_blocks = std::clamp<int64_t>((threads + batches - 1) / batches, 1,
+                                     std::max<int64_t>(1, m / kMinRowsPerBlock));
+  }
+  const int64_t rows_per_block = (m + row_blocks - 1) / row_blocks;
+
+  VisitDType(a.dtype, [&](auto v) {
+    using T = decltype(v);
+    if constexpr (std::is_floating_point_v<T>) {
+      T* c = out.mutable_data<T>();
+      if (k == 0) {
+        std::fill(c, c + out_shape.numel(), T(0));
+        return;
+      }
+      const T* da = pa.t.template data<T>();
+      const T* db = pb.t.template data<T>();
+      auto run = [&](int64_t lo, int64_t hi) {
+        for (int64_t w = lo; w < hi; ++w) {
+          const int64_t bi = w / row_blocks;
+          const int64_t r0 = (w % row_blocks) * rows_per_block;
+          const int64_t rows = std::min(rows_per_block, m - r0);
+          if (rows <= 0) continue;
+          GemmBlock<T>(da + offset_a[bi], pa.layout, db + offset_b[bi], pb.layout,
+                       c + bi * m * n, r0, rows, k, n);
+        }
+      };
+      if (parallel) cpu::ParallelFor(a.device, batches * row_blocks, 1, run);
+      else run(0, batches * row_blocks);
+    }
+  });
+  return out;
+}
+
+}  // namespace kiln

@@ -1,0 +1,186 @@
+// Reductions (sum, mean, max, min) and argmax. The input is arranged as [outer, reduced,
+// inner] so that every case is one of two vectorised loops; partial results are combined in a
+// fixed order, so a result never depends on the device's thread count.
+#include <cmath>
+#include <numeric>
+#include <type_traits>
+
+#include "Eigen/Core"
+#include "backends/cpu/cpu_backend.h"
+#include "tensor/shape_rules.h"
+
+namespace kiln {
+
+using cpu::StridedTensor;
+
+namespace {
+
+// Elements per partial result when one long row is split across threads.
+constexpr int64_t kRowBlock = 1 << 14;
+// Inner elements per work item for the strided [outer, reduced, inner] case.
+constexpr int64_t kInnerBlock = 1 << 10;
+
+struct Layout {
+  StridedTensor x;  // contiguous, reduced dims forming one block
+  int64_t outer = 1, reduced = 1, inner = 1;
+};
+
+// Makes the reduced dims one contiguous block of a row-major tensor: already so when they are
+// consecutive, otherwise they are permuted to the end (one copy).
+Layout Arrange(const StridedTensor& p, absl::Span<const int64_t> dims) {
+  Layout l;
+  const bool consecutive = dims.back() - dims.front() + 1 == static_cast<int64_t>(dims.size());
+  if (consecutive) {
+    l.x = Cpu::contiguous(p);
+    for (int64_t d = 0; d < p.shape.rank(); ++d) {
+      (d < dims.front() ? l.outer : d <= dims.back() ? l.reduced : l.inner) *= p.shape[d];
+    }
+    return l;
+  }
+  Dims kept, perm;
+  for (int64_t d = 0, k = 0; d < p.shape.rank(); ++d) {
+    if (k < static_cast<int64_t>(dims.size()) && dims[k] == d) {
+      ++k;
+      l.reduced *= p.shape[d];
+    } else {
+      kept.push_back(d);
+      l.outer *= p.shape[d];
+    }
+  }
+  perm = kept;
+  perm.insert(perm.end(), dims.begin(), dims.end());
+  l.x = Cpu::contiguous(Cpu::permute(p, perm));
+  return l;
+}
+
+template <class T>
+using ConstVec = Eigen::Map<const Eigen::Array<T, Eigen::Dynamic, 1>>;
+
+template <class T>
+T Combine(ReduceOp op, T a, T b) {
+  if constexpr (std::is_integral_v<T>) {
+    using U = std::make_unsigned_t<T>;
+    if (op == ReduceOp::kSum || op == ReduceOp::kMean) return static_cast<T>(U(a) + U(b));
+  } else {
+    if (op == ReduceOp::kSum || op == ReduceOp::kMean) return a + b;
+    if (std::isnan(a) || std::isnan(b)) return a + b;
+  }
+  return op == ReduceOp::kMax ? (a > b ? a : b) : (a < b ? a : b);
+}
+
+// Reduction of one contiguous run.
+template <class T>
+T ReduceRun(ReduceOp op, const T* x, int64_t n) {
+  if constexpr (std::is_floating_point_v<T>) {
+    const ConstVec<T> v(x, n);
+    if (op == ReduceOp::kMax) return v.template maxCoeff<Eigen::PropagateNaN>();
+    if (op == ReduceOp::kMin) return v.template minCoeff<Eigen::PropagateNaN>();
+    return v.sum();
+  } else {
+    T acc = x[0];
+    for (int64_t i = 1; i < n; ++i) acc = Combine(op, acc, x[i]);
+    return acc;
+  }
+}
+
+template <class T>
+void ReduceRows(ReduceOp op, const Layout& l, T* out) {
+  const T* x = l.x.data<T>();
+  const int64_t blocks = (l.reduced + kRowBlock - 1) / kRowBlock;
+  std::vector<T> partial(l.outer * blocks);
+  cpu::ParallelFor(l.x.device, l.outer * blocks, 1, [&](int64_t lo, int64_t hi) {
+    for (int64_t w = lo; w < hi; ++w) {
+      const int64_t row = w / blocks, block = w % blocks;
+      const int64_t begin = block * kRowBlock;
+      partial[w] = ReduceRun(op, x + row * l.reduced + begin,
+                             std::min(kRowBlock, l.reduced - begin));
+    }
+  });
+  for (int64_t row = 0; row < l.outer; ++row) {
+    T acc = partial[row * blocks];
+    for (int64_t b = 1; b < blocks; ++b) acc = Combine(op, acc, partial[row * blocks + b]);
+    out[row] = acc;
+  }
+}
+
+template <class T>
+void ReduceStrided(ReduceOp op, const Layout& l, T* out) {
+  const T* x = l.x.data<T>();
+  const int64_t chunks = (l.inner + kInnerBlock - 1) / kInnerBlock;
+  cpu::ParallelFor(l.x.device, l.outer * chunks, 1, [&](int64_t lo, int64_t hi) {
+    for (int64_t w = lo; w < hi; ++w) {
+      const int64_t o = w / chunks;
+      const int64_t i0 = (w % chunks) * kInnerBlock;
+      const int64_t n = std::min(kInnerBlock, l.inner - i0);
+      const T* base = x + o * l.reduced * l.inner + i0;
+      T* acc = out + o * l.inner + i0;
+      std::copy(base, base + n, acc);
+      for (int64_t r = 1; r < l.reduced; ++r) {
+        const T* row = base + r * l.inner;
+        for (int64_t i = 0; i < n; ++i) acc[i] = Combine(op, acc[i], row[i]);
+      }
+    }
+  });
+}
+
+}  // namespace
+
+Cpu::Primitive Cpu::reduce(ReduceOp op, const Primitive& p, absl::Span<const int64_t> dims,
+                           bool keepdim) {
+  const Shape out_shape = ReducedShape(p.shape, dims, keepdim);
+  StridedTensor out = StridedTensor::Empty(out_shape, p.dtype, p.device);
+  const Layout l = Arrange(p, dims);
+  VisitDType(p.dtype, [&](auto v) {
+    using T = decltype(v);
+    if constexpr (!std::is_same_v<T, bool>) {
+      T* o = out.mutable_data<T>();
+      if (l.reduced == 0) {  // only sum and mean reach here: 0 and 0/0
+        const T fill = op == ReduceOp::kMean && std::is_floating_point_v<T> ? T(NAN) : T(0);
+        std::fill(o, o + out_shape.numel(), fill);
+        return;
+      }
+      if (out_shape.numel() == 0) return;
+      if (l.inner == 1) ReduceRows<T>(op, l, o);
+      else ReduceStrided<T>(op, l, o);
+      if (op == ReduceOp::kMean) {
+        const int64_t n = out_shape.numel();
+        for (int64_t i = 0; i < n; ++i) o[i] = static_cast<T>(o[i] / static_cast<T>(l.reduced));
+      }
+    }
+  });
+  return out;
+}
+
+Cpu::Primitive Cpu::argmax(const Primitive& p, int64_t dim, bool keepdim) {
+  const int64_t dims[] = {dim};
+  const Shape out_shape = ReducedShape(p.shape, dims, keepdim);
+  StridedTensor out = StridedTensor::Empty(out_shape, DType::kI64, p.device);
+  const Layout l = Arrange(p, dims);
+  int64_t* o = out.mutable_data<int64_t>();
+  VisitDType(p.dtype, [&](auto v) {
+    using T = decltype(v);
+    const T* x = l.x.template data<T>();
+    cpu::ParallelFor(p.device, l.outer * l.inner, 256, [&](int64_t lo, int64_t hi) {
+      for (int64_t w = lo; w < hi; ++w) {
+        const T* base = x + (w / l.inner) * l.reduced * l.inner + w % l.inner;
+        T best = base[0];
+        int64_t best_index = 0;
+        for (int64_t r = 1; r < l.reduced; ++r) {
+          const T value = base[r * l.inner];
+          bool better = value > best;
+          if constexpr (std::is_floating_point_v<T>) {
+            better = better || (std::isnan(value) && !std::isnan(best));  // NaN is the max
+          }
+          if (better) {
+            best = value;
+            best_index = r;
+          }
+        }
+        o[w] = best_index;
+      }
+    });
+  });
+  return out;
+}
+
+}  // namespace kiln

@@ -1,0 +1,39 @@
+#include "backends/cpu/strided_tensor.h"
+
+#include <algorithm>
+#include <new>
+
+namespace kiln::cpu {
+
+namespace {
+constexpr std::align_val_t kAlignment{64};
+}
+
+Buffer::Buffer(int64_t nbytes)
+    : data_(static_cast<std::byte*>(::operator new(std::max<int64_t>(nbytes, 1), kAlignment))),
+      nbytes_(nbytes) {}
+
+Buffer::~Buffer() { ::operator delete(data_, kAlignment); }
+
+StridedTensor StridedTensor::Empty(const Shape& shape, DType dtype, const CpuDevice& device) {
+  StridedTensor t;
+  t.buffer = std::make_shared<Buffer>(shape.numel() * DTypeSize(dtype));
+  t.shape = shape;
+  t.strides = shape.ContiguousStrides();
+  t.offset = 0;
+  t.dtype = dtype;
+  t.device = device;
+  return t;
+}
+
+bool StridedTensor::IsContiguous() const {
+  if (shape.numel() == 0) return true;
+  int64_t expected = 1;
+  for (int64_t i = shape.rank() - 1; i >= 0; --i) {
+    if (shape[i] != 1 && strides[i] != expected) return false;
+    expected *= shape[i];
+  }
+  return true;
+}
+
+}  // namespace kiln::cpu
