@@ -68,13 +68,17 @@ Tensor<B> Tensor<B>::matmul(const Tensor& o) const {
   if (rank() == 0 || o.rank() == 0) {
     ThrowInvalidArgument("matmul: needs rank >= 1, got %s and %s", Describe(), o.Describe());
   }
-  if (rank() == 1) return unsqueeze(0).matmul(o).squeeze(-2);
-  if (o.rank() == 1) return matmul(o.unsqueeze(1)).squeeze(-1);
-  const MatmulShapes shapes = MatmulShape(shape(), o.shape());
+  const bool vector_a = rank() == 1, vector_b = o.rank() == 1;
+  const Tensor a = vector_a ? unsqueeze(0) : *this;
+  const Tensor b = vector_b ? o.unsqueeze(1) : o;
+  const MatmulShapes shapes = MatmulShape(a.shape(), b.shape());
   if (!shapes.out) {
     ThrowInvalidArgument("matmul: %s; got %s and %s", shapes.problem, Describe(), o.Describe());
   }
-  return Tensor(B::matmul(p_, o.p_));
+  Tensor out(B::matmul(a.p_, b.p_));
+  if (vector_b) out = out.squeeze(-1);
+  if (vector_a) out = out.squeeze(vector_b ? -1 : -2);
+  return out;
 }
 
 template <Backend B>

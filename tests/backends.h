@@ -1,0 +1,53 @@
+// The backends compiled into this build, for typed test suites. A new backend joins the
+// conformance suite by being added here (behind its build config).
+#ifndef KILN_TESTS_BACKENDS_H_
+#define KILN_TESTS_BACKENDS_H_
+
+#include <gtest/gtest.h>
+
+#include "backends/cpu/cpu_backend.h"
+
+namespace kiln::testing {
+
+// A backend paired with the floating type a test runs in.
+template <class Backend, class Float>
+struct Config {
+  using B = Backend;
+  using T = Float;
+};
+
+using FloatConfigs = ::testing::Types<Config<Cpu, float>, Config<Cpu, double>>;
+using AllBackends = ::testing::Types<Cpu>;
+
+// Names typed tests "Cpu_f32" rather than "0".
+struct ConfigNames {
+  template <class C>
+  static std::string GetName(int) {
+    if constexpr (requires { typename C::T; }) {
+      return std::string(C::B::Name()) + "_" + DTypeName(DTypeOf<typename C::T>());
+    } else {
+      return C::Name();
+    }
+  }
+};
+
+// Devices a backend-generic test needs beyond the default one.
+template <class B>
+struct TestDevices;
+
+template <>
+struct TestDevices<Cpu> {
+  // A second device of the same backend (configures two logical CPU devices).
+  static CpuDevice Second() {
+    ThrowIfError(cpu::Configure({.devices = 2}));
+    return CpuDevice(1);
+  }
+  static CpuDevice Missing() { return CpuDevice(99); }
+  static constexpr const char* kMissingMessage =
+      "cpu:99 does not exist: this process has 2 logical CPU devices (cpu:0..cpu:1); set "
+      "KILN_CPU_DEVICES or call kiln::cpu::Configure for more";
+};
+
+}  // namespace kiln::testing
+
+#endif  // KILN_TESTS_BACKENDS_H_

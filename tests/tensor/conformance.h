@@ -1,0 +1,68 @@
+// The typed fixture of the conformance suite: one backend, one float type, and helpers to
+// build inputs (contiguous or as strided views) and compare them with the reference.
+#ifndef KILN_TESTS_TENSOR_CONFORMANCE_H_
+#define KILN_TESTS_TENSOR_CONFORMANCE_H_
+
+#include <gtest/gtest.h>
+
+#include <string>
+
+#include "tensor/random.h"
+#include "tensor/tensor.h"
+#include "tests/backends.h"
+#include "tests/tensor/reference.h"
+
+namespace kiln::testing {
+
+template <class C>
+class Conformance : public ::testing::Test {
+ protected:
+  using B = typename C::B;
+  using T = typename C::T;
+  using Tn = Tensor<B>;
+  static constexpr DType kDType = DTypeOf<T>();
+
+  // Uniform values in [low, high) from a fixed seed.
+  Tn Random(const Shape& shape, double low = -2, double high = 2, uint64_t seed = 7) {
+    Generator gen(seed);
+    return Tn::uniform(shape, low, high, gen, kDType);
+  }
+
+  // The same values as `t`, laid out with a stride of 2 in the last dim (not contiguous).
+  static Tn Strided(const Tn& t) {
+    if (t.rank() == 0) return t;
+    const std::vector<Tn> pair = {t, t.neg()};
+    return Tn::stack(pair, -1).slice(-1, 0, 1).squeeze(-1);
+  }
+
+  static Ref R(const Tn& t) { return Ref::Of(t.to_data()); }
+
+  // Relative-and-absolute closeness at the precision of T, scaled by `scale`.
+  static void ExpectClose(const Tn& actual, const Ref& expected, double scale = 1.0) {
+    const TensorData data = actual.to_data();
+    ASSERT_EQ(data.dtype(), kDType);
+    ASSERT_EQ(Index(data.shape().dims().begin(), data.shape().dims().end()), expected.shape);
+    const double tol = (sizeof(T) == 4 ? 2e-6 : 1e-13) * scale;
+    for (int64_t i = 0; i < data.numel(); ++i) {
+      const double want = expected.v[i], got = data.AsDouble(i);
+      if (std::isnan(want)) {
+        EXPECT_TRUE(std::isnan(got)) << "element " << i;
+        continue;
+      }
+      EXPECT_NEAR(got, want, tol * (1 + std::abs(want))) << "element " << i;
+    }
+  }
+
+  // Exact equality, for results that involve no rounding (copies, layout, comparisons).
+  static void ExpectExact(const Tn& actual, const Ref& expected) {
+    const TensorData data = actual.to_data();
+    ASSERT_EQ(Index(data.shape().dims().begin(), data.shape().dims().end()), expected.shape);
+    for (int64_t i = 0; i < data.numel(); ++i) {
+      EXPECT_EQ(data.AsDouble(i), expected.v[i]) << "element " << i;
+    }
+  }
+};
+
+}  // namespace kiln::testing
+
+#endif  // KILN_TESTS_TENSOR_CONFORMANCE_H_
