@@ -1,0 +1,113 @@
+// Logical CPU devices: configuration, fair thread shares, parallel loops, and results that do
+// not depend on how many threads a device has.
+#include <gtest/gtest.h>
+
+#include <atomic>
+#include <thread>
+#include <vector>
+
+#include "backends/cpu/cpu_backend.h"
+
+namespace kiln {
+namespace {
+
+TEST(CpuDevice, PrintsAndCompares) {
+  EXPECT_EQ(CpuDevice(3).ToString(), "cpu:3");
+  EXPECT_EQ(CpuDevice(), CpuDevice(0));
+  EXPECT_NE(CpuDevice(1), CpuDevice(0));
+}
+
+TEST(CpuDevice, DefaultIsOneDeviceWithEveryCore) {
+  ASSERT_TRUE(cpu::Configure({}).ok());
+  EXPECT_EQ(cpu::DeviceCount(), 1);
+  EXPECT_EQ(cpu::ThreadsOf(CpuDevice(0)), cpu::HardwareThreads());
+  EXPECT_TRUE(cpu::CheckDevice(CpuDevice(0)).ok());
+  EXPECT_EQ(cpu::CheckDevice(CpuDevice(1)).message(),
+            "cpu:1 does not exist: this process has 1 logical CPU device (cpu:0..cpu:0); set "
+            "KILN_CPU_DEVICES or call kiln::cpu::Configure for more");
+}
+
+TEST(CpuDevice, CoresAreSharedFairly) {
+  ASSERT_TRUE(cpu::Configure({.devices = 4}).ok());
+  for (int i = 0; i < 4; ++i) {
+    EXPECT_EQ(cpu::ThreadsOf(CpuDevice(i)), std::max(1, cpu::HardwareThreads() / 4));
+  }
+  ASSERT_TRUE(cpu::Configure({.devices = 2, .threads_per_device = 3}).ok());
+  EXPECT_EQ(cpu::ThreadsOf(CpuDevice(1)), 3);
+  EXPECT_EQ(cpu::Configure({.devices = 0}).message(),
+            "cpu::Configure: devices must be in 1..1024, got 0");
+  EXPECT_EQ(cpu::Configure({.devices = 1, .threads_per_device = -1}).message(),
+            "cpu::Configure: threads_per_device must be in 0..1024 (0 = fair share), got -1");
+  EXPECT_EQ(cpu::CurrentConfig().threads_per_device, 3);  // a rejected call changes nothing
+}
+
+TEST(CpuDevice, ParallelForCoversEveryIndexOnce) {
+  ASSERT_TRUE(cpu::Configure({.devices = 1, .threads_per_device = 4}).ok());
+  std::vector<std::atomic<int>> hits(100003);
+  std::atomic<int> calls{0};
+  cpu::ParallelFor(CpuDevice(0), hits.size(), 1000, [&](int64_t b, int64_t e) {
+    ++calls;
+    for (int64_t i = b; i < e; ++i) ++hits[i];
+  });
+  for (const auto& h : hits) ASSERT_EQ(h.load(), 1);
+  EXPECT_EQ(calls.load(), 4);
+  // Small ranges run inline in one call.
+  calls = 0;
+  cpu::ParallelFor(CpuDevice(0), 10, 1000, [&](int64_t b, int64_t e) {
+    ++calls;
+    EXPECT_EQ(b, 0);
+    EXPECT_EQ(e, 10);
+  });
+  EXPECT_EQ(calls.load(), 1);
+}
+
+// Element-wise ops and reductions combine partial results in a fixed order, so their bits do
+// not depend on the thread count. Matmul splits rows by thread count, and Eigen's GEMM may round
+// a row differently depending on where a block ends, so it is deterministic per thread count.
+TEST(CpuDevice, ResultsDoNotDependOnThreadCount) {
+  Generator gen(3);
+  const TensorData x = RandomUniform({517, 1031}, DType::kF32, -1, 1, gen);
+  const TensorData w = RandomUniform({1031, 67}, DType::kF32, -1, 1, gen);
+  auto run = [&](int threads) {
+    EXPECT_TRUE(cpu::Configure({.devices = 1, .threads_per_device = threads}).ok());
+    const CpuTensor a = CpuTensor::from_data(x);
+    const CpuTensor b = CpuTensor::from_data(w);
+    return std::vector<TensorData>{a.sum().to_data(), a.sum({0}).to_data(), a.max({1}).to_data(),
+                                   (a.exp() * 2).to_data(), a.matmul(b).to_data()};
+  };
+  const auto one = run(1);
+  const auto three = run(3);
+  const auto again = run(3);
+  for (size_t i = 0; i < one.size(); ++i) {
+    if (i + 1 < one.size()) {
+      EXPECT_EQ(one[i].ToDoubles(), three[i].ToDoubles()) << "result " << i;
+    }
+    EXPECT_EQ(three[i].ToDoubles(), again[i].ToDoubles()) << "result " << i;
+  }
+}
+
+TEST(CpuDevice, DevicesWorkFromTheirOwnThreads) {
+  ASSERT_TRUE(cpu::Configure({.devices = 2}).ok());
+  std::vector<double> sums(2);
+  std::vector<std::thread> threads;
+  for (int d = 0; d < 2; ++d) {
+    threads.emplace_back([d, &sums] {
+      const CpuDevice device(d);
+      const CpuTensor x = CpuTensor::arange(0, 1000, 1, DType::kF64, device);
+      const CpuTensor y = (x * (d + 1)).sum();
+      EXPECT_EQ(y.device(), device);
+      sums[d] = y.item<double>();
+    });
+  }
+  for (auto& t : threads) t.join();
+  EXPECT_EQ(sums[0], 499500);
+  EXPECT_EQ(sums[1], 999000);
+  // Moving between devices copies the values.
+  const CpuTensor a = CpuTensor::arange(4, DType::kI64, CpuDevice(0));
+  const CpuTensor b = a.to(CpuDevice(1));
+  EXPECT_EQ(b.device(), CpuDevice(1));
+  EXPECT_EQ(b.to_data().ToDoubles(), a.to_data().ToDoubles());
+}
+
+}  // namespace
+}  // namespace kiln
