@@ -1,19 +1,12 @@
 #include "backends/cpu/strided_tensor.h"
 
-#include <algorithm>
-#include <new>
+#include "backends/cpu/allocator.h"
 
 namespace kiln::cpu {
 
-namespace {
-constexpr std::align_val_t kAlignment{64};
-}
+Buffer::Buffer(int64_t nbytes) : data_(AllocateBuffer(nbytes)), nbytes_(nbytes) {}
 
-Buffer::Buffer(int64_t nbytes)
-    : data_(static_cast<std::byte*>(::operator new(std::max<int64_t>(nbytes, 1), kAlignment))),
-      nbytes_(nbytes) {}
-
-Buffer::~Buffer() { ::operator delete(data_, kAlignment); }
+Buffer::~Buffer() { FreeBuffer(data_, nbytes_); }
 
 StridedTensor StridedTensor::Empty(const Shape& shape, DType dtype, const CpuDevice& device) {
   StridedTensor t;

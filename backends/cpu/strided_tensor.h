@@ -1,5 +1,5 @@
 // StridedTensor: the CPU backend's primitive. A strided view (shape, strides, offset) of a shared,
-// 64-byte aligned buffer, so transpose, permute, slice and expand are free. Buffers are never
+// 64-byte aligned buffer (see allocator.h), so transpose, permute, slice and expand are free. Buffers are never
 // written after the op that made them returns, which is what makes sharing safe.
 #ifndef KILN_BACKENDS_CPU_STRIDED_TENSOR_H_
 #define KILN_BACKENDS_CPU_STRIDED_TENSOR_H_

@@ -1,0 +1,55 @@
+#!/usr/bin/env python3
+"""Side-by-side ratios from one Google Benchmark JSON run.
+
+Usage: ./bazelw run //bench:tensor_bench -- --benchmark_repetitions=3 \
+           --benchmark_format=json > /tmp/bench.json
+       python3 bench/compare.py /tmp/bench.json
+
+Each line pairs a kiln benchmark with its reference from the same run and prints the
+ratio of their rates (GFLOPS or GB/s; medians when the run has repetitions).
+"""
+import json
+import re
+import sys
+
+# (kiln benchmark regex, reference benchmark template): \1 etc. refer to the kiln match.
+PAIRS = [
+    (r"BM_MatmulKiln/(\d+)/1$", r"BM_MatmulEigen/\1"),
+    (r"BM_MatmulKiln/(\d+)/(\d+)$", r"BM_MatmulEigenThreadPool/\1/\2"),
+    (r"BM_AddKiln/(\d+)$", r"BM_Memcpy/\1"),
+    (r"BM_SumKiln/(\d+)$", r"BM_Memcpy/\1"),
+]
+
+
+def rates(path):
+    with open(path) as f:
+        data = json.load(f)
+    out = {}
+    for b in data["benchmarks"]:
+        if b.get("run_type") == "aggregate" and b.get("aggregate_name") != "median":
+            continue
+        name = re.sub(r"(/real_time)?(_median)?$", "", b["run_name"] if "run_name" in b else b["name"])
+        for unit in ("GFLOPS", "GB/s"):
+            if unit in b:
+                out[name] = (b[unit] * 1e-9 if b[unit] > 1e6 else b[unit], unit)
+    return out
+
+
+def main():
+    table = rates(sys.argv[1])
+    print(f"{'kiln':32} {'reference':32} {'kiln':>10} {'ref':>10} {'ratio':>6}")
+    for name, (rate, unit) in sorted(table.items()):
+        for pattern, ref_template in PAIRS:
+            m = re.match(pattern, name)
+            if not m:
+                continue
+            ref = m.expand(ref_template)
+            if ref in table and ref != name:
+                ref_rate = table[ref][0]
+                print(f"{name:32} {ref:32} {rate:8.1f}{unit:>4} {ref_rate:8.1f}{unit:>4}"
+                      f" {rate / ref_rate:6.2f}")
+                break
+
+
+if __name__ == "__main__":
+    main()
