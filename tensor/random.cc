@@ -1,6 +1,7 @@
 #include "tensor/random.h"
 
 #include <cmath>
+#include <limits>
 #include <numbers>
 
 namespace kiln {
@@ -23,16 +24,24 @@ double Generator::NextNormal() {
 
 namespace {
 
+// `below`: an exclusive upper bound that rounding to f32 must not reach.
 template <class Draw>
-TensorData Fill(const Shape& shape, DType dtype, const char* what, Draw draw) {
+TensorData Fill(const Shape& shape, DType dtype, const char* what, Draw draw,
+                double below = std::numeric_limits<double>::infinity()) {
   if (!IsFloating(dtype)) {
     ThrowInvalidArgument("%s: dtype %s is not floating; use f32 or f64", what, DTypeName(dtype));
   }
   TensorData data(shape, dtype);
   if (dtype == DType::kF32) {
-    for (float& x : data.mutable_values<float>()) x = static_cast<float>(draw());
+    for (float& x : data.mutable_values<float>()) {
+      x = static_cast<float>(draw());
+      if (x >= below) x = std::nextafter(static_cast<float>(below), -INFINITY);
+    }
   } else {
-    for (double& x : data.mutable_values<double>()) x = draw();
+    for (double& x : data.mutable_values<double>()) {
+      x = draw();
+      if (x >= below) x = std::nextafter(below, -INFINITY);
+    }
   }
   return data;
 }
@@ -42,7 +51,8 @@ TensorData Fill(const Shape& shape, DType dtype, const char* what, Draw draw) {
 TensorData RandomUniform(const Shape& shape, DType dtype, double low, double high,
                          Generator& gen) {
   if (!(low <= high)) ThrowInvalidArgument("uniform: low %g is greater than high %g", low, high);
-  return Fill(shape, dtype, "uniform", [&] { return low + (high - low) * gen.NextUniform(); });
+  auto draw = [&] { return low + (high - low) * gen.NextUniform(); };
+  return low < high ? Fill(shape, dtype, "uniform", draw, high) : Fill(shape, dtype, "uniform", draw);
 }
 
 TensorData RandomNormal(const Shape& shape, DType dtype, double mean, double stddev,

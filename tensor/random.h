@@ -20,7 +20,8 @@ class Generator {
   uint64_t state_;
 };
 
-// Host tensors of floating dtype (f32 or f64); other dtypes throw InvalidArgument.
+// Host tensors of floating dtype (f32 or f64); other dtypes throw InvalidArgument. Uniform
+// values lie in [low, high), also after rounding to f32.
 TensorData RandomUniform(const Shape& shape, DType dtype, double low, double high,
                          Generator& gen);
 TensorData RandomNormal(const Shape& shape, DType dtype, double mean, double stddev,

@@ -2,6 +2,7 @@
 
 #include <limits>
 
+#include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "tensor/error.h"
 
@@ -42,7 +43,7 @@ Dims Shape::ContiguousStrides() const {
   return strides;
 }
 
-std::string Shape::ToString() const { return "[" + absl::StrJoin(dims_, ",") + "]"; }
+std::string Shape::ToString() const { return absl::StrCat("[", absl::StrJoin(dims_, ","), "]"); }
 
 int64_t NormalizeDim(int64_t dim, int64_t rank, const Shape& shape, const char* what) {
   if (dim < -rank || dim >= rank || rank == 0) {
