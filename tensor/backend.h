@@ -72,6 +72,11 @@ concept Backend =
       // an index value outside [0, p.shape[dim]).
       { B::gather(p, i, p) } -> std::same_as<typename B::Primitive>;
       { B::index_select(p, i, p) } -> std::same_as<typename B::Primitive>;
+      // scatter_add(src, dim, index, shape): zeros of `shape` (src's dtype) plus src[pos]
+      // added at `pos` with its `dim` coordinate replaced by index[pos]. index is i64 of src's
+      // shape, no larger than `shape` in dims other than dim; values checked (OutOfRange).
+      // The backward of gather, index_select and strided slices.
+      { B::scatter_add(p, i, p, shape) } -> std::same_as<typename B::Primitive>;
     };
 
 }  // namespace kiln

@@ -184,12 +184,12 @@ class Tensor {
   Tensor argmax() const { return reshape({-1}).argmax(0); }
   // Numerically stable: the maximum along `dim` is subtracted first.
   Tensor softmax(int64_t dim) const {
-    const Tensor shifted = *this - max({dim}, true).detached_value();
+    const Tensor shifted = *this - max({dim}, true).detach();
     const Tensor e = shifted.exp();
     return e / e.sum({dim}, true);
   }
   Tensor log_softmax(int64_t dim) const {
-    const Tensor shifted = *this - max({dim}, true).detached_value();
+    const Tensor shifted = *this - max({dim}, true).detach();
     return shifted - shifted.exp().sum({dim}, true).log();
   }
 
@@ -223,6 +223,9 @@ class Tensor {
   Tensor gather(int64_t dim, const Tensor& index) const;
   // The entries of 1-D integer `index` along `dim`.
   Tensor index_select(int64_t dim, const Tensor& index) const;
+  // This tensor plus src[pos] added at pos with its `dim` coordinate replaced by index[pos]
+  // (index: integer, src's shape). The adjoint of gather.
+  Tensor scatter_add(int64_t dim, const Tensor& index, const Tensor& src) const;
   // One-hot rows for an integer tensor of class ids in [0, num_classes).
   Tensor one_hot(int64_t num_classes, DType dtype = DType::kF32) const;
 
@@ -230,6 +233,51 @@ class Tensor {
   static Tensor stack(absl::Span<const Tensor> tensors, int64_t dim);
   // cond (bool) ? a : b, all three broadcast together.
   static Tensor where(const Tensor& cond, const Tensor& a, const Tensor& b);
+
+  // ---- Gradients: for backends that record them, i.e. Tensor<Autodiff<B>> -----------------
+  // The same value with no gradient history (for other backends, the tensor itself).
+  Tensor detach() const {
+    if constexpr (requires { B::detach(p_); }) return Tensor(B::detach(p_));
+    else return *this;
+  }
+  // A leaf whose gradient backward() will compute (floating dtypes only).
+  template <class X = B>
+    requires requires(const typename X::Primitive& p) { X::require_grad(p); }
+  Tensor require_grad() const { return Tensor(X::require_grad(p_)); }
+  template <class X = B>
+    requires requires(const typename X::Primitive& p) { X::requires_grad(p); }
+  bool requires_grad() const { return X::requires_grad(p_); }
+  // Gradients of every leaf this single-element tensor depends on. The graph is freed.
+  template <class X = B>
+    requires requires(const typename X::Primitive& p) { X::backward(p); }
+  typename X::Gradients backward() const { return X::backward(p_); }
+  // The same from a tensor of any shape, given d(loss)/d(this) as `seed`.
+  template <class X = B>
+    requires requires { typename X::Inner; }
+  typename X::Gradients backward(const Tensor<typename X::Inner>& seed) const {
+    return X::backward(p_, seed.primitive());
+  }
+  // The value as a tensor of the wrapped backend, and back (with no history).
+  template <class X = B>
+    requires requires { typename X::Inner; }
+  Tensor<typename X::Inner> inner() const { return Tensor<typename X::Inner>(X::inner(p_)); }
+  template <class X = B>
+    requires requires { typename X::Inner; }
+  static Tensor from_inner(const Tensor<typename X::Inner>& t) { return Tensor(X::from_inner(t.primitive())); }
+  // This leaf with a new value: same identity, so gradients and hooks stay attached.
+  template <class X = B>
+    requires requires { typename X::Inner; }
+  Tensor with_value(const Tensor<typename X::Inner>& value) const {
+    return Tensor(X::with_value(p_, value.primitive()));
+  }
+  // Calls hook(gradient) during backward, the moment this leaf's gradient is final.
+  template <class F, class X = B>
+    requires requires { typename X::Inner; }
+  void register_hook(F hook) const {
+    X::register_hook(p_, [hook = std::move(hook)](const typename X::Inner::Primitive& g) {
+      hook(Tensor<typename X::Inner>(g));
+    });
+  }
 
   // A rank-0 tensor of this dtype and device holding `v`; a fractional value for an integer
   // tensor is an error rather than a silent truncation.
@@ -257,11 +305,6 @@ class Tensor {
       ThrowInvalidArgument("%s: operands are on different devices: %s and %s; move one with "
                            ".to(device)", what, Describe(), o.Describe());
     }
-  }
-  // The value with no gradient history, for backends that record one (see autodiff/).
-  Tensor detached_value() const {
-    if constexpr (requires { B::detach(p_); }) return Tensor(B::detach(p_));
-    else return *this;
   }
   Tensor IndexAsI64(const Tensor& index, const char* what) const;
 

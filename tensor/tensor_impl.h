@@ -171,6 +171,21 @@ Tensor<B> Tensor<B>::gather(int64_t dim, const Tensor& index) const {
 }
 
 template <Backend B>
+Tensor<B> Tensor<B>::scatter_add(int64_t dim, const Tensor& index, const Tensor& src) const {
+  const int64_t d = NormalizeDim(dim, rank(), shape(), "scatter_add");
+  CheckSameDevice("scatter_add", src);
+  const Tensor idx = IndexAsI64(index, "scatter_add");
+  bool fits = idx.shape() == src.shape() && src.rank() == rank() && src.dtype() == dtype();
+  for (int64_t i = 0; fits && i < rank(); ++i) fits = i == d || src.shape()[i] <= shape()[i];
+  if (!fits || dtype() == DType::kBool) {
+    ThrowInvalidArgument("scatter_add: src %s and index %s must have one shape, the dtype and "
+                         "rank of %s, and be no larger in any dim but %d", src.Describe(),
+                         index.Describe(), Describe(), d);
+  }
+  return *this + Tensor(B::scatter_add(src.p_, d, idx.p_, shape()));
+}
+
+template <Backend B>
 Tensor<B> Tensor<B>::index_select(int64_t dim, const Tensor& index) const {
   const int64_t d = NormalizeDim(dim, rank(), shape(), "index_select");
   const Tensor idx = IndexAsI64(index, "index_select");

@@ -5,6 +5,7 @@
 
 #include <gtest/gtest.h>
 
+#include "autodiff/autodiff.h"
 #include "backends/cpu/cpu_backend.h"
 
 namespace kiln::testing {
@@ -16,8 +17,13 @@ struct Config {
   using T = Float;
 };
 
-using FloatConfigs = ::testing::Types<Config<Cpu, float>, Config<Cpu, double>>;
-using AllBackends = ::testing::Types<Cpu>;
+// Every backend, plain and wrapped in Autodiff: the wrapper must not change a single value.
+using FloatConfigs =
+    ::testing::Types<Config<Cpu, float>, Config<Cpu, double>, Config<Autodiff<Cpu>, float>,
+                     Config<Autodiff<Cpu>, double>>;
+using AllBackends = ::testing::Types<Cpu, Autodiff<Cpu>>;
+// The backends gradients are checked on (each is wrapped in Autodiff by the test).
+using InnerBackends = ::testing::Types<Cpu>;
 
 // Names typed tests "Cpu_f32" rather than "0".
 struct ConfigNames {
@@ -34,6 +40,9 @@ struct ConfigNames {
 // Devices a backend-generic test needs beyond the default one.
 template <class B>
 struct TestDevices;
+
+template <class B>
+struct TestDevices<Autodiff<B>> : TestDevices<B> {};
 
 template <>
 struct TestDevices<Cpu> {

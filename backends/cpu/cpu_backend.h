@@ -45,6 +45,8 @@ struct Cpu {
   static Primitive cat(absl::Span<const Primitive> parts, int64_t dim);
   static Primitive gather(const Primitive& p, int64_t dim, const Primitive& index);
   static Primitive index_select(const Primitive& p, int64_t dim, const Primitive& index);
+  static Primitive scatter_add(const Primitive& src, int64_t dim, const Primitive& index,
+                               const Shape& shape);
 
   // A row-major copy when `p` is a non-contiguous view; `p` itself otherwise.
   static Primitive contiguous(const Primitive& p);

@@ -113,4 +113,30 @@ Cpu::Primitive Cpu::gather(const Primitive& p, int64_t dim, const Primitive& ind
   return out;
 }
 
+Cpu::Primitive Cpu::scatter_add(const Primitive& src, int64_t dim, const Primitive& index,
+                                const Shape& shape) {
+  CheckIndices(index, shape[dim], "scatter_add", shape);
+  StridedTensor out = full(shape, 0, src.dtype, src.device);
+  Dims target_strides(out.strides.begin(), out.strides.end());
+  const int64_t step = target_strides[dim];
+  target_strides[dim] = 0;
+  const cpu::StridedIter<3> iter(index.shape, {index.strides, src.strides, target_strides});
+  const int64_t* ids = index.data<int64_t>();
+  VisitDType(src.dtype, [&](auto v) {
+    using T = decltype(v);
+    if constexpr (!std::is_same_v<T, bool>) {
+      const T* in = src.data<T>();
+      T* o = out.mutable_data<T>();
+      // One thread, in order: two positions may add into the same element, and a fixed
+      // order keeps the result deterministic.
+      iter.ForSegments(0, iter.numel(), [&](int64_t, const auto& off, const auto& st, int64_t n) {
+        for (int64_t i = 0; i < n; ++i) {
+          o[off[2] + i * st[2] + ids[off[0] + i * st[0]] * step] += in[off[1] + i * st[1]];
+        }
+      });
+    }
+  });
+  return out;
+}
+
 }  // namespace kiln

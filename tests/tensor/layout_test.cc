@@ -109,6 +109,25 @@ TYPED_TEST(Layout, GatherPicksAlongADim) {
   this->ExpectExact(x.transpose(0, 1).gather(1, idx0.transpose(0, 1)), Permute(want0, {1, 0}));
 }
 
+TYPED_TEST(Layout, ScatterAddIsTheAdjointOfGather) {
+  using Tn = typename TestFixture::Tn;
+  const Tn base = this->Random({3, 4}, -1, 1, 1);
+  const Tn src = this->Random({3, 2}, -1, 1, 2);
+  const std::vector<int64_t> iv = {3, 3, 0, 1, 2, 0};  // row 0 adds twice into column 3
+  const Tn idx = Tn::from_vector(iv, {3, 2});
+  Ref want = this->R(base);
+  const Ref rs = this->R(src);
+  for (int64_t i = 0; i < 3; ++i) {
+    for (int64_t j = 0; j < 2; ++j) want.v[i * 4 + iv[i * 2 + j]] += rs.v[i * 2 + j];
+  }
+  this->ExpectClose(base.scatter_add(1, idx, src), want);
+  // <gather(x), y> == <x, scatter_add(y)> for any x, y.
+  const Tn x = this->Random({3, 4}, -1, 1, 3);
+  const double lhs = (x.gather(1, idx) * src).sum().template item<double>();
+  const double rhs = (x * Tn::zeros({3, 4}, this->kDType).scatter_add(1, idx, src)).sum().template item<double>();
+  EXPECT_NEAR(lhs, rhs, 1e-5);
+}
+
 TYPED_TEST(Layout, IndexSelectAndOneHot) {
   using Tn = typename TestFixture::Tn;
   const Tn x = this->Random({4, 3});

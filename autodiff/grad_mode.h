@@ -1,0 +1,23 @@
+// Whether autodiff records the graph on this thread. NoGradScope turns recording off for a
+// block (evaluation, optimizer steps); scopes nest.
+#ifndef KILN_AUTODIFF_GRAD_MODE_H_
+#define KILN_AUTODIFF_GRAD_MODE_H_
+
+namespace kiln {
+
+bool GradEnabled();
+
+class NoGradScope {
+ public:
+  NoGradScope();
+  ~NoGradScope();
+  NoGradScope(const NoGradScope&) = delete;
+  NoGradScope& operator=(const NoGradScope&) = delete;
+
+ private:
+  bool previous_;
+};
+
+}  // namespace kiln
+
+#endif  // KILN_AUTODIFF_GRAD_MODE_H_
