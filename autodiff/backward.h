@@ -1,7 +1,8 @@
 // The backward pass: walks the graph from the loss in reverse creation order, so each node
-// runs once, after every consumer of its output has passed its gradient on. A leaf is reached
-// exactly when its gradient is final, which is when its hooks fire. Each node's saved tensors
-// and edges are released as soon as it has run, so the graph is gone when backward returns.
+// runs once, after every consumer of its output has passed its gradient on. A leaf is done the
+// moment its last consumer has run: its gradient is final then, and its hooks fire while the
+// rest of backward continues. Each node's saved tensors and edges are released as soon as it
+// has run, so the graph is gone when backward returns.
 #ifndef KILN_AUTODIFF_BACKWARD_H_
 #define KILN_AUTODIFF_BACKWARD_H_
 
@@ -51,6 +52,19 @@ Gradients<B> RunBackward(const std::shared_ptr<Node<typename B::Primitive>>& roo
   ready.push(root);
 
   Gradients<B> result;
+  // A leaf has nothing to run: it is finished the moment its last consumer has run, which is
+  // when its gradient is final and its hooks fire (not when the heap would reach its old id).
+  auto finish_leaf = [&](N* leaf) {
+    auto it = incoming.find(leaf);
+    if (it == incoming.end()) return;  // the loss does not depend on it after all
+    for (const auto& hook : leaf->hooks) hook(it->second);
+    result.Set(leaf->id, std::move(it->second));
+    incoming.erase(it);
+  };
+  if (root->leaf) {
+    finish_leaf(root.get());
+    return result;
+  }
   while (!ready.empty()) {
     const std::shared_ptr<N> n = ready.top();
     ready.pop();
@@ -59,13 +73,6 @@ Gradients<B> RunBackward(const std::shared_ptr<Node<typename B::Primitive>>& roo
       grad = std::move(it->second);
       incoming.erase(it);
     }
-    if (n->leaf) {
-      if (grad.has_value()) {
-        for (const auto& hook : n->hooks) hook(*grad);
-        result.Set(n->id, std::move(*grad));
-      }
-      continue;
-    }
     typename N::Grads grads;
     if (grad.has_value()) {
       uint32_t needs = 0;
@@ -73,6 +80,7 @@ Gradients<B> RunBackward(const std::shared_ptr<Node<typename B::Primitive>>& roo
         if (n->inputs[i] != nullptr) needs |= 1u << i;
       }
       grads = n->backward(*grad, needs);
+      grad.reset();
     }
     // Free what this node saved for backward, and its edges.
     n->backward = nullptr;
@@ -86,7 +94,9 @@ Gradients<B> RunBackward(const std::shared_ptr<Node<typename B::Primitive>>& roo
         auto [it, first] = incoming.try_emplace(in, std::move(*grads[i]));
         if (!first) it->second = B::binary(BinaryOp::kAdd, it->second, *grads[i]);
       }
-      if (--pending[in] == 0) ready.push(inputs[i]);
+      if (--pending[in] > 0) continue;
+      if (in->leaf) finish_leaf(in);
+      else ready.push(inputs[i]);
     }
   }
   return result;
