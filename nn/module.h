@@ -1,0 +1,104 @@
+// Module<B>: a layer or a model. It owns named parameters and child modules, which can be
+// walked in a stable order ("0.weight", "fc.bias") for optimizers, gradient sync and
+// checkpoints, and it can be cloned, also onto another device.
+#ifndef KILN_NN_MODULE_H_
+#define KILN_NN_MODULE_H_
+
+#include <memory>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "tensor/tensor.h"
+
+namespace kiln::nn {
+
+// A parameter value: a leaf that records gradients when B does (Autodiff), else the value.
+template <Backend B>
+Tensor<B> AsParameter(const Tensor<B>& value) {
+  if constexpr (requires { value.require_grad(); }) return value.detach().require_grad();
+  else return value;
+}
+
+template <Backend B>
+class Module {
+ public:
+  using Device = typename B::Device;
+
+  Module() = default;
+  virtual ~Module() = default;
+
+  virtual Tensor<B> forward(const Tensor<B>& x) = 0;
+  Tensor<B> operator()(const Tensor<B>& x) { return forward(x); }
+
+  // A deep copy: its parameters are new leaves holding the same values.
+  virtual std::unique_ptr<Module> clone() const = 0;
+  // A deep copy with every parameter on `device`.
+  std::unique_ptr<Module> clone_to(const Device& device) const {
+    std::unique_ptr<Module> copy = clone();
+    for (auto& [name, p] : copy->named_parameters()) *p = AsParameter(p->detach().to(device));
+    return copy;
+  }
+
+  // Every parameter, depth-first in registration order, named by its path.
+  std::vector<std::pair<std::string, Tensor<B>*>> named_parameters() {
+    std::vector<std::pair<std::string, Tensor<B>*>> out;
+    Collect("", out);
+    return out;
+  }
+  int64_t parameter_count() {
+    int64_t n = 0;
+    for (auto& [name, p] : named_parameters()) n += p->numel();
+    return n;
+  }
+
+  // Training mode (the default) turns dropout on; eval() turns it off.
+  void train(bool on = true) {
+    training_ = on;
+    for (auto& [name, child] : children_) child->train(on);
+  }
+  void eval() { train(false); }
+  bool is_training() const { return training_; }
+
+ protected:
+  Module(const Module& other) : params_(other.params_), training_(other.training_) {
+    for (auto& [name, p] : params_) p = AsParameter(p);
+    for (const auto& [name, child] : other.children_) children_.emplace_back(name, child->clone());
+  }
+  Module& operator=(const Module&) = delete;
+
+  // Returns the index by which the subclass reaches it: param(i).
+  size_t add_parameter(std::string name, const Tensor<B>& value) {
+    params_.emplace_back(std::move(name), AsParameter(value));
+    return params_.size() - 1;
+  }
+  Tensor<B>& param(size_t i) { return params_[i].second; }
+  const Tensor<B>& param(size_t i) const { return params_[i].second; }
+
+  size_t add_child(std::string name, std::unique_ptr<Module> child) {
+    children_.emplace_back(std::move(name), std::move(child));
+    return children_.size() - 1;
+  }
+  Module& child(size_t i) { return *children_[i].second; }
+  size_t child_count() const { return children_.size(); }
+
+  // Implements clone() for a subclass with a (protected or public) copy constructor.
+  template <class Derived>
+  std::unique_ptr<Module> CloneAs() const {
+    return std::unique_ptr<Module>(new Derived(static_cast<const Derived&>(*this)));
+  }
+
+ private:
+  void Collect(const std::string& prefix, std::vector<std::pair<std::string, Tensor<B>*>>& out) {
+    for (auto& [name, p] : params_) out.emplace_back(prefix + name, &p);
+    for (auto& [name, child] : children_) child->Collect(prefix + name + ".", out);
+  }
+
+  std::vector<std::pair<std::string, Tensor<B>>> params_;
+  std::vector<std::pair<std::string, std::unique_ptr<Module>>> children_;
+  bool training_ = true;
+};
+
+}  // namespace kiln::nn
+
+#endif  // KILN_NN_MODULE_H_

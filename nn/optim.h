@@ -1,0 +1,160 @@
+// Optimizers: SGD (momentum, weight decay, Nesterov) and AdamW. They update a module's
+// parameters in place of their values (same leaves, so hooks stay registered) from the
+// gradients of one backward pass, without recording a graph. Their state is named by
+// parameter path, so it survives cloning and checkpoints.
+#ifndef KILN_NN_OPTIM_H_
+#define KILN_NN_OPTIM_H_
+
+#include <cmath>
+#include <map>
+#include <string>
+
+#include "autodiff/autodiff.h"
+#include "nn/module.h"
+
+namespace kiln::nn {
+
+template <Backend B>  // B: the wrapped backend; the module runs on Autodiff<B>
+class Optimizer {
+ public:
+  using State = std::map<std::string, Tensor<B>>;  // "slot/param.path" -> tensor
+
+  virtual ~Optimizer() = default;
+  virtual const char* name() const = 0;
+
+  // One update of every parameter that has a gradient in `grads`.
+  void step(Module<Autodiff<B>>& module, const Gradients<B>& grads) {
+    NoGradScope no_grad;
+    ++steps_;
+    for (auto& [path, param] : module.named_parameters()) {
+      const auto g = grads.get(*param);
+      if (!g) continue;
+      *param = param->with_value(Update(path, param->inner(), *g));
+    }
+  }
+
+  double lr() const { return lr_; }
+  void set_lr(double lr) { lr_ = lr; }
+  int64_t steps() const { return steps_; }
+
+  // For checkpoints.
+  const State& state() const { return state_; }
+  void load_state(State state, int64_t steps) {
+    state_ = std::move(state);
+    steps_ = steps;
+  }
+
+ protected:
+  explicit Optimizer(double lr) : lr_(lr) {
+    if (!(lr >= 0)) ThrowInvalidArgument("optimizer: learning rate %g must be >= 0", lr);
+  }
+  // The new value of the parameter at `path`.
+  virtual Tensor<B> Update(const std::string& path, const Tensor<B>& value,
+                           const Tensor<B>& grad) = 0;
+  Tensor<B>* Slot(const std::string& slot, const std::string& path) {
+    auto it = state_.find(slot + "/" + path);
+    return it == state_.end() ? nullptr : &it->second;
+  }
+  void SetSlot(const std::string& slot, const std::string& path, Tensor<B> value) {
+    state_.insert_or_assign(slot + "/" + path, std::move(value));
+  }
+
+  double lr_;
+  int64_t steps_ = 0;
+  State state_;
+};
+
+struct SgdOptions {
+  double momentum = 0;
+  double weight_decay = 0;
+  bool nesterov = false;
+};
+
+// PyTorch's SGD: g += wd * p; v = momentum * v + g; step along v (or g + momentum * v).
+template <Backend B>
+class Sgd : public Optimizer<B> {
+ public:
+  explicit Sgd(double lr, SgdOptions options = {}) : Optimizer<B>(lr), o_(options) {
+    if (o_.momentum < 0 || o_.weight_decay < 0 || (o_.nesterov && o_.momentum == 0)) {
+      ThrowInvalidArgument("Sgd: momentum %g and weight_decay %g must be >= 0, and Nesterov "
+                           "needs momentum", o_.momentum, o_.weight_decay);
+    }
+  }
+  const char* name() const override { return "sgd"; }
+
+ protected:
+  Tensor<B> Update(const std::string& path, const Tensor<B>& p, const Tensor<B>& grad) override {
+    Tensor<B> g = o_.weight_decay != 0 ? grad + o_.weight_decay * p : grad;
+    if (o_.momentum != 0) {
+      Tensor<B>* v = this->Slot("momentum", path);
+      const Tensor<B> velocity = v ? o_.momentum * *v + g : g;
+      this->SetSlot("momentum", path, velocity);
+      g = o_.nesterov ? g + o_.momentum * velocity : velocity;
+    }
+    return p - this->lr_ * g;
+  }
+
+ private:
+  SgdOptions o_;
+};
+
+struct AdamWOptions {
+  double beta1 = 0.9;
+  double beta2 = 0.999;
+  double eps = 1e-8;
+  double weight_decay = 0.01;
+};
+
+// Loshchilov & Hutter: Adam with weight decay applied to the parameter, not the gradient.
+template <Backend B>
+class AdamW : public Optimizer<B> {
+ public:
+  explicit AdamW(double lr, AdamWOptions options = {}) : Optimizer<B>(lr), o_(options) {
+    if (!(o_.beta1 >= 0 && o_.beta1 < 1 && o_.beta2 >= 0 && o_.beta2 < 1 && o_.eps > 0)) {
+      ThrowInvalidArgument("AdamW: betas (%g, %g) must be in [0, 1) and eps %g > 0", o_.beta1,
+                           o_.beta2, o_.eps);
+    }
+  }
+  const char* name() const override { return "adamw"; }
+
+ protected:
+  Tensor<B> Update(const std::string& path, const Tensor<B>& p, const Tensor<B>& g) override {
+    const Tensor<B>* m0 = this->Slot("exp_avg", path);
+    const Tensor<B>* v0 = this->Slot("exp_avg_sq", path);
+    const Tensor<B> m = m0 ? o_.beta1 * *m0 + (1 - o_.beta1) * g : (1 - o_.beta1) * g;
+    const Tensor<B> v = v0 ? o_.beta2 * *v0 + (1 - o_.beta2) * g * g : (1 - o_.beta2) * g * g;
+    this->SetSlot("exp_avg", path, m);
+    this->SetSlot("exp_avg_sq", path, v);
+    const double t = static_cast<double>(this->steps_);
+    const double c1 = 1 - std::pow(o_.beta1, t), c2 = 1 - std::pow(o_.beta2, t);
+    const Tensor<B> decayed = p * (1 - this->lr_ * o_.weight_decay);
+    return decayed - (this->lr_ / c1) * m / ((v / c2).sqrt() + o_.eps);
+  }
+
+ private:
+  AdamWOptions o_;
+};
+
+// Learning-rate schedules: the rate for a given step (or epoch).
+struct StepSchedule {
+  double base_lr;
+  int64_t step_size;  // every step_size steps, multiply by gamma
+  double gamma = 0.1;
+  double operator()(int64_t step) const {
+    return base_lr * std::pow(gamma, static_cast<double>(step / std::max<int64_t>(step_size, 1)));
+  }
+};
+
+struct CosineSchedule {
+  double base_lr;
+  int64_t total_steps;
+  double min_lr = 0;
+  double operator()(int64_t step) const {
+    const double t = std::min(1.0, static_cast<double>(step) / std::max<int64_t>(total_steps, 1));
+    return min_lr + 0.5 * (base_lr - min_lr) * (1 + std::cos(t * 3.14159265358979323846));
+  }
+};
+
+}  // namespace kiln::nn
+
+#endif  // KILN_NN_OPTIM_H_

@@ -1,0 +1,226 @@
+// Optimizers against their update rules computed by hand, schedules, and checkpoints
+// (round trip, atomic writes, and every kind of damaged file).
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+
+#include "backends/cpu/cpu_backend.h"
+#include "nn/checkpoint.h"
+#include "nn/linear.h"
+#include "nn/optim.h"
+
+namespace kiln::nn {
+namespace {
+
+using AD = Autodiff<Cpu>;
+using T = Tensor<AD>;
+
+// A one-parameter module for checking update rules: loss = sum(w * c).
+class Scale : public Module<AD> {
+ public:
+  explicit Scale(std::vector<double> init) {
+    add_parameter("w", T::from_vector(init, {static_cast<int64_t>(init.size())}));
+  }
+  T forward(const T& x) override { return param(0) * x; }
+  std::unique_ptr<Module<AD>> clone() const override { return CloneAs<Scale>(); }
+  std::vector<double> w() { return param(0).to_data().ToDoubles(); }
+};
+
+// Steps `opt` on loss = sum(w * c) (gradient c) `steps` times.
+void RunSteps(Optimizer<Cpu>& opt, Scale& m, const std::vector<double>& c, int steps) {
+  const T x = T::from_vector(c, {static_cast<int64_t>(c.size())});
+  for (int i = 0; i < steps; ++i) opt.step(m, m(x).sum().backward());
+}
+
+TEST(Sgd, PlainMomentumNesterovAndWeightDecay) {
+  {
+    Scale m({1.0});
+    Sgd<Cpu> opt(0.1);
+    RunSteps(opt, m, {2.0}, 3);
+    EXPECT_NEAR(m.w()[0], 1 - 3 * 0.1 * 2, 1e-12);
+  }
+  {  // v1 = 2, v2 = 0.9*2 + 2 = 3.8: w = 1 - 0.1 * (2 + 3.8)
+    Scale m({1.0});
+    Sgd<Cpu> opt(0.1, {.momentum = 0.9});
+    RunSteps(opt, m, {2.0}, 2);
+    EXPECT_NEAR(m.w()[0], 1 - 0.1 * (2 + 3.8), 1e-12);
+  }
+  {  // Nesterov steps along g + 0.9 v: 2 + 1.8 = 3.8, then 2 + 0.9 * 3.8 = 5.42
+    Scale m({1.0});
+    Sgd<Cpu> opt(0.1, {.momentum = 0.9, .nesterov = true});
+    RunSteps(opt, m, {2.0}, 2);
+    EXPECT_NEAR(m.w()[0], 1 - 0.1 * (3.8 + 5.42), 1e-12);
+  }
+  {  // weight decay adds wd * w to the gradient: g = 2 + 0.5 * 1
+    Scale m({1.0});
+    Sgd<Cpu> opt(0.1, {.weight_decay = 0.5});
+    RunSteps(opt, m, {2.0}, 1);
+    EXPECT_NEAR(m.w()[0], 1 - 0.1 * 2.5, 1e-12);
+  }
+  EXPECT_THROW(Sgd<Cpu>(0.1, {.nesterov = true}), Error);
+  EXPECT_THROW(Sgd<Cpu>(-1), Error);
+}
+
+TEST(AdamW, MatchesTheReferenceUpdate) {
+  Scale m({1.0, -2.0});
+  AdamW<Cpu> opt(0.01, {.weight_decay = 0.1});
+  const std::vector<double> c = {0.5, -3.0};
+  RunSteps(opt, m, c, 5);
+  for (size_t i = 0; i < c.size(); ++i) {
+    double w = i == 0 ? 1.0 : -2.0, mom = 0, var = 0;
+    for (int t = 1; t <= 5; ++t) {
+      mom = 0.9 * mom + 0.1 * c[i];
+      var = 0.999 * var + 0.001 * c[i] * c[i];
+      w *= 1 - 0.01 * 0.1;
+      w -= 0.01 * (mom / (1 - std::pow(0.9, t))) / (std::sqrt(var / (1 - std::pow(0.999, t))) + 1e-8);
+    }
+    EXPECT_NEAR(m.w()[i], w, 1e-12);
+  }
+  EXPECT_EQ(opt.steps(), 5);
+}
+
+TEST(Optimizer, KeepsTheLeafSoHooksSurviveSteps) {
+  Scale m({1.0});
+  int fired = 0;
+  m.named_parameters()[0].second->register_hook([&](const Tensor<Cpu>&) { ++fired; });
+  Sgd<Cpu> opt(0.1);
+  RunSteps(opt, m, {1.0}, 4);
+  EXPECT_EQ(fired, 4);
+}
+
+TEST(Schedules, StepAndCosine) {
+  const StepSchedule step{.base_lr = 1.0, .step_size = 10, .gamma = 0.5};
+  EXPECT_EQ(step(0), 1.0);
+  EXPECT_EQ(step(9), 1.0);
+  EXPECT_EQ(step(10), 0.5);
+  EXPECT_EQ(step(25), 0.25);
+  const CosineSchedule cosine{.base_lr = 1.0, .total_steps = 100, .min_lr = 0.1};
+  EXPECT_DOUBLE_EQ(cosine(0), 1.0);
+  EXPECT_NEAR(cosine(50), 0.55, 1e-12);
+  EXPECT_DOUBLE_EQ(cosine(100), 0.1);
+  EXPECT_DOUBLE_EQ(cosine(200), 0.1);
+}
+
+class CheckpointTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    dir_ = std::filesystem::path(::testing::TempDir()) / ::testing::UnitTest::GetInstance()->current_test_info()->name();
+    std::filesystem::create_directories(dir_);
+    path_ = (dir_ / "model.safetensors").string();
+  }
+  std::filesystem::path dir_;
+  std::string path_;
+};
+
+TEST_F(CheckpointTest, RoundTripsParametersAndOptimizerState) {
+  Generator gen(1);
+  Linear<AD> a(3, 2, gen), b(3, 2, gen);
+  AdamW<Cpu> opt_a(0.01), opt_b(0.01);
+  const T x = T::uniform({4, 3}, -1, 1, gen);
+  for (int i = 0; i < 3; ++i) opt_a.step(a, a(x).sum().backward());
+  ASSERT_TRUE(SaveCheckpoint(path_, a, &opt_a).ok());
+  ASSERT_TRUE(LoadCheckpoint(path_, b, &opt_b).ok());
+  EXPECT_EQ(b(x).to_data().ToDoubles(), a(x).to_data().ToDoubles());
+  EXPECT_EQ(opt_b.steps(), 3);
+  // Training on from the checkpoint continues exactly as the original does.
+  opt_a.step(a, a(x).sum().backward());
+  opt_b.step(b, b(x).sum().backward());
+  EXPECT_EQ(b(x).to_data().ToDoubles(), a(x).to_data().ToDoubles());
+  // No temporary file is left behind.
+  int files = 0;
+  for (const auto& e : std::filesystem::directory_iterator(dir_)) files += e.is_regular_file();
+  EXPECT_EQ(files, 1);
+}
+
+TEST_F(CheckpointTest, WritesPlainSafetensors) {
+  TensorFile file;
+  file.tensors.emplace("w", TensorData::FromVector(std::vector<float>{1, 2, 3}, {3}));
+  file.tensors.emplace("n", TensorData::FromVector(std::vector<int64_t>{7}, {1}));
+  file.metadata["note"] = "hi";
+  ASSERT_TRUE(WriteSafetensors(path_, file).ok());
+  std::ifstream in(path_, std::ios::binary);
+  std::string bytes((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  uint64_t n = 0;
+  for (int i = 7; i >= 0; --i) n = (n << 8) | static_cast<unsigned char>(bytes[i]);
+  EXPECT_EQ(n % 8, 0u);
+  const std::string header = bytes.substr(8, n);
+  EXPECT_NE(header.find(R"("w":{"data_offsets":[8,20],"dtype":"F32","shape":[3]})"), std::string::npos) << header;
+  EXPECT_NE(header.find(R"("__metadata__":{"note":"hi"})"), std::string::npos) << header;
+  EXPECT_EQ(bytes.size(), 8 + n + 8 + 12);
+  auto back = ReadSafetensors(path_);
+  ASSERT_TRUE(back.ok()) << back.status();
+  EXPECT_EQ(back->tensors.at("w").ToDoubles(), (std::vector<double>{1, 2, 3}));
+  EXPECT_EQ(back->metadata.at("note"), "hi");
+}
+
+TEST_F(CheckpointTest, DamagedFilesAreRejectedClearly) {
+  Generator gen(2);
+  Linear<AD> model(3, 2, gen);
+  ASSERT_TRUE(SaveCheckpoint(path_, model).ok());
+  std::ifstream in(path_, std::ios::binary);
+  const std::string good((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  auto write = [&](const std::string& bytes) {
+    std::ofstream out(path_, std::ios::binary | std::ios::trunc);
+    out << bytes;
+  };
+  auto load_error = [&] { return LoadCheckpoint<Cpu>(path_, model); };
+
+  write(good.substr(0, good.size() - 4));  // truncated data
+  absl::Status s = load_error();
+  EXPECT_EQ(s.code(), absl::StatusCode::kDataLoss);
+  EXPECT_NE(s.message().find("(truncated?)"), std::string_view::npos) << s;
+
+  write(good.substr(0, 5));
+  EXPECT_EQ(load_error().message(), path_ + " is not a valid safetensors file: only 5 bytes, no header length");
+
+  std::string huge = good;
+  huge[7] = '\x7f';
+  write(huge);
+  EXPECT_EQ(load_error().code(), absl::StatusCode::kDataLoss);
+
+  std::string garbled = good;
+  garbled[8] = '[';
+  garbled[9] = '!';
+  write(garbled);
+  s = load_error();
+  EXPECT_EQ(s.code(), absl::StatusCode::kDataLoss);
+  EXPECT_NE(s.message().find("header is not JSON"), std::string_view::npos) << s;
+
+  // A checkpoint of another model: wrong shape, then a missing parameter.
+  Linear<AD> wider(4, 2, gen);
+  ASSERT_TRUE(SaveCheckpoint(path_, wider).ok());
+  EXPECT_EQ(load_error().message(),
+            path_ + ": parameter weight is f32[2,4] in the file but f32[2,3] on cpu:0 in the model");
+  TensorFile partial;
+  partial.tensors.emplace("weight", model.weight().to_data());
+  ASSERT_TRUE(WriteSafetensors(path_, partial).ok());
+  EXPECT_EQ(load_error().code(), absl::StatusCode::kNotFound);
+  EXPECT_EQ(load_error().message(), path_ + " has no tensor for parameter bias");
+
+  // A file without optimizer state cannot restore an optimizer.
+  ASSERT_TRUE(SaveCheckpoint(path_, model).ok());
+  Sgd<Cpu> sgd(0.1);
+  EXPECT_EQ(LoadCheckpoint<Cpu>(path_, model, &sgd).message(), path_ + " holds no state for optimizer sgd");
+
+  EXPECT_EQ(LoadCheckpoint<Cpu>((dir_ / "missing").string(), model).code(), absl::StatusCode::kNotFound);
+  EXPECT_EQ(SaveCheckpoint<Cpu>((dir_ / "no/such/dir/x").string(), model).code(),
+            absl::StatusCode::kNotFound);
+}
+
+TEST_F(CheckpointTest, AFailedLoadChangesNothing) {
+  Generator gen(3);
+  Linear<AD> model(3, 2, gen), other(3, 2, gen);
+  const auto before = model.weight().to_data().ToDoubles();
+  TensorFile file;
+  file.tensors.emplace("weight", other.weight().to_data());
+  file.tensors.emplace("bias", TensorData::FromVector(std::vector<float>{1, 2, 3}, {3}));
+  ASSERT_TRUE(WriteSafetensors(path_, file).ok());
+  EXPECT_FALSE(LoadCheckpoint<Cpu>(path_, model).ok());
+  EXPECT_EQ(model.weight().to_data().ToDoubles(), before);
+}
+
+}  // namespace
+}  // namespace kiln::nn
