@@ -1,0 +1,104 @@
+#include "data/idx.h"
+
+#include <zlib.h>
+
+#include <cerrno>
+#include <cstring>
+#include <memory>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+
+namespace kiln::data {
+namespace {
+
+constexpr int64_t kMaxElements = int64_t{1} << 31;  // 2 GiB of bytes: far beyond any IDX set
+
+struct GzCloser {
+  void operator()(gzFile f) const { gzclose(f); }
+};
+
+absl::Status Malformed(const std::string& path, const std::string& what) {
+  return absl::DataLossError(absl::StrCat(path, " is not a valid IDX file: ", what));
+}
+
+}  // namespace
+
+absl::StatusOr<TensorData> ReadIdx(const std::string& path) {
+  std::unique_ptr<gzFile_s, GzCloser> file(gzopen(path.c_str(), "rb"));
+  if (file == nullptr) {
+    return absl::NotFoundError(absl::StrCat("cannot open ", path, ": ", std::strerror(errno)));
+  }
+  auto read = [&](void* out, int64_t n) {
+    return gzread(file.get(), out, static_cast<unsigned>(n)) == n;
+  };
+  unsigned char magic[4];
+  if (!read(magic, 4)) return Malformed(path, "shorter than its 4-byte magic number");
+  if (magic[0] != 0 || magic[1] != 0 || magic[2] != 0x08) {
+    return Malformed(path, absl::StrFormat("magic %02x%02x%02x%02x is not an unsigned-byte IDX file",
+                                           magic[0], magic[1], magic[2], magic[3]));
+  }
+  const int rank = magic[3];
+  if (rank < 1 || rank > 4) return Malformed(path, absl::StrFormat("rank %d is not 1..4", rank));
+  Dims dims;
+  int64_t count = 1;
+  for (int d = 0; d < rank; ++d) {
+    unsigned char b[4];
+    if (!read(b, 4)) return Malformed(path, "truncated in its dimensions");
+    const int64_t size = (int64_t{b[0]} << 24) | (b[1] << 16) | (b[2] << 8) | b[3];
+    if (size < 1 || count * size > kMaxElements) {
+      return Malformed(path, absl::StrFormat("dimension %d has size %d", d, size));
+    }
+    count *= size;
+    dims.push_back(size);
+  }
+  std::vector<unsigned char> bytes(count);
+  const int64_t got = count == 0 ? 0 : gzread(file.get(), bytes.data(), static_cast<unsigned>(count));
+  if (got != count) {
+    int code = 0;
+    const char* zerror = gzerror(file.get(), &code);
+    return Malformed(path, absl::StrFormat("%d of %d data bytes (%s)", std::max<int64_t>(got, 0),
+                                           count, code != Z_OK ? zerror : "truncated"));
+  }
+  unsigned char extra;
+  if (gzread(file.get(), &extra, 1) != 0) return Malformed(path, "trailing bytes after the data");
+  TensorData out(Shape(dims), DType::kI32);
+  auto values = out.mutable_values<int32_t>();
+  for (int64_t i = 0; i < count; ++i) values[i] = bytes[i];
+  return out;
+}
+
+absl::StatusOr<LabeledImages> LoadFashionMnist(const std::string& dir, const std::string& split) {
+  if (split != "train" && split != "t10k") {
+    return absl::InvalidArgumentError(absl::StrCat("split must be train or t10k, got ", split));
+  }
+  const std::string images_path = absl::StrCat(dir, "/", split, "-images-idx3-ubyte.gz");
+  const std::string labels_path = absl::StrCat(dir, "/", split, "-labels-idx1-ubyte.gz");
+  absl::StatusOr<TensorData> images = ReadIdx(images_path);
+  if (!images.ok()) return images.status();
+  absl::StatusOr<TensorData> labels = ReadIdx(labels_path);
+  if (!labels.ok()) return labels.status();
+  if (images->shape().rank() != 3 || images->shape()[1] != 28 || images->shape()[2] != 28) {
+    return Malformed(images_path, absl::StrCat("images are ", images->shape().ToString(), ", not [N,28,28]"));
+  }
+  if (labels->shape().rank() != 1 || labels->shape()[0] != images->shape()[0]) {
+    return Malformed(labels_path, absl::StrFormat("%s labels for %d images", labels->shape().ToString(),
+                                                  images->shape()[0]));
+  }
+  // Fashion-MNIST's training-set pixel statistics (on a 0..1 scale).
+  constexpr double kMean = 0.2860, kStd = 0.3530;
+  LabeledImages out{TensorData(images->shape(), DType::kF32), TensorData(labels->shape(), DType::kI64)};
+  auto px = images->values<int32_t>();
+  auto dst = out.images.mutable_values<float>();
+  for (size_t i = 0; i < px.size(); ++i) dst[i] = static_cast<float>((px[i] / 255.0 - kMean) / kStd);
+  auto ids = labels->values<int32_t>();
+  auto lab = out.labels.mutable_values<int64_t>();
+  for (size_t i = 0; i < ids.size(); ++i) {
+    if (ids[i] > 9) return Malformed(labels_path, absl::StrFormat("label %d at %d is not 0..9", ids[i], i));
+    lab[i] = ids[i];
+  }
+  return out;
+}
+
+}  // namespace kiln::data

@@ -1,0 +1,26 @@
+// Training progress: a bar redrawn in place on a terminal, plain lines otherwise (logs, CI).
+#ifndef KILN_EXAMPLES_PROGRESS_H_
+#define KILN_EXAMPLES_PROGRESS_H_
+
+#include <chrono>
+#include <cstdint>
+
+namespace kiln {
+
+class Progress {
+ public:
+  Progress(bool terminal, int64_t steps_per_epoch, int epochs)
+      : terminal_(terminal), steps_(steps_per_epoch), epochs_(epochs) {}
+  void Step(int epoch, int64_t step, double loss, double samples_per_sec);
+  void EndEpoch(int epoch, double train_loss, double test_accuracy);
+
+ private:
+  bool terminal_;
+  int64_t steps_;
+  int epochs_;
+  std::chrono::steady_clock::time_point last_draw_{};
+};
+
+}  // namespace kiln
+
+#endif  // KILN_EXAMPLES_PROGRESS_H_

@@ -1,0 +1,252 @@
+// The main job: trains an MLP or a small CNN on Fashion-MNIST, evaluates on the 10,000 test
+// images after every epoch, and prints one JSON line with the result as its last output.
+//
+//   ./bazelw run //examples:train -- --model=mlp --epochs=10
+#include <unistd.h>
+
+#include <chrono>
+#include <cstdio>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "absl/flags/flag.h"
+#include "absl/flags/parse.h"
+#include "absl/flags/reflection.h"
+#include "absl/flags/usage.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "absl/strings/str_join.h"
+#include "absl/strings/str_split.h"
+#include "autodiff/autodiff.h"
+#include "backends/cpu/cpu_backend.h"
+#include "data/idx.h"
+#include "examples/progress.h"
+#include "nn/activation.h"
+#include "nn/checkpoint.h"
+#include "nn/conv.h"
+#include "nn/linear.h"
+#include "nn/loss.h"
+#include "nn/optim.h"
+#include "nn/sequential.h"
+
+ABSL_FLAG(std::string, model, "mlp", "mlp (784-256-256-10) or cnn (two conv layers)");
+ABSL_FLAG(int, epochs, 0, "passes over the training set (0: 10 for mlp, 3 for cnn)");
+ABSL_FLAG(int, batch_size, 64, "images per step");
+ABSL_FLAG(double, lr, 0, "learning rate (0: 0.05 for sgd, 0.001 for adamw)");
+ABSL_FLAG(std::string, optimizer, "", "sgd (momentum 0.9) or adamw (default: sgd for mlp, adamw for cnn)");
+ABSL_FLAG(double, weight_decay, 0, "weight decay");
+ABSL_FLAG(uint64_t, seed, 1, "seed for initialisation, shuffling and dropout");
+ABSL_FLAG(std::string, data_dir, kiln::data::kFashionMnistDir, "folder with the *-idx?-ubyte.gz files");
+ABSL_FLAG(std::string, devices, "cpu:0", "device to train on (cpu:N)");
+ABSL_FLAG(int, threads, 0, "threads for the device (0: every core)");
+ABSL_FLAG(std::string, checkpoint, "", "safetensors file written after every epoch");
+ABSL_FLAG(int, train_limit, 0, "use only the first N training images (0: all)");
+ABSL_FLAG(bool, cosine, true, "cosine learning-rate decay over the run");
+
+namespace kiln {
+namespace {
+
+using AD = Autodiff<Cpu>;
+using T = Tensor<AD>;
+
+struct UsageError {
+  std::string message;
+};
+
+// Abseil exits with status 1 on an unknown flag or a bad value; kiln's programs promise 2
+// with a message, so every --flag is checked before Abseil parses them.
+void CheckFlags(int argc, char** argv) {
+  for (int i = 1; i < argc; ++i) {
+    std::string arg = argv[i];
+    if (arg == "--") break;
+    if (arg.rfind("--", 0) != 0) throw UsageError{absl::StrCat("unexpected argument '", arg, "'")};
+    arg = arg.substr(2);
+    const size_t eq = arg.find('=');
+    std::string name = arg.substr(0, eq);
+    const absl::CommandLineFlag* flag = absl::FindCommandLineFlag(name);
+    if (flag == nullptr && name.rfind("no", 0) == 0) flag = absl::FindCommandLineFlag(name.substr(2));
+    if (flag == nullptr) {
+      if (name == "help" || name == "helpfull") continue;
+      throw UsageError{absl::StrCat("unknown flag --", name, "; see --help")};
+    }
+    if (eq == std::string::npos) continue;  // a bool, or a value in the next argument
+    std::string error;
+    if (!const_cast<absl::CommandLineFlag*>(flag)->ParseFrom(arg.substr(eq + 1), &error)) {
+      throw UsageError{absl::StrCat("--", arg, ": ", error)};
+    }
+  }
+}
+
+CpuDevice ParseDevices(const std::string& spec) {
+  const std::vector<std::string> parts = absl::StrSplit(spec, ',');
+  if (parts.size() != 1) {
+    throw UsageError{absl::StrCat("--devices=", spec, ": training on several devices needs the "
+                                  "distributed layer, which this build does not have yet; give one device")};
+  }
+  int index = -1;
+  if (parts[0].rfind("cpu:", 0) != 0 || !absl::SimpleAtoi(parts[0].substr(4), &index) || index < 0) {
+    throw UsageError{absl::StrCat("--devices=", spec, ": expected a device like cpu:0")};
+  }
+  return CpuDevice(index);
+}
+
+std::unique_ptr<nn::Sequential<AD>> BuildModel(const std::string& kind, Generator& gen,
+                                               const CpuDevice& device) {
+  auto net = std::make_unique<nn::Sequential<AD>>();
+  if (kind == "mlp") {
+    net->add<nn::Flatten<AD>>()
+        .add<nn::Linear<AD>>(784, 256, gen, nn::LinearOptions{}, device)
+        .add<nn::ReLU<AD>>()
+        .add<nn::Linear<AD>>(256, 256, gen, nn::LinearOptions{}, device)
+        .add<nn::ReLU<AD>>()
+        .add<nn::Linear<AD>>(256, 10, gen, nn::LinearOptions{}, device);
+  } else if (kind == "cnn") {
+    const nn::Conv2dOptions same{.padding = 1};
+    net->add<nn::Conv2d<AD>>(1, 16, 3, gen, same, device)
+        .add<nn::ReLU<AD>>()
+        .add<nn::MaxPool2d<AD>>(2)
+        .add<nn::Conv2d<AD>>(16, 32, 3, gen, same, device)
+        .add<nn::ReLU<AD>>()
+        .add<nn::MaxPool2d<AD>>(2)
+        .add<nn::Flatten<AD>>()
+        .add<nn::Linear<AD>>(32 * 7 * 7, 128, gen, nn::LinearOptions{}, device)
+        .add<nn::ReLU<AD>>()
+        .add<nn::Dropout<AD>>(0.25, gen.NextU64())
+        .add<nn::Linear<AD>>(128, 10, gen, nn::LinearOptions{}, device);
+  } else {
+    throw UsageError{absl::StrCat("--model=", kind, ": expected mlp or cnn")};
+  }
+  return net;
+}
+
+// Images as the model takes them: [N, 784] rows reshaped by the model, [N, 1, 28, 28] for a CNN.
+Tensor<Cpu> Images(const TensorData& images, const std::string& model, const CpuDevice& device) {
+  const Tensor<Cpu> t = Tensor<Cpu>::from_data(images, device);
+  return model == "cnn" ? t.unsqueeze(1) : t;
+}
+
+double Evaluate(nn::Module<AD>& model, const Tensor<Cpu>& images, const Tensor<Cpu>& labels) {
+  NoGradScope no_grad;
+  model.eval();
+  int64_t correct = 0;
+  const int64_t n = images.size(0);
+  for (int64_t start = 0; start < n; start += 1000) {
+    const int64_t end = std::min(n, start + 1000);
+    const Tensor<Cpu> logits = model(T::from_inner(images.slice(0, start, end))).inner();
+    correct += logits.argmax(1).eq(labels.slice(0, start, end)).sum().item<int64_t>();
+  }
+  model.train();
+  return static_cast<double>(correct) / static_cast<double>(n);
+}
+
+// A permutation of 0..n-1 from the run's generator (Fisher-Yates).
+Tensor<Cpu> Shuffle(int64_t n, Generator& gen, const CpuDevice& device) {
+  std::vector<int64_t> order(n);
+  for (int64_t i = 0; i < n; ++i) order[i] = i;
+  for (int64_t i = n - 1; i > 0; --i) std::swap(order[i], order[gen.NextU64() % (i + 1)]);
+  return Tensor<Cpu>::from_vector(order, {n}, device);
+}
+
+int Train() {
+  const std::string kind = absl::GetFlag(FLAGS_model);
+  if (kind != "mlp" && kind != "cnn") throw UsageError{absl::StrCat("--model=", kind, ": expected mlp or cnn")};
+  const int epochs = absl::GetFlag(FLAGS_epochs) > 0 ? absl::GetFlag(FLAGS_epochs) : (kind == "mlp" ? 10 : 3);
+  const int batch = absl::GetFlag(FLAGS_batch_size);
+  const std::string opt_name = !absl::GetFlag(FLAGS_optimizer).empty() ? absl::GetFlag(FLAGS_optimizer)
+                               : kind == "mlp" ? "sgd" : "adamw";
+  if (opt_name != "sgd" && opt_name != "adamw") {
+    throw UsageError{absl::StrCat("--optimizer=", opt_name, ": expected sgd or adamw")};
+  }
+  const double lr = absl::GetFlag(FLAGS_lr) > 0 ? absl::GetFlag(FLAGS_lr) : (opt_name == "sgd" ? 0.05 : 0.001);
+  if (batch < 1 || absl::GetFlag(FLAGS_epochs) < 0 || absl::GetFlag(FLAGS_lr) < 0 ||
+      absl::GetFlag(FLAGS_train_limit) < 0 || absl::GetFlag(FLAGS_threads) < 0) {
+    throw UsageError{"--batch_size must be >= 1; --epochs, --lr, --train_limit, --threads >= 0"};
+  }
+  const CpuDevice device = ParseDevices(absl::GetFlag(FLAGS_devices));
+  if (absl::Status s = cpu::Configure({.devices = device.index() + 1,
+                                        .threads_per_device = absl::GetFlag(FLAGS_threads)});
+      !s.ok()) {
+    throw UsageError{std::string(s.message())};
+  }
+
+  auto train = data::LoadFashionMnist(absl::GetFlag(FLAGS_data_dir), "train");
+  if (!train.ok()) throw UsageError{std::string(train.status().message())};
+  auto test = data::LoadFashionMnist(absl::GetFlag(FLAGS_data_dir), "t10k");
+  if (!test.ok()) throw UsageError{std::string(test.status().message())};
+
+  Tensor<Cpu> train_x = Images(train->images, kind, device);
+  Tensor<Cpu> train_y = Tensor<Cpu>::from_data(train->labels, device);
+  if (const int limit = absl::GetFlag(FLAGS_train_limit); limit > 0 && limit < train_x.size(0)) {
+    train_x = train_x.slice(0, 0, limit);
+    train_y = train_y.slice(0, 0, limit);
+  }
+  const Tensor<Cpu> test_x = Images(test->images, kind, device);
+  const Tensor<Cpu> test_y = Tensor<Cpu>::from_data(test->labels, device);
+
+  Generator gen(absl::GetFlag(FLAGS_seed));
+  auto model = BuildModel(kind, gen, device);
+  std::unique_ptr<nn::Optimizer<Cpu>> optimizer;
+  if (opt_name == "sgd") {
+    optimizer = std::make_unique<nn::Sgd<Cpu>>(lr, nn::SgdOptions{.momentum = 0.9, .weight_decay = absl::GetFlag(FLAGS_weight_decay)});
+  } else {
+    optimizer = std::make_unique<nn::AdamW<Cpu>>(lr, nn::AdamWOptions{.weight_decay = absl::GetFlag(FLAGS_weight_decay)});
+  }
+
+  const int64_t n = train_x.size(0);
+  const int64_t steps_per_epoch = (n + batch - 1) / batch;
+  const nn::CosineSchedule schedule{.base_lr = lr, .total_steps = steps_per_epoch * epochs, .min_lr = lr * 0.01};
+  Progress progress(isatty(STDOUT_FILENO), steps_per_epoch, epochs);
+  double last_loss = 0, accuracy = 0, train_seconds = 0;
+  int64_t step = 0;
+  for (int epoch = 1; epoch <= epochs; ++epoch) {
+    const Tensor<Cpu> order = Shuffle(n, gen, device);
+    const auto start = std::chrono::steady_clock::now();
+    double loss_sum = 0;
+    for (int64_t b = 0; b < steps_per_epoch; ++b, ++step) {
+      if (absl::GetFlag(FLAGS_cosine)) optimizer->set_lr(schedule(step));
+      const Tensor<Cpu> idx = order.slice(0, b * batch, std::min(n, (b + 1) * batch));
+      const T x = T::from_inner(train_x.index_select(0, idx));
+      const T y = T::from_inner(train_y.index_select(0, idx));
+      const T loss = nn::CrossEntropy((*model)(x), y);
+      last_loss = loss.item<double>();
+      loss_sum += last_loss;
+      optimizer->step(*model, loss.backward());
+      const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+      progress.Step(epoch, b + 1, loss_sum / (b + 1), std::min(n, (b + 1) * batch) / std::max(seconds, 1e-9));
+    }
+    train_seconds += std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+    last_loss = loss_sum / steps_per_epoch;
+    accuracy = Evaluate(*model, test_x, test_y);
+    progress.EndEpoch(epoch, last_loss, accuracy);
+    if (const std::string path = absl::GetFlag(FLAGS_checkpoint); !path.empty()) {
+      if (absl::Status s = nn::SaveCheckpoint(path, *model, optimizer.get()); !s.ok()) {
+        std::fprintf(stderr, "train: %s\n", std::string(s.message()).c_str());
+        return 1;
+      }
+    }
+  }
+  std::printf("{\"test_accuracy\":%.4f,\"train_loss\":%.4f,\"epochs\":%d,\"steps\":%lld,"
+              "\"samples_per_sec\":%.1f,\"devices\":[\"%s\"]}\n",
+              accuracy, last_loss, epochs, static_cast<long long>(step),
+              static_cast<double>(n) * epochs / std::max(train_seconds, 1e-9), device.ToString().c_str());
+  return 0;
+}
+
+}  // namespace
+}  // namespace kiln
+
+int main(int argc, char** argv) {
+  absl::SetProgramUsageMessage("Trains a model on Fashion-MNIST with kiln.");
+  try {
+    kiln::CheckFlags(argc, argv);
+    absl::ParseCommandLine(argc, argv);
+    return kiln::Train();
+  } catch (const kiln::UsageError& e) {
+    std::fprintf(stderr, "train: %s\n", e.message.c_str());
+    return 2;
+  } catch (const kiln::Error& e) {
+    std::fprintf(stderr, "train: %s\n", e.what());
+    return 2;
+  }
+}
