@@ -54,12 +54,16 @@ Gradients<B> RunBackward(const std::shared_ptr<Node<typename B::Primitive>>& roo
   Gradients<B> result;
   // A leaf has nothing to run: it is finished the moment its last consumer has run, which is
   // when its gradient is final and its hooks fire (not when the heap would reach its old id).
+  // Leaf gradients are handed out dense (a reshape to their own shape materialises a view):
+  // a parameter used through a transposed view would otherwise get a transposed gradient,
+  // and every optimizer and all-reduce pass over it would stride through memory.
   auto finish_leaf = [&](N* leaf) {
     auto it = incoming.find(leaf);
     if (it == incoming.end()) return;  // the loss does not depend on it after all
-    for (const auto& hook : leaf->hooks) hook(it->second);
-    result.Set(leaf->id, std::move(it->second));
+    const P grad = B::reshape(it->second, B::shape(it->second));
     incoming.erase(it);
+    for (const auto& hook : leaf->hooks) hook(grad);
+    result.Set(leaf->id, grad);
   };
   if (root->leaf) {
     finish_leaf(root.get());

@@ -18,26 +18,33 @@ PAIRS = [
     (r"BM_MatmulKiln/(\d+)/(\d+)$", r"BM_MatmulEigenThreadPool/\1/\2"),
     (r"BM_AddKiln/(\d+)$", r"BM_Memcpy/\1"),
     (r"BM_SumKiln/(\d+)$", r"BM_Memcpy/\1"),
+    (r"BM_StepKiln/(\w+)$", r"BM_StepTorch/\1"),
+    (r"BM_AutodiffChainKiln$", r"BM_AutodiffChainTorch"),
 ]
 
 
 def rates(path):
+    """Name -> (rate, unit). Rates are higher-is-better: GFLOPS, GB/s, or steps/s for
+    benchmarks that only have a time."""
     with open(path) as f:
         data = json.load(f)
     out = {}
     for b in data["benchmarks"]:
         if b.get("run_type") == "aggregate" and b.get("aggregate_name") != "median":
             continue
-        name = re.sub(r"(/real_time)?(_median)?$", "", b["run_name"] if "run_name" in b else b["name"])
+        name = re.sub(r"(/real_time)?(_median)?$", "", b.get("run_name", b["name"]))
         for unit in ("GFLOPS", "GB/s"):
             if unit in b:
                 out[name] = (b[unit] * 1e-9 if b[unit] > 1e6 else b[unit], unit)
+        if name not in out:
+            seconds = b["real_time"] * {"ns": 1e-9, "us": 1e-6, "ms": 1e-3, "s": 1}[b["time_unit"]]
+            out[name] = (1 / seconds, "it/s")
     return out
 
 
 def main():
     table = rates(sys.argv[1])
-    print(f"{'kiln':32} {'reference':32} {'kiln':>10} {'ref':>10} {'ratio':>6}")
+    print(f"{'kiln':32} {'reference':32} {'kiln':>17} {'reference':>17} {'ratio':>6}")
     for name, (rate, unit) in sorted(table.items()):
         for pattern, ref_template in PAIRS:
             m = re.match(pattern, name)
@@ -46,7 +53,7 @@ def main():
             ref = m.expand(ref_template)
             if ref in table and ref != name:
                 ref_rate = table[ref][0]
-                print(f"{name:32} {ref:32} {rate:8.1f}{unit:>4} {ref_rate:8.1f}{unit:>4}"
+                print(f"{name:32} {ref:32} {rate:10.1f}{unit:>7} {ref_rate:10.1f}{unit:>7}"
                       f" {rate / ref_rate:6.2f}")
                 break
 

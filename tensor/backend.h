@@ -59,7 +59,8 @@ concept Backend =
       { B::argmax(p, i, keepdim) } -> std::same_as<typename B::Primitive>;
       // [..., m, k] x [..., k, n] (rank >= 2, batch dims broadcast), same float dtype.
       { B::matmul(p, p) } -> std::same_as<typename B::Primitive>;
-      // Layout. reshape: same element count. permute: a permutation of 0..rank-1.
+      // Layout. reshape: same element count; the result is dense (row-major), so a reshape
+      // to its own shape materialises a view. permute: a permutation of 0..rank-1.
       // expand: shape is a broadcast of p's shape. slice(dim, start, end, step): 0 <= start
       // <= end <= size, step >= 1. cat: non-empty, shapes equal except along i.
       { B::reshape(p, shape) } -> std::same_as<typename B::Primitive>;

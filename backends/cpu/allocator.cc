@@ -13,7 +13,7 @@ namespace {
 
 constexpr std::align_val_t kAlign{kBufferAlignment};
 // Below this, glibc's malloc reuses memory well by itself.
-constexpr int64_t kCachedMinimum = int64_t{1} << 20;
+constexpr int64_t kCachedMinimum = int64_t{1} << 16;
 // Large sizes are rounded up to this granularity so that near-equal sizes share a bucket.
 constexpr int64_t kGranularity = int64_t{1} << 16;
 

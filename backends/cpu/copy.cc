@@ -20,8 +20,39 @@ To Convert(From x) {
   }
 }
 
+// A column-major [rows, cols] source (a transposed view) copied into row-major order, in
+// square tiles so that both sides stay in cache; returns false for any other layout.
+template <class To, class From>
+bool CopyTransposed(const StridedTensor& src, StridedTensor& dst) {
+  Dims shape, strides;
+  for (int64_t d = 0; d < src.shape.rank(); ++d) {
+    if (src.shape[d] != 1) {
+      shape.push_back(src.shape[d]);
+      strides.push_back(src.strides[d]);
+    }
+  }
+  if (shape.size() != 2 || strides[0] != 1 || strides[1] < shape[0]) return false;
+  const int64_t rows = shape[0], cols = shape[1], ld = strides[1];
+  constexpr int64_t kTile = 32;
+  const From* in = src.data<From>();
+  To* out = dst.mutable_data<To>();
+  ParallelFor(src.device, (rows + kTile - 1) / kTile, std::max<int64_t>(1, kElementwiseGrain / (kTile * cols)),
+              [&](int64_t lo, int64_t hi) {
+    for (int64_t r0 = lo * kTile; r0 < std::min(rows, hi * kTile); r0 += kTile) {
+      for (int64_t c0 = 0; c0 < cols; c0 += kTile) {
+        const int64_t r1 = std::min(rows, r0 + kTile), c1 = std::min(cols, c0 + kTile);
+        for (int64_t r = r0; r < r1; ++r) {
+          for (int64_t c = c0; c < c1; ++c) out[r * cols + c] = Convert<To>(in[r + c * ld]);
+        }
+      }
+    }
+  });
+  return true;
+}
+
 template <class To, class From>
 void CopyKernel(const StridedTensor& src, StridedTensor& dst) {
+  if (CopyTransposed<To, From>(src, dst)) return;
   const StridedIter<1> iter(src.shape, {src.strides});
   const From* in = src.data<From>();
   To* out = dst.mutable_data<To>();

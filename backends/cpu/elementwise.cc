@@ -212,6 +212,35 @@ StridedTensor Arithmetic(BinaryOp op, const StridedTensor& a, const StridedTenso
   ThrowInvalidArgument("%s: not defined for %s", OpName(op), DTypeName(a.dtype));
 }
 
+// One run of where; unit and zero strides (the common relu-backward and masked_fill shapes)
+// get loops of their own so the compiler vectorises them.
+template <bool kUnitC, bool kUnitA, bool kUnitB, class T>
+void WhereLoop(const bool* c, const T* a, const T* b, T* out, int64_t n) {
+  for (int64_t i = 0; i < n; ++i) {
+    out[i] = c[kUnitC ? i : 0] ? a[kUnitA ? i : 0] : b[kUnitB ? i : 0];
+  }
+}
+
+template <class T>
+void WhereRun(const bool* c, int64_t sc, const T* a, int64_t sa, const T* b, int64_t sb, T* out,
+              int64_t n) {
+  const auto unit_or_zero = [](int64_t s) { return s == 0 || s == 1; };
+  if (!unit_or_zero(sc) || !unit_or_zero(sa) || !unit_or_zero(sb)) {
+    for (int64_t i = 0; i < n; ++i) out[i] = c[i * sc] ? a[i * sa] : b[i * sb];
+    return;
+  }
+  switch ((sc << 2) | (sa << 1) | sb) {
+    case 0b111: return WhereLoop<true, true, true>(c, a, b, out, n);
+    case 0b110: return WhereLoop<true, true, false>(c, a, b, out, n);
+    case 0b101: return WhereLoop<true, false, true>(c, a, b, out, n);
+    case 0b100: return WhereLoop<true, false, false>(c, a, b, out, n);
+    case 0b011: return WhereLoop<false, true, true>(c, a, b, out, n);
+    case 0b010: return WhereLoop<false, true, false>(c, a, b, out, n);
+    case 0b001: return WhereLoop<false, false, true>(c, a, b, out, n);
+    default: return WhereLoop<false, false, false>(c, a, b, out, n);
+  }
+}
+
 }  // namespace
 
 Cpu::Primitive Cpu::unary(UnaryOp op, const Primitive& x) {
@@ -250,9 +279,7 @@ Cpu::Primitive Cpu::where(const Primitive& cond, const Primitive& a, const Primi
     T* po = out.mutable_data<T>();
     cpu::ParallelFor(a.device, iter.numel(), cpu::kElementwiseGrain, [&](int64_t lo, int64_t hi) {
       iter.ForSegments(lo, hi, [&](int64_t pos, const auto& off, const auto& st, int64_t n) {
-        for (int64_t i = 0; i < n; ++i) {
-          po[pos + i] = pc[off[0] + i * st[0]] ? pa[off[1] + i * st[1]] : pb[off[2] + i * st[2]];
-        }
+        WhereRun(pc + off[0], st[0], pa + off[1], st[1], pb + off[2], st[2], po + pos, n);
       });
     });
     return out;

@@ -78,6 +78,22 @@ Cpu::Primitive Cpu::index_select(const Primitive& p, int64_t dim, const Primitiv
   const int64_t* ids = idx.data<int64_t>();
   const std::byte* s = src.buffer->data() + src.offset * es;
   std::byte* o = out.mutable_data<std::byte>();
+  if (inner == 1) {  // single elements (im2col): a typed loop, not a memcpy per element
+    VisitDType(p.dtype, [&](auto v) {
+      using T = decltype(v);
+      const T* from = reinterpret_cast<const T*>(s);
+      T* to = reinterpret_cast<T*>(o);
+      cpu::ParallelFor(p.device, outer, std::max<int64_t>(1, cpu::kElementwiseGrain / std::max<int64_t>(count, 1)),
+                       [&](int64_t lo, int64_t hi) {
+        for (int64_t r = lo; r < hi; ++r) {
+          const T* row = from + r * size;
+          T* dst = to + r * count;
+          for (int64_t k = 0; k < count; ++k) dst[k] = row[ids[k]];
+        }
+      });
+    });
+    return out;
+  }
   const int64_t run = inner * es;
   cpu::ParallelFor(p.device, outer * count, std::max<int64_t>(1, (1 << 18) / std::max<int64_t>(run, 1)),
                    [&](int64_t lo, int64_t hi) {
@@ -127,12 +143,19 @@ Cpu::Primitive Cpu::scatter_add(const Primitive& src, int64_t dim, const Primiti
     if constexpr (!std::is_same_v<T, bool>) {
       const T* in = src.data<T>();
       T* o = out.mutable_data<T>();
-      // One thread, in order: two positions may add into the same element, and a fixed
-      // order keeps the result deterministic.
-      iter.ForSegments(0, iter.numel(), [&](int64_t, const auto& off, const auto& st, int64_t n) {
-        for (int64_t i = 0; i < n; ++i) {
-          o[off[2] + i * st[2] + ids[off[0] + i * st[0]] * step] += in[off[1] + i * st[1]];
-        }
+      // Positions that share their coordinates before `dim` write into one slab of the
+      // output and no other, so slabs run in parallel; within a slab the order is fixed, so
+      // the result is deterministic.
+      const int64_t outer = Outer(index.shape, dim);
+      const int64_t per_slab = outer == 0 ? 0 : iter.numel() / outer;
+      cpu::ParallelFor(src.device, outer, std::max<int64_t>(1, cpu::kElementwiseGrain / std::max<int64_t>(per_slab, 1)),
+                       [&](int64_t lo, int64_t hi) {
+        iter.ForSegments(lo * per_slab, hi * per_slab,
+                         [&](int64_t, const auto& off, const auto& st, int64_t n) {
+          for (int64_t i = 0; i < n; ++i) {
+            o[off[2] + i * st[2] + ids[off[0] + i * st[0]] * step] += in[off[1] + i * st[1]];
+          }
+        });
       });
     }
   });

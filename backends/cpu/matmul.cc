@@ -81,7 +81,7 @@ void GemmBlock(const T* a, MatrixLayout la, const T* b, MatrixLayout lb, T* c, i
 }
 
 // Below this many multiply-adds a single thread is faster than waking others.
-constexpr int64_t kParallelWork = 1 << 18;
+constexpr int64_t kParallelWork = 1 << 20;
 constexpr int64_t kMinRowsPerBlock = 16;
 
 }  // namespace

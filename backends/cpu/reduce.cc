@@ -7,6 +7,7 @@
 
 #include "Eigen/Core"
 #include "backends/cpu/cpu_backend.h"
+#include "backends/cpu/strided.h"
 #include "tensor/shape_rules.h"
 
 namespace kiln {
@@ -123,28 +124,73 @@ void ReduceStrided(ReduceOp op, const Layout& l, T* out) {
   });
 }
 
+// Small reduced extents (pooling windows, short rows): each output element combines the R
+// elements at its base offset plus a precomputed table of offsets, straight from the input's
+// strides, with no copy.
+constexpr int64_t kGatheredMaximum = 64;
+
+template <class T>
+void ReduceGathered(ReduceOp op, const StridedTensor& p, absl::Span<const int64_t> dims, T* out) {
+  Dims kept_shape, kept_strides, reduced_shape, reduced_strides;
+  for (int64_t d = 0, k = 0; d < p.shape.rank(); ++d) {
+    const bool reduced = k < static_cast<int64_t>(dims.size()) && dims[k] == d;
+    k += reduced;
+    (reduced ? reduced_shape : kept_shape).push_back(p.shape[d]);
+    (reduced ? reduced_strides : kept_strides).push_back(p.strides[d]);
+  }
+  std::vector<int64_t> table;
+  const cpu::StridedIter<1> window(Shape(reduced_shape), {reduced_strides});
+  window.ForSegments(0, window.numel(), [&](int64_t, const auto& off, const auto& st, int64_t n) {
+    for (int64_t i = 0; i < n; ++i) table.push_back(off[0] + i * st[0]);
+  });
+  const int64_t r = static_cast<int64_t>(table.size());
+  const T* x = p.data<T>();
+  const cpu::StridedIter<1> outputs(Shape(kept_shape), {kept_strides});
+  cpu::ParallelFor(p.device, outputs.numel(), std::max<int64_t>(1, cpu::kElementwiseGrain / r),
+                   [&](int64_t lo, int64_t hi) {
+    outputs.ForSegments(lo, hi, [&](int64_t pos, const auto& off, const auto& st, int64_t n) {
+      for (int64_t i = 0; i < n; ++i) {
+        const T* base = x + off[0] + i * st[0];
+        T acc = base[table[0]];
+        for (int64_t j = 1; j < r; ++j) acc = Combine(op, acc, base[table[j]]);
+        out[pos + i] = acc;
+      }
+    });
+  });
+}
+
 }  // namespace
 
 Cpu::Primitive Cpu::reduce(ReduceOp op, const Primitive& p, absl::Span<const int64_t> dims,
                            bool keepdim) {
   const Shape out_shape = ReducedShape(p.shape, dims, keepdim);
   StridedTensor out = StridedTensor::Empty(out_shape, p.dtype, p.device);
-  const Layout l = Arrange(p, dims);
+  int64_t extent = 1;
+  for (int64_t d : dims) extent *= p.shape[d];
   VisitDType(p.dtype, [&](auto v) {
     using T = decltype(v);
     if constexpr (!std::is_same_v<T, bool>) {
       T* o = out.mutable_data<T>();
-      if (l.reduced == 0) {  // only sum and mean reach here: 0 and 0/0
+      if (extent == 0) {  // only sum and mean reach here: 0 and 0/0
         const T fill = op == ReduceOp::kMean && std::is_floating_point_v<T> ? T(NAN) : T(0);
         std::fill(o, o + out_shape.numel(), fill);
         return;
       }
       if (out_shape.numel() == 0) return;
-      if (l.inner == 1) ReduceRows<T>(op, l, o);
-      else ReduceStrided<T>(op, l, o);
+      // Consecutive dims of a dense tensor with a wide inner extent vectorise best as rows.
+      const bool dense_rows = p.IsContiguous() &&
+                              dims.back() - dims.front() + 1 == static_cast<int64_t>(dims.size()) &&
+                              dims.back() + 1 < p.shape.rank();
+      if (extent <= kGatheredMaximum && out_shape.numel() > 1 && !dense_rows) {
+        ReduceGathered<T>(op, p, dims, o);
+      } else {
+        const Layout l = Arrange(p, dims);
+        if (l.inner == 1) ReduceRows<T>(op, l, o);
+        else ReduceStrided<T>(op, l, o);
+      }
       if (op == ReduceOp::kMean) {
         const int64_t n = out_shape.numel();
-        for (int64_t i = 0; i < n; ++i) o[i] = static_cast<T>(o[i] / static_cast<T>(l.reduced));
+        for (int64_t i = 0; i < n; ++i) o[i] = static_cast<T>(o[i] / static_cast<T>(extent));
       }
     }
   });

@@ -1,0 +1,113 @@
+// One training step (forward, loss, backward, SGD with momentum) of the Fashion-MNIST MLP
+// (784-256-256-10) and of a tiny, overhead-bound MLP (10-100-100-1), batch 64, on 2 threads;
+// and the autodiff overhead per op of a chain of small ops. Built with --config=libtorch, the
+// same binary also runs LibTorch on the same steps, so bench/compare.py can pair them.
+#include <benchmark/benchmark.h>
+
+#include "autodiff/autodiff.h"
+#include "backends/cpu/cpu_backend.h"
+#include "nn/activation.h"
+#include "nn/linear.h"
+#include "nn/loss.h"
+#include "nn/optim.h"
+#include "nn/sequential.h"
+
+#ifdef KILN_WITH_LIBTORCH
+#include <torch/torch.h>
+#endif
+
+namespace kiln {
+namespace {
+
+using AD = Autodiff<Cpu>;
+using T = Tensor<AD>;
+constexpr int kThreads = 2;
+constexpr int64_t kBatch = 64;
+
+std::unique_ptr<nn::Sequential<AD>> Mlp(std::initializer_list<int64_t> sizes, Generator& gen) {
+  auto net = std::make_unique<nn::Sequential<AD>>();
+  const std::vector<int64_t> s(sizes);
+  for (size_t i = 0; i + 1 < s.size(); ++i) {
+    net->add<nn::Linear<AD>>(s[i], s[i + 1], gen);
+    if (i + 2 < s.size()) net->add<nn::ReLU<AD>>();
+  }
+  return net;
+}
+
+void BM_StepKiln(benchmark::State& state, std::initializer_list<int64_t> sizes, bool classify) {
+  if (!cpu::Configure({.devices = 1, .threads_per_device = kThreads}).ok()) std::abort();
+  Generator gen(1);
+  auto net = Mlp(sizes, gen);
+  const int64_t in = *sizes.begin(), out = *(sizes.end() - 1);
+  const T x = T::uniform({kBatch, in}, -1, 1, gen);
+  const T labels = T::from_inner(Tensor<Cpu>::uniform({kBatch}, 0, out, gen).to(DType::kI64));
+  const T target = T::uniform({kBatch, out}, -1, 1, gen);
+  nn::Sgd<Cpu> sgd(0.01, {.momentum = 0.9});
+  for (auto _ : state) {
+    const T y = (*net)(x);
+    const T loss = classify ? nn::CrossEntropy(y, labels) : nn::MeanSquaredError(y, target);
+    sgd.step(*net, loss.backward());
+  }
+}
+BENCHMARK_CAPTURE(BM_StepKiln, mlp_784_256_256_10, {784, 256, 256, 10}, true)->UseRealTime();
+BENCHMARK_CAPTURE(BM_StepKiln, tiny_10_100_100_1, {10, 100, 100, 1}, false)->UseRealTime();
+
+// A chain of 100 element-wise ops on 16 floats, forward and backward: what each recorded op
+// costs beyond its arithmetic.
+void BM_AutodiffChainKiln(benchmark::State& state) {
+  if (!cpu::Configure({.devices = 1, .threads_per_device = 1}).ok()) std::abort();
+  Generator gen(2);
+  const T w = T::uniform({16}, 0.5, 1.5, gen).require_grad();
+  for (auto _ : state) {
+    T y = w;
+    for (int i = 0; i < 50; ++i) y = (y * 1.01f) + w;
+    benchmark::DoNotOptimize(y.sum().backward());
+  }
+  state.counters["ns_per_op"] = benchmark::Counter(101, benchmark::Counter::kIsIterationInvariantRate |
+                                                        benchmark::Counter::kInvert);
+}
+BENCHMARK(BM_AutodiffChainKiln)->UseRealTime();
+
+#ifdef KILN_WITH_LIBTORCH
+void BM_StepTorch(benchmark::State& state, std::initializer_list<int64_t> sizes, bool classify) {
+  torch::set_num_threads(kThreads);
+  torch::manual_seed(1);
+  torch::nn::Sequential net;
+  const std::vector<int64_t> s(sizes);
+  for (size_t i = 0; i + 1 < s.size(); ++i) {
+    net->push_back(torch::nn::Linear(s[i], s[i + 1]));
+    if (i + 2 < s.size()) net->push_back(torch::nn::ReLU());
+  }
+  const auto x = torch::rand({kBatch, s.front()}) * 2 - 1;
+  const auto labels = torch::randint(0, s.back(), {kBatch}, torch::kLong);
+  const auto target = torch::rand({kBatch, s.back()}) * 2 - 1;
+  torch::optim::SGD sgd(net->parameters(), torch::optim::SGDOptions(0.01).momentum(0.9));
+  for (auto _ : state) {
+    sgd.zero_grad();
+    const auto y = net->forward(x);
+    const auto loss = classify ? torch::nn::functional::cross_entropy(y, labels)
+                               : torch::mse_loss(y, target);
+    loss.backward();
+    sgd.step();
+  }
+}
+BENCHMARK_CAPTURE(BM_StepTorch, mlp_784_256_256_10, {784, 256, 256, 10}, true)->UseRealTime();
+BENCHMARK_CAPTURE(BM_StepTorch, tiny_10_100_100_1, {10, 100, 100, 1}, false)->UseRealTime();
+
+void BM_AutodiffChainTorch(benchmark::State& state) {
+  torch::set_num_threads(1);
+  const auto w = (torch::rand({16}) + 0.5).requires_grad_(true);
+  for (auto _ : state) {
+    auto y = w;
+    for (int i = 0; i < 50; ++i) y = (y * 1.01f) + w;
+    y.sum().backward();
+    w.mutable_grad().reset();
+  }
+  state.counters["ns_per_op"] = benchmark::Counter(101, benchmark::Counter::kIsIterationInvariantRate |
+                                                        benchmark::Counter::kInvert);
+}
+BENCHMARK(BM_AutodiffChainTorch)->UseRealTime();
+#endif
+
+}  // namespace
+}  // namespace kiln

@@ -1,0 +1,48 @@
+#!/usr/bin/env bash
+# examples/train as a user runs it: bad input exits 2 with a message, a short run ends in one
+# JSON line, the same seed gives the same result, and a checkpoint is written.
+set -uo pipefail
+train="$1"
+tmp="${TEST_TMPDIR:-$(mktemp -d)}"
+failures=0
+
+fail() { echo "FAIL: $*"; failures=$((failures + 1)); }
+
+# expect_error "message fragment" args...: exit status 2 and the fragment on stderr.
+expect_error() {
+  local want="$1"; shift
+  local err status
+  err=$("$train" "$@" 2>&1 >/dev/null); status=$?
+  [[ $status -eq 2 ]] || fail "$* exited $status, not 2 ($err)"
+  [[ "$err" == *"$want"* ]] || fail "$*: stderr '$err' lacks '$want'"
+}
+
+expect_error "unknown flag --modle" --modle=mlp
+expect_error "--epochs=three" --epochs=three
+expect_error "--model=resnet: expected mlp or cnn" --model=resnet
+expect_error "--optimizer=adam: expected sgd or adamw" --optimizer=adam
+expect_error "--batch_size must be >= 1" --batch_size=0
+expect_error "training on several devices needs the distributed layer" --devices=cpu:0,cpu:1
+expect_error "expected a device like cpu:0" --devices=gpu:0
+expect_error "cannot open $tmp/nodata/train-images-idx3-ubyte.gz" --data_dir="$tmp/nodata"
+mkdir -p "$tmp/corrupt"
+printf 'not an idx file' | gzip > "$tmp/corrupt/train-images-idx3-ubyte.gz"
+cp /usr/share/datasets/fashion-mnist/train-labels-idx1-ubyte.gz "$tmp/corrupt/"
+expect_error "is not a valid IDX file" --data_dir="$tmp/corrupt"
+
+run() { "$train" --train_limit=3000 --epochs=1 --threads=1 "$@" 2>&1; }
+out1=$(run --checkpoint="$tmp/model.safetensors") || fail "short run exited $?: $out1"
+last=$(echo "$out1" | tail -n 1)
+for key in test_accuracy train_loss epochs steps samples_per_sec devices; do
+  [[ "$last" == *"\"$key\":"* ]] || fail "last line lacks $key: $last"
+done
+[[ "$last" == '{'*'"devices":["cpu:0"]}' ]] || fail "last line is not the JSON summary: $last"
+[[ -s "$tmp/model.safetensors" ]] || fail "no checkpoint written"
+out2=$(run)
+strip() { echo "$1" | tail -n 1 | sed 's/"samples_per_sec":[0-9.]*,//'; }
+[[ "$(strip "$out1")" == "$(strip "$out2")" ]] || fail "same seed, different results: $(strip "$out1") vs $(strip "$out2")"
+out3=$(run --seed=2)
+[[ "$(strip "$out1")" != "$(strip "$out3")" ]] || fail "another seed gave the very same result"
+
+if ((failures)); then echo "$failures failed"; exit 1; fi
+echo "all train_test checks passed"
