@@ -136,9 +136,11 @@ struct Autodiff {
   static Primitive permute(const Primitive& x, absl::Span<const int64_t> dims) {
     Dims inverse(dims.size());
     for (size_t i = 0; i < dims.size(); ++i) inverse[dims[i]] = static_cast<int64_t>(i);
-    return Record(B::permute(x.value, dims), {x}, [inverse](const P& g, uint32_t) {
+    Primitive out = Record(B::permute(x.value, dims), {x}, [inverse](const P& g, uint32_t) {
       return Grads{B::permute(g, inverse)};
     });
+    if (out.node != nullptr) out.node->swaps_last_two = inverse == SwapLast(static_cast<int64_t>(dims.size()));
+    return out;
   }
   static Primitive expand(const Primitive& x, const Shape& s) {
     const Shape from = shape(x);
@@ -219,7 +221,7 @@ struct Autodiff {
   static Dims SwapLast(int64_t rank) {
     Dims perm(rank);
     std::iota(perm.begin(), perm.end(), 0);
-    std::swap(perm[rank - 1], perm[rank - 2]);
+    if (rank >= 2) std::swap(perm[rank - 1], perm[rank - 2]);
     return perm;
   }
 };

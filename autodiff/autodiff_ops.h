@@ -125,10 +125,21 @@ template <Backend B>
 typename Autodiff<B>::Primitive Autodiff<B>::matmul(const Primitive& a, const Primitive& b) {
   const P av = a.value, bv = b.value;
   const Shape sa = shape(a), sb = shape(b);
+  // For an operand that is a transposed view, its gradient is computed transposed (same
+  // GEMM, other order) and handed back as a view, which the view's own backward undoes.
+  const bool a_swapped = a.node != nullptr && a.node->swaps_last_two;
+  const bool b_swapped = b.node != nullptr && b.node->swaps_last_two;
   return Record(B::matmul(av, bv), {a, b}, [=](const P& g, uint32_t needs) -> Grads {
     Grads grads(2);
-    if (Needs(needs, 0)) grads[0] = Unbroadcast(B::matmul(g, B::permute(bv, SwapLast(sb.rank()))), sa);
-    if (Needs(needs, 1)) grads[1] = Unbroadcast(B::matmul(B::permute(av, SwapLast(sa.rank())), g), sb);
+    const Dims ta = SwapLast(sa.rank()), tb = SwapLast(sb.rank()), tg = SwapLast(B::shape(g).rank());
+    if (Needs(needs, 0)) {  // g b^T, or (b g^T)^T
+      grads[0] = Unbroadcast(a_swapped ? B::permute(B::matmul(bv, B::permute(g, tg)), tg)
+                                       : B::matmul(g, B::permute(bv, tb)), sa);
+    }
+    if (Needs(needs, 1)) {  // a^T g, or (g^T a)^T
+      grads[1] = Unbroadcast(b_swapped ? B::permute(B::matmul(B::permute(g, tg), av), tg)
+                                       : B::matmul(B::permute(av, ta), g), sb);
+    }
     return grads;
   });
 }

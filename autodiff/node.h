@@ -34,6 +34,10 @@ struct Node {
   const uint64_t id;
   bool leaf = false;
   bool consumed = false;  // a backward pass has run through it and freed it
+  // A layout hint: this node's output is its input with the last two dims swapped (a
+  // transposed view, as Linear makes of its weight). matmul's backward then computes that
+  // input's gradient in the input's own layout, so no transposing copy is needed.
+  bool swaps_last_two = false;
   absl::InlinedVector<std::shared_ptr<Node>, 3> inputs;  // null where no gradient flows
   Backward backward;
   std::vector<Hook> hooks;  // leaves only: called once the gradient is final

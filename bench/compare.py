@@ -29,8 +29,9 @@ def rates(path):
     with open(path) as f:
         data = json.load(f)
     out = {}
+    has_aggregates = any(b.get("run_type") == "aggregate" for b in data["benchmarks"])
     for b in data["benchmarks"]:
-        if b.get("run_type") == "aggregate" and b.get("aggregate_name") != "median":
+        if has_aggregates and b.get("aggregate_name") != "median":
             continue
         name = re.sub(r"(/real_time)?(_median)?$", "", b.get("run_name", b["name"]))
         for unit in ("GFLOPS", "GB/s"):

@@ -1,21 +1,19 @@
 #include "backends/cpu/allocator.h"
 
 #include <cstdlib>
+#include <mutex>
 #include <new>
 #include <vector>
 
 #include "absl/container/flat_hash_map.h"
 #include "absl/strings/numbers.h"
-#include "absl/synchronization/mutex.h"
 
 namespace kiln::cpu {
 namespace {
 
 constexpr std::align_val_t kAlign{kBufferAlignment};
 // Below this, glibc's malloc reuses memory well by itself.
-constexpr int64_t kCachedMinimum = int64_t{1} << 16;
-// Large sizes are rounded up to this granularity so that near-equal sizes share a bucket.
-constexpr int64_t kGranularity = int64_t{1} << 16;
+constexpr int64_t kCachedMinimum = int64_t{1} << 10;
 
 int64_t CacheLimit() {
   const char* env = std::getenv("KILN_CPU_CACHE_BYTES");
@@ -24,14 +22,20 @@ int64_t CacheLimit() {
   return int64_t{4} << 30;
 }
 
+// Sizes are rounded up to an eighth of their power of two (at most 12.5% waste), so that
+// near-equal sizes share a bucket.
 int64_t Rounded(int64_t nbytes) {
-  return nbytes < kCachedMinimum ? nbytes : (nbytes + kGranularity - 1) / kGranularity * kGranularity;
+  if (nbytes < kCachedMinimum) return nbytes;
+  int64_t power = 1;
+  while (power < nbytes) power <<= 1;
+  const int64_t step = power / 8;
+  return (nbytes + step - 1) / step * step;
 }
 
 class Cache {
  public:
   std::byte* Take(int64_t size) {
-    absl::MutexLock lock(&mu_);
+    std::lock_guard lock(mu_);
     auto it = free_.find(size);
     if (it == free_.end() || it->second.empty()) {
       ++misses_;
@@ -45,7 +49,7 @@ class Cache {
   }
 
   bool Give(std::byte* p, int64_t size) {
-    absl::MutexLock lock(&mu_);
+    std::lock_guard lock(mu_);
     if (cached_ + size > limit_) return false;
     free_[size].push_back(p);
     cached_ += size;
@@ -53,7 +57,7 @@ class Cache {
   }
 
   std::vector<std::pair<std::byte*, int64_t>> TakeAll() {
-    absl::MutexLock lock(&mu_);
+    std::lock_guard lock(mu_);
     std::vector<std::pair<std::byte*, int64_t>> all;
     for (auto& [size, list] : free_) {
       for (std::byte* p : list) all.emplace_back(p, size);
@@ -64,12 +68,12 @@ class Cache {
   }
 
   CacheStats Stats() {
-    absl::MutexLock lock(&mu_);
+    std::lock_guard lock(mu_);
     return {cached_, hits_, misses_};
   }
 
  private:
-  absl::Mutex mu_;
+  std::mutex mu_;  // not absl::Mutex: see cpu_device.cc
   const int64_t limit_ = CacheLimit();
   absl::flat_hash_map<int64_t, std::vector<std::byte*>> free_;
   int64_t cached_ = 0, hits_ = 0, misses_ = 0;

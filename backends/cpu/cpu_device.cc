@@ -3,13 +3,14 @@
 #define EIGEN_USE_THREADS
 #include <algorithm>
 #include <cstdlib>
+#include <mutex>
+#include <shared_mutex>
 #include <thread>
 #include <vector>
 
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
-#include "absl/synchronization/mutex.h"
 #include "unsupported/Eigen/CXX11/ThreadPool"
 
 namespace kiln {
@@ -59,12 +60,12 @@ class Runtime {
   }
 
   Config config() const {
-    absl::ReaderMutexLock lock(&mu_);
+    std::shared_lock lock(mu_);
     return config_;
   }
 
   std::shared_ptr<const DeviceContext> Context(int index) const {
-    absl::ReaderMutexLock lock(&mu_);
+    std::shared_lock lock(mu_);
     if (index < 0 || index >= static_cast<int>(contexts_.size())) return nullptr;
     return contexts_[index];
   }
@@ -78,12 +79,14 @@ class Runtime {
     for (int i = 0; i < config.devices; ++i) {
       contexts.push_back(std::make_shared<const DeviceContext>(threads));
     }
-    absl::MutexLock lock(&mu_);
+    std::unique_lock lock(mu_);
     config_ = config;
     contexts_.swap(contexts);
   }
 
-  mutable absl::Mutex mu_;
+  // Every op looks its device up, so this is a plain reader-writer lock (absl::Mutex, as
+  // Debian builds it, runs deadlock detection on every acquisition).
+  mutable std::shared_mutex mu_;
   Config config_;
   std::vector<std::shared_ptr<const DeviceContext>> contexts_;
 };
@@ -120,6 +123,10 @@ absl::Status CheckDevice(const CpuDevice& device) {
 void ParallelFor(const CpuDevice& device, int64_t n, int64_t min_grain,
                  absl::FunctionRef<void(int64_t, int64_t)> fn) {
   if (n <= 0) return;
+  if (n <= min_grain) {  // one chunk: no need to look at the device's threads
+    fn(0, n);
+    return;
+  }
   const auto context = GetRuntime().Context(device.index());
   const int64_t threads = context ? context->threads : 1;
   const int64_t chunks = std::min(threads, (n + std::max<int64_t>(min_grain, 1) - 1) /

@@ -1,6 +1,7 @@
 // Element-wise kernels: unary maps, broadcasting binary ops and where.
 #include <atomic>
 #include <cmath>
+#include <cstring>
 #include <type_traits>
 
 #include "Eigen/Core"
@@ -122,10 +123,21 @@ template <class T, class R, class F>
 StridedTensor RunBinary(const StridedTensor& a, const StridedTensor& b, const Shape& shape,
                         F f) {
   StridedTensor out = StridedTensor::Empty(shape, DTypeOf<R>(), a.device);
-  const StridedIter<2> iter(shape, {cpu::BroadcastStrides(a, shape), cpu::BroadcastStrides(b, shape)});
   const T* pa = a.data<T>();
   const T* pb = b.data<T>();
   R* po = out.mutable_data<R>();
+  // Dense operands of the output's shape, or a dense one and a single value: no iterator.
+  const auto flat_stride = [&](const StridedTensor& t) -> int64_t {
+    if (t.shape.numel() == 1) return 0;
+    return t.shape == shape && t.IsContiguous() ? 1 : -1;
+  };
+  if (const int64_t sa = flat_stride(a), sb = flat_stride(b); sa >= 0 && sb >= 0) {
+    cpu::ParallelFor(a.device, shape.numel(), cpu::kElementwiseGrain, [&](int64_t lo, int64_t hi) {
+      BinaryRun(pa + lo * sa, sa, pb + lo * sb, sb, po + lo, hi - lo, f);
+    });
+    return out;
+  }
+  const StridedIter<2> iter(shape, {cpu::BroadcastStrides(a, shape), cpu::BroadcastStrides(b, shape)});
   cpu::ParallelFor(a.device, iter.numel(), cpu::kElementwiseGrain, [&](int64_t lo, int64_t hi) {
     iter.ForSegments(lo, hi, [&](int64_t pos, const auto& off, const auto& stride, int64_t n) {
       BinaryRun(pa + off[0], stride[0], pb + off[1], stride[1], po + pos, n, f);
@@ -213,11 +225,22 @@ StridedTensor Arithmetic(BinaryOp op, const StridedTensor& a, const StridedTenso
 }
 
 // One run of where; unit and zero strides (the common relu-backward and masked_fill shapes)
-// get loops of their own so the compiler vectorises them.
+// get loops of their own. The choice is a bit-select on the raw bits rather than `?:`, which
+// the compiler will not vectorise (it may not load the operand it does not pick).
 template <bool kUnitC, bool kUnitA, bool kUnitB, class T>
 void WhereLoop(const bool* c, const T* a, const T* b, T* out, int64_t n) {
+  using Bits = std::conditional_t<
+      sizeof(T) == 8, uint64_t,
+      std::conditional_t<sizeof(T) == 4, uint32_t, std::conditional_t<sizeof(T) == 2, uint16_t, uint8_t>>>;
+  static_assert(sizeof(Bits) == sizeof(T));
+  const auto* picks = reinterpret_cast<const unsigned char*>(c);
   for (int64_t i = 0; i < n; ++i) {
-    out[i] = c[kUnitC ? i : 0] ? a[kUnitA ? i : 0] : b[kUnitB ? i : 0];
+    Bits x, y;
+    std::memcpy(&x, &a[kUnitA ? i : 0], sizeof(T));
+    std::memcpy(&y, &b[kUnitB ? i : 0], sizeof(T));
+    const Bits mask = Bits(0) - static_cast<Bits>(picks[kUnitC ? i : 0]);
+    const Bits r = (x & mask) | (y & ~mask);
+    std::memcpy(&out[i], &r, sizeof(T));
   }
 }
 
