@@ -47,6 +47,15 @@ TEST(Autodiff, DetachAndNoGradStopGradients) {
   EXPECT_EQ(c.sum().backward().size(), 0);  // nothing requires a gradient
 }
 
+TEST(Autodiff, GradientsFollowTensorsAcrossDevices) {
+  ASSERT_TRUE(cpu::Configure({.devices = 2}).ok());
+  const AD x = AD::from_vector(std::vector<double>{1, 2}, {2}).require_grad();
+  const auto grads = (x.to(CpuDevice(1)) * 3).sum().backward();
+  const Tensor<Cpu> g = *grads.get(x);
+  EXPECT_EQ(g.device(), CpuDevice(0));
+  EXPECT_EQ(V(g), (std::vector<double>{3, 3}));
+}
+
 TEST(Autodiff, InnerValuesAreTheWrappedBackendsTensors) {
   const Tensor<Cpu> raw = Tensor<Cpu>::arange(0, 3, 1, DType::kF64);
   const AD x = AD::from_inner(raw).require_grad();

@@ -100,6 +100,20 @@ TEST(Linear, IsXTimesWeightTransposedPlusBias) {
   EXPECT_THROW(fc(T::zeros({1, 4}, DType::kF64)), Error);
 }
 
+TEST(Init, BoundsAndDeterminism) {
+  Generator g1(4), g2(4);
+  const auto a = XavierUniform<Cpu>(Shape{50, 30}, 30, 50, g1, DType::kF64, CpuDevice());
+  const auto b = XavierUniform<Cpu>(Shape{50, 30}, 30, 50, g2, DType::kF64, CpuDevice());
+  EXPECT_EQ(a.to_data().ToDoubles(), b.to_data().ToDoubles());
+  const double bound = std::sqrt(6.0 / 80);
+  double max_abs = 0;
+  for (double v : a.to_data().ToDoubles()) max_abs = std::max(max_abs, std::abs(v));
+  EXPECT_LE(max_abs, bound);
+  EXPECT_GT(max_abs, 0.9 * bound);  // and it fills the range
+  const auto k = KaimingUniform<Cpu>(Shape{1000}, 24, g1, DType::kF32, CpuDevice());
+  for (double v : k.to_data().ToDoubles()) EXPECT_LE(std::abs(v), 0.5 + 1e-7);  // sqrt(6 / 24)
+}
+
 TEST(Activations, GeluAndDropout) {
   const T x = T::from_vector(std::vector<double>{-2, -0.5, 0, 0.5, 2}, {5});
   const auto y = V(GELU<AD>()(x));
