@@ -173,10 +173,10 @@ struct Autodiff {
     });
   }
 
- private:
-  // ---- Helpers (all written with B's ops) -----------------------------------------------------
+  // ---- Recording ops defined elsewhere (e.g. differentiable collectives) -------------------
   // Wraps `value` in a node whose inputs are `inputs`' nodes, when gradients are recorded and
-  // at least one input has a node; otherwise returns it untracked.
+  // at least one input has a node; otherwise returns it untracked. `backward` gets the output's
+  // gradient and gives one (or nothing) per input; it may throw kiln::Error.
   static Primitive Record(P value, std::initializer_list<Primitive> inputs,
                           typename NodeT::Backward backward) {
     return Record(std::move(value), absl::MakeConstSpan(inputs.begin(), inputs.size()),
@@ -193,6 +193,9 @@ struct Autodiff {
     return {std::move(value), std::move(node)};
   }
   static bool Needs(uint32_t needs, int i) { return i >= 32 || ((needs >> i) & 1u); }
+
+ private:
+  // ---- Helpers (all written with B's ops) -----------------------------------------------------
 
   static P Const(Scalar v, const P& like) { return B::full(Shape{}, v, B::dtype(like), B::device(like)); }
   static P Mul(const P& a, const P& b) { return B::binary(BinaryOp::kMul, a, b); }

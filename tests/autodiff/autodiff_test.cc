@@ -179,7 +179,11 @@ TEST(Autodiff, NoGrowthOverTenThousandSteps) {
   const int64_t growth = ResidentKiB() - rss_at_1000;
   std::printf("resident memory growth over steps 1000..10000: %lld KiB\n",
               static_cast<long long>(growth));
+#if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__)
+  (void)growth;  // sanitizers hold freed memory in quarantine: only the node count is checked
+#else
   EXPECT_LT(growth, 1024);
+#endif
   EXPECT_LT(loss, first_loss / 2);  // and it learned
 }
 

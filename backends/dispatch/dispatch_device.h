@@ -1,0 +1,57 @@
+// DispatchDevice: a device of any backend compiled into this build, chosen at run time
+// ("cpu:1", "vulkan:0", "cuda:0"), optionally wrapped as an autodiff device. It is what users
+// write in --devices and what distributed/ validates and unwraps into a typed device group.
+#ifndef KILN_BACKENDS_DISPATCH_DISPATCH_DEVICE_H_
+#define KILN_BACKENDS_DISPATCH_DISPATCH_DEVICE_H_
+
+#include <memory>
+#include <string>
+#include "absl/strings/string_view.h"
+#include <variant>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "backends/cpu/cpu_device.h"
+
+namespace kiln {
+
+class DispatchDevice;
+
+// A device whose tensors record gradients (Autodiff<B> over the inner device's backend).
+struct AutodiffDevice {
+  std::shared_ptr<const DispatchDevice> inner;  // never null
+  friend bool operator==(const AutodiffDevice& a, const AutodiffDevice& b);
+};
+
+class DispatchDevice {
+ public:
+  // One alternative per backend compiled in, plus the autodiff wrapper. The Vulkan and CUDA
+  // devices join here under --config=vulkan / --config=cuda.
+  using Variant = std::variant<CpuDevice, AutodiffDevice>;
+
+  DispatchDevice(CpuDevice d) : v_(d) {}  // NOLINT: a CPU device is a dispatch device
+  static DispatchDevice Autodiff(DispatchDevice inner);
+
+  // "cpu:0", "autodiff(cpu:1)". A backend this build lacks is FailedPrecondition naming the
+  // --config that adds it; an unknown backend or a malformed string InvalidArgument; an index
+  // past the devices that exist InvalidArgument naming those that do.
+  static absl::StatusOr<DispatchDevice> Parse(absl::string_view text);
+  // A comma-separated list, e.g. from --devices.
+  static absl::StatusOr<std::vector<DispatchDevice>> ParseList(absl::string_view text);
+
+  const Variant& variant() const { return v_; }
+  bool is_autodiff() const { return std::holds_alternative<AutodiffDevice>(v_); }
+  // The backend's name ("cpu"); for an autodiff device, that of the device it wraps.
+  std::string backend() const;
+  std::string ToString() const;
+
+  friend bool operator==(const DispatchDevice& a, const DispatchDevice& b);
+
+ private:
+  explicit DispatchDevice(Variant v) : v_(std::move(v)) {}
+  Variant v_;
+};
+
+}  // namespace kiln
+
+#endif  // KILN_BACKENDS_DISPATCH_DISPATCH_DEVICE_H_

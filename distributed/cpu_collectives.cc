@@ -1,0 +1,83 @@
+#include <cstring>
+#include <type_traits>
+
+#include "backends/cpu/strided.h"
+#include "distributed/collective_kernels.h"
+
+namespace kiln::distributed {
+
+const char* ReduceKindName(ReduceKind kind) {
+  switch (kind) {
+    case ReduceKind::kSum: return "sum";
+    case ReduceKind::kMean: return "mean";
+    case ReduceKind::kMax: return "max";
+    case ReduceKind::kMin: return "min";
+  }
+  return "?";
+}
+
+namespace {
+
+template <class T, class F>
+void Fold(const std::vector<const void*>& inputs, T* out, int64_t begin, int64_t end, F f) {
+  const T* a = static_cast<const T*>(inputs[0]);
+  if (inputs.size() == 1) {
+    std::copy(a + begin, a + end, out + begin);
+    return;
+  }
+  const T* b = static_cast<const T*>(inputs[1]);
+  for (int64_t i = begin; i < end; ++i) out[i] = f(a[i], b[i]);
+  for (size_t m = 2; m < inputs.size(); ++m) {
+    const T* c = static_cast<const T*>(inputs[m]);
+    for (int64_t i = begin; i < end; ++i) out[i] = f(out[i], c[i]);
+  }
+}
+
+template <class T>
+void ReduceTyped(ReduceKind kind, const std::vector<const void*>& inputs, T* out, int64_t begin,
+                 int64_t end) {
+  switch (kind) {
+    case ReduceKind::kSum:
+    case ReduceKind::kMean:
+      if constexpr (std::is_integral_v<T>) {
+        using U = std::make_unsigned_t<T>;
+        Fold<T>(inputs, out, begin, end, [](T x, T y) { return static_cast<T>(U(x) + U(y)); });
+      } else {
+        Fold<T>(inputs, out, begin, end, [](T x, T y) { return x + y; });
+      }
+      if (kind == ReduceKind::kMean) {
+        const T n = static_cast<T>(inputs.size());
+        for (int64_t i = begin; i < end; ++i) out[i] = out[i] / n;
+      }
+      return;
+    case ReduceKind::kMax:
+      Fold<T>(inputs, out, begin, end, [](T x, T y) { return x != x || x > y ? x : y; });
+      return;
+    case ReduceKind::kMin:
+      Fold<T>(inputs, out, begin, end, [](T x, T y) { return x != x || x < y ? x : y; });
+      return;
+  }
+}
+
+}  // namespace
+
+void CollectiveKernels<Cpu>::Reduce(ReduceKind kind, DType dtype,
+                                    const std::vector<const void*>& inputs, void* out,
+                                    int64_t begin, int64_t end, const CpuDevice& device) {
+  VisitDType(dtype, [&](auto v) {
+    using T = decltype(v);
+    if constexpr (!std::is_same_v<T, bool>) {
+      cpu::ParallelFor(device, end - begin, cpu::kElementwiseGrain, [&](int64_t lo, int64_t hi) {
+        ReduceTyped<T>(kind, inputs, static_cast<T*>(out), begin + lo, begin + hi);
+      });
+    }
+  });
+}
+
+void CollectiveKernels<Cpu>::CopyInto(DType dtype, const void* from, void* to, int64_t at,
+                                      int64_t count) {
+  const int64_t es = DTypeSize(dtype);
+  if (count > 0) std::memcpy(static_cast<std::byte*>(to) + at * es, from, count * es);
+}
+
+}  // namespace kiln::distributed

@@ -1,0 +1,71 @@
+#include "distributed/rendezvous.h"
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+
+namespace kiln::distributed {
+
+std::string Rendezvous::Missing(const std::vector<bool>& here) const {
+  std::vector<int> missing;
+  for (int r = 0; r < size_; ++r) {
+    if (!here[r]) missing.push_back(r);
+  }
+  return absl::StrJoin(missing, ", ");
+}
+
+absl::Status Rendezvous::Meet(std::unique_lock<std::mutex>& lock, int rank, const char* stage) {
+  if (!broken_.ok()) return broken_;
+  if (here_.empty()) here_.assign(size_, false);
+  here_[rank] = true;
+  const uint64_t phase = phase_;
+  if (++waiting_ == size_) {
+    waiting_ = 0;
+    here_.assign(size_, false);
+    ++phase_;
+    cv_.notify_all();
+    return absl::OkStatus();
+  }
+  const auto deadline = std::chrono::steady_clock::now() + timeout_;
+  while (phase_ == phase && broken_.ok()) {
+    if (cv_.wait_until(lock, deadline) == std::cv_status::timeout && phase_ == phase && broken_.ok()) {
+      broken_ = absl::DeadlineExceededError(absl::StrCat(
+          "collective ", stage, ": member(s) ", Missing(here_), " of ", size_,
+          " did not arrive within ", timeout_.count(), " ms; the group is unusable from now on"));
+      cv_.notify_all();
+    }
+  }
+  return phase_ != phase ? absl::OkStatus() : broken_;
+}
+
+absl::Status Rendezvous::Arrive(int rank, Contribution contribution, std::vector<Contribution>* peers) {
+  std::unique_lock lock(mu_);
+  if (contributions_.empty()) contributions_.resize(size_);
+  contributions_[rank] = std::move(contribution);
+  once_done_ = false;
+  if (absl::Status s = Meet(lock, rank, "arrival"); !s.ok()) return s;
+  *peers = contributions_;
+  for (int r = 1; r < size_; ++r) {
+    if (contributions_[r].signature != contributions_[0].signature) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "collective members disagree: member 0 called ", contributions_[0].signature,
+          " but member ", r, " called ", contributions_[r].signature,
+          "; every member must make the same call with tensors of one shape and dtype"));
+    }
+  }
+  return absl::OkStatus();
+}
+
+void Rendezvous::Once(int rank, const std::function<void()>& fn) {
+  std::lock_guard lock(mu_);
+  if (!once_done_) {
+    fn();
+    once_done_ = true;
+  }
+}
+
+absl::Status Rendezvous::Depart(int rank) {
+  std::unique_lock lock(mu_);
+  return Meet(lock, rank, "departure");
+}
+
+}  // namespace kiln::distributed

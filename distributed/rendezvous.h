@@ -1,0 +1,65 @@
+// Rendezvous: where the members of an in-process device group meet for one collective. Each
+// member's thread arrives with its contribution; the round proceeds when all have arrived, or
+// fails for everyone at the deadline. A failed round breaks the group for good (as an aborted
+// NCCL communicator is), so no member can run on with half a result.
+#ifndef KILN_DISTRIBUTED_RENDEZVOUS_H_
+#define KILN_DISTRIBUTED_RENDEZVOUS_H_
+
+#include <chrono>
+#include <condition_variable>
+#include <cstdint>
+#include <functional>
+#include <mutex>
+#include <string>
+#include <vector>
+
+#include "absl/status/status.h"
+
+namespace kiln::distributed {
+
+// What a member brings to a round: a description every member must agree on (op, tag, shape,
+// dtype), and a pointer to its data for the others to read.
+struct Contribution {
+  std::string signature;
+  const void* data = nullptr;
+};
+
+class Rendezvous {
+ public:
+  Rendezvous(int size, std::chrono::milliseconds timeout) : size_(size), timeout_(timeout) {}
+
+  // Waits until every member has contributed to this member's next round. On success,
+  // `peers` holds every member's contribution in rank order. Signatures that differ fail the
+  // round for every member with InvalidArgument naming them.
+  absl::Status Arrive(int rank, Contribution contribution, std::vector<Contribution>* peers);
+  // The second meeting of a round: nobody leaves (and frees what the others read) before all
+  // have finished their part.
+  absl::Status Depart(int rank);
+  // Runs once per round, by the first member to call it, while the others wait; for work
+  // that must happen once (allocating a shared output).
+  void Once(int rank, const std::function<void()>& fn);
+
+  int size() const { return size_; }
+  std::chrono::milliseconds timeout() const { return timeout_; }
+
+ private:
+  // A barrier with a deadline; `phase` counts meetings so that a fast member's next round
+  // cannot be mistaken for this one.
+  absl::Status Meet(std::unique_lock<std::mutex>& lock, int rank, const char* stage);
+  std::string Missing(const std::vector<bool>& here) const;
+
+  const int size_;
+  const std::chrono::milliseconds timeout_;
+  std::mutex mu_;
+  std::condition_variable cv_;
+  uint64_t phase_ = 0;
+  int waiting_ = 0;
+  std::vector<bool> here_;
+  std::vector<Contribution> contributions_;
+  bool once_done_ = false;
+  absl::Status broken_;
+};
+
+}  // namespace kiln::distributed
+
+#endif  // KILN_DISTRIBUTED_RENDEZVOUS_H_
