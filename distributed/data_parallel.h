@@ -1,0 +1,122 @@
+// DataParallel: one replica of a model per device of a group, each driven by its own thread.
+// At the start the parameters are broadcast from the first device and their shapes checked
+// across replicas. A step splits the global batch along dim 0, runs forward and backward on
+// every replica at once, all-reduces the gradients during backward (GradientSync), and steps
+// every replica's optimizer on the same averaged gradients, so the replicas stay identical.
+#ifndef KILN_DISTRIBUTED_DATA_PARALLEL_H_
+#define KILN_DISTRIBUTED_DATA_PARALLEL_H_
+
+#include <functional>
+#include <memory>
+#include <vector>
+
+#include "distributed/autodiff_group.h"
+#include "distributed/gradient_sync.h"
+#include "distributed/member_threads.h"
+#include "nn/module.h"
+#include "nn/optim.h"
+
+namespace kiln::distributed {
+
+template <Backend B>
+class DataParallel {
+ public:
+  using AD = Autodiff<B>;
+  // The loss of one replica on its shard (averaged over the shard).
+  using LossFn = std::function<Tensor<AD>(nn::Module<AD>& model, const Tensor<AD>& x, const Tensor<AD>& y)>;
+  using OptimizerFactory = std::function<std::unique_ptr<nn::Optimizer<B>>()>;
+
+  static absl::StatusOr<std::unique_ptr<DataParallel>> Create(
+      const nn::Module<AD>& model, std::shared_ptr<DeviceGroup<AD>> group,
+      const OptimizerFactory& make_optimizer, SyncOptions options = {}) {
+    std::unique_ptr<DataParallel> dp(new DataParallel(std::move(group)));
+    const int n = dp->group_->size();
+    for (int r = 0; r < n; ++r) {
+      dp->replicas_.push_back(model.clone_to(dp->group_->devices()[r]));
+      dp->optimizers_.push_back(make_optimizer());
+    }
+    if (absl::Status s = dp->BroadcastParameters(); !s.ok()) return s;
+    for (int r = 0; r < n; ++r) {
+      dp->syncs_.push_back(std::make_unique<GradientSync<B>>(dp->group_->inner(), r, *dp->replicas_[r], options));
+    }
+    return dp;
+  }
+
+  int size() const { return group_->size(); }
+  nn::Module<AD>& replica(int rank) { return *replicas_[rank]; }
+  nn::Optimizer<B>& optimizer(int rank) { return *optimizers_[rank]; }
+  GradientSync<B>& sync(int rank) { return *syncs_[rank]; }
+
+  // One step on the global batch (x, y on any device); returns the mean loss over the batch.
+  absl::StatusOr<double> Step(const Tensor<B>& x, const Tensor<B>& y, const LossFn& loss) {
+    const int n = size();
+    const int64_t total = x.size(0);
+    if (y.size(0) != total || total < n) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "DataParallel: a batch of ", total, " samples (labels: ", y.size(0),
+          ") cannot be split over ", n, " devices"));
+    }
+    std::vector<double> losses(n);
+    const absl::Status status = threads_.Run([&](int r) -> absl::Status {
+      // Shards differ in size by at most one; weighting each replica's mean loss by its share
+      // makes the averaged gradient that of the mean over the whole batch.
+      const int64_t begin = total * r / n, end = total * (r + 1) / n;
+      const auto device = group_->devices()[r];
+      const Tensor<AD> xs = Tensor<AD>::from_inner(x.slice(0, begin, end).to(device));
+      const Tensor<AD> ys = Tensor<AD>::from_inner(y.slice(0, begin, end).to(device));
+      const double weight = static_cast<double>((end - begin) * n) / static_cast<double>(total);
+      const Tensor<AD> l = loss(*replicas_[r], xs, ys);
+      losses[r] = l.template item<double>() * (end - begin) / static_cast<double>(total);
+      const auto local = (weight == 1.0 ? l : l * weight).backward();
+      absl::StatusOr<Gradients<B>> synced = syncs_[r]->Finish(local);
+      if (!synced.ok()) return synced.status();
+      optimizers_[r]->step(*replicas_[r], *synced);
+      return absl::OkStatus();
+    });
+    if (!status.ok()) return status;
+    double sum = 0;
+    for (double l : losses) sum += l;
+    return sum;
+  }
+
+ private:
+  explicit DataParallel(std::shared_ptr<DeviceGroup<AD>> group)
+      : group_(std::move(group)), threads_(group_->size()) {}
+
+  // Every replica takes replica 0's values, after its parameters' names and shapes are checked.
+  absl::Status BroadcastParameters() {
+    auto first = replicas_[0]->named_parameters();
+    for (int r = 1; r < size(); ++r) {
+      auto params = replicas_[r]->named_parameters();
+      if (params.size() != first.size()) {
+        return absl::InvalidArgumentError(absl::StrCat("replica ", r, " has ", params.size(),
+                                                       " parameters but replica 0 has ", first.size()));
+      }
+      for (size_t i = 0; i < params.size(); ++i) {
+        if (params[i].first != first[i].first || params[i].second->shape() != first[i].second->shape()) {
+          return absl::InvalidArgumentError(absl::StrCat(
+              "replica ", r, " parameter ", i, " is ", params[i].first, " ", params[i].second->Describe(),
+              " but replica 0 has ", first[i].first, " ", first[i].second->Describe()));
+        }
+      }
+    }
+    return threads_.Run([&](int r) -> absl::Status {
+      for (auto& [name, p] : replicas_[r]->named_parameters()) {
+        auto value = group_->inner().Broadcast(r, p->inner(), 0, absl::StrCat("broadcast ", name));
+        if (!value.ok()) return value.status();
+        *p = p->with_value(*value);
+      }
+      return absl::OkStatus();
+    });
+  }
+
+  std::shared_ptr<DeviceGroup<AD>> group_;
+  std::vector<std::unique_ptr<nn::Module<AD>>> replicas_;
+  std::vector<std::unique_ptr<nn::Optimizer<B>>> optimizers_;
+  std::vector<std::unique_ptr<GradientSync<B>>> syncs_;
+  MemberThreads threads_;
+};
+
+}  // namespace kiln::distributed
+
+#endif  // KILN_DISTRIBUTED_DATA_PARALLEL_H_
