@@ -1,0 +1,195 @@
+// Gradient all-reduce as a backward op: synced gradients equal the sum / mean of the
+// per-device gradients, whatever the graph, the bucket size or the unused parameters.
+#include <gtest/gtest.h>
+
+#include <functional>
+#include <thread>
+
+#include "distributed/gradient_sync.h"
+#include "nn/linear.h"
+#include "nn/sequential.h"
+
+namespace kiln::distributed {
+namespace {
+
+using ADB = Autodiff<Cpu>;
+using AD = Tensor<ADB>;
+using Graph = std::function<AD(const AD& w, const AD& x)>;
+
+// One used parameter W [3,3] and one never used, V.
+class Probe : public nn::Module<ADB> {
+ public:
+  Probe(Generator& gen, Graph graph) : graph_(std::move(graph)) {
+    add_parameter("w", AD::uniform({3, 3}, -1, 1, gen, DType::kF64));
+    add_parameter("unused", AD::uniform({2}, -1, 1, gen, DType::kF64));
+  }
+  AD forward(const AD& x) override { return graph_(param(0), x); }
+  std::unique_ptr<nn::Module<ADB>> clone() const override { return CloneAs<Probe>(); }
+  const AD& w() const { return param(0); }
+  const AD& unused() const { return param(1); }
+
+ private:
+  Graph graph_;
+};
+
+const std::vector<std::pair<const char*, Graph>>& Graphs() {
+  static const auto* graphs = new std::vector<std::pair<const char*, Graph>>{
+      {"matmul", [](const AD& w, const AD& x) { return w.matmul(x); }},
+      {"residual", [](const AD& w, const AD& x) { return w.matmul(x) + w; }},
+      {"activation", [](const AD& w, const AD& x) { return w.matmul(x).tanh(); }},
+      {"diamond", [](const AD& w, const AD& x) {
+         const std::vector<AD> parts = {w.matmul(x * 2), w.matmul(x.exp())};
+         return AD::cat(parts, 1);
+       }},
+  };
+  return *graphs;
+}
+
+class GradientSyncTest : public ::testing::Test {
+ protected:
+  void SetUp() override { ASSERT_TRUE(cpu::Configure({.devices = 2, .threads_per_device = 1}).ok()); }
+};
+
+TEST_F(GradientSyncTest, SyncedEqualsTheReductionOfLocalGradients) {
+  for (const auto& [name, graph] : Graphs()) {
+    for (ReduceKind kind : {ReduceKind::kSum, ReduceKind::kMean}) {
+      SCOPED_TRACE(std::string(name) + " " + ReduceKindName(kind));
+      Generator gen(1);
+      Probe model(gen, graph);
+      DeviceGroup<Cpu> group({CpuDevice(0), CpuDevice(1)});
+      std::vector<std::unique_ptr<nn::Module<ADB>>> replicas;
+      std::vector<std::unique_ptr<GradientSync<Cpu>>> syncs;
+      for (int r = 0; r < 2; ++r) {
+        replicas.push_back(model.clone_to(CpuDevice(r)));
+        syncs.push_back(std::make_unique<GradientSync<Cpu>>(group, r, *replicas[r], SyncOptions{.reduce = kind}));
+      }
+      for (int step = 0; step < 20; ++step) {
+        std::vector<std::vector<double>> local(2), synced(2), unused(2);
+        std::vector<std::thread> threads;
+        for (int r = 0; r < 2; ++r) {
+          threads.emplace_back([&, r] {
+            Generator data(100 * step + r);
+            auto& m = static_cast<Probe&>(*replicas[r]);
+            const AD x = AD::uniform({3, 3}, -1, 1, data, DType::kF64, CpuDevice(r));
+            const auto grads = m(x).sum().backward();
+            local[r] = grads.get(m.w())->to_data().ToDoubles();
+            auto s = syncs[r]->Finish(grads);
+            ASSERT_TRUE(s.ok()) << s.status();
+            synced[r] = s->get(m.w())->to_data().ToDoubles();
+            unused[r] = s->get(m.unused())->to_data().ToDoubles();
+          });
+        }
+        for (auto& t : threads) t.join();
+        for (size_t i = 0; i < local[0].size(); ++i) {
+          const double want = kind == ReduceKind::kSum ? local[0][i] + local[1][i] : (local[0][i] + local[1][i]) / 2;
+          ASSERT_EQ(synced[0][i], want) << "step " << step << " element " << i;
+        }
+        EXPECT_EQ(synced[0], synced[1]);  // bit-identical on both members
+        EXPECT_EQ(unused[0], std::vector<double>(2, 0.0));  // no hang, zero
+      }
+    }
+  }
+}
+
+// Trains the same two replicas with two bucket sizes: every bit of every gradient agrees, and
+// with small buckets several are full (handed to communication) while backward still runs.
+TEST_F(GradientSyncTest, BucketsOverlapBackwardAndChangeNoResult) {
+  std::vector<std::vector<double>> results;
+  for (int64_t bucket_bytes : {int64_t{1}, int64_t{25} << 20}) {
+    Generator gen(2);
+    nn::Sequential<ADB> model;
+    model.add<nn::Linear<ADB>>(6, 16, gen, nn::LinearOptions{.dtype = DType::kF64})
+        .add<nn::Linear<ADB>>(16, 16, gen, nn::LinearOptions{.dtype = DType::kF64})
+        .add<nn::Linear<ADB>>(16, 2, gen, nn::LinearOptions{.dtype = DType::kF64});
+    DeviceGroup<Cpu> group({CpuDevice(0), CpuDevice(1)});
+    std::vector<std::unique_ptr<nn::Module<ADB>>> replicas;
+    std::vector<std::unique_ptr<GradientSync<Cpu>>> syncs;
+    for (int r = 0; r < 2; ++r) {
+      replicas.push_back(model.clone_to(CpuDevice(r)));
+      syncs.push_back(std::make_unique<GradientSync<Cpu>>(group, r, *replicas[r], SyncOptions{.bucket_bytes = bucket_bytes}));
+    }
+    EXPECT_EQ(syncs[0]->bucket_count(), bucket_bytes == 1 ? 6 : 1);
+    std::vector<double> flat;
+    std::vector<std::thread> threads;
+    for (int r = 0; r < 2; ++r) {
+      threads.emplace_back([&, r] {
+        Generator data(7 + r);
+        const AD x = AD::uniform({5, 6}, -1, 1, data, DType::kF64, CpuDevice(r));
+        auto s = syncs[r]->Finish((*replicas[r])(x).tanh().sum().backward());
+        ASSERT_TRUE(s.ok()) << s.status();
+        if (r == 0) {
+          for (auto& [name, p] : replicas[r]->named_parameters()) {
+            for (double v : s->get(*p)->to_data().ToDoubles()) flat.push_back(v);
+          }
+        }
+      });
+    }
+    for (auto& t : threads) t.join();
+    EXPECT_EQ(syncs[0]->buckets_started_in_backward(), syncs[0]->bucket_count());
+    results.push_back(flat);
+  }
+  EXPECT_EQ(results[0], results[1]);
+}
+
+TEST_F(GradientSyncTest, AccumulatesMicroBatchesAndSyncsOnTheLast) {
+  Generator gen(3);
+  Probe model(gen, Graphs()[2].second);
+  DeviceGroup<Cpu> group({CpuDevice(0), CpuDevice(1)});
+  std::vector<std::unique_ptr<nn::Module<ADB>>> replicas;
+  std::vector<std::unique_ptr<GradientSync<Cpu>>> syncs;
+  for (int r = 0; r < 2; ++r) {
+    replicas.push_back(model.clone_to(CpuDevice(r)));
+    syncs.push_back(std::make_unique<GradientSync<Cpu>>(group, r, *replicas[r], SyncOptions{.reduce = ReduceKind::kSum}));
+  }
+  std::vector<std::vector<double>> total(2), synced(2);
+  std::vector<std::thread> threads;
+  for (int r = 0; r < 2; ++r) {
+    threads.emplace_back([&, r] {
+      auto& m = static_cast<Probe&>(*replicas[r]);
+      Gradients<Cpu> sum;
+      for (int micro = 0; micro < 3; ++micro) {
+        syncs[r]->set_sync_enabled(micro == 2);
+        Generator data(10 * r + micro);
+        const auto grads = m(AD::uniform({3, 3}, -1, 1, data, DType::kF64, CpuDevice(r))).sum().backward();
+        sum.accumulate(grads);
+        auto s = syncs[r]->Finish(grads);
+        ASSERT_TRUE(s.ok());
+        if (micro == 2) synced[r] = s->get(m.w())->to_data().ToDoubles();
+      }
+      total[r] = sum.get(m.w())->to_data().ToDoubles();
+    });
+  }
+  for (auto& t : threads) t.join();
+  for (size_t i = 0; i < total[0].size(); ++i) EXPECT_NEAR(synced[0][i], total[0][i] + total[1][i], 1e-12);
+}
+
+TEST_F(GradientSyncTest, AnExtraBackwardCannotMixRounds) {
+  Generator gen(4);
+  Probe model(gen, Graphs()[0].second);
+  DeviceGroup<Cpu> group({CpuDevice(0), CpuDevice(1)}, {.timeout = std::chrono::milliseconds(500)});
+  std::vector<std::unique_ptr<nn::Module<ADB>>> replicas;
+  std::vector<std::unique_ptr<GradientSync<Cpu>>> syncs;
+  for (int r = 0; r < 2; ++r) {
+    replicas.push_back(model.clone_to(CpuDevice(r)));
+    syncs.push_back(std::make_unique<GradientSync<Cpu>>(group, r, *replicas[r]));
+  }
+  std::vector<absl::Status> statuses(2);
+  std::vector<std::thread> threads;
+  for (int r = 0; r < 2; ++r) {
+    threads.emplace_back([&, r] {
+      const AD x = AD::ones({3, 2}, DType::kF64, CpuDevice(r));
+      auto first = (*replicas[r])(x).sum().backward();
+      auto second = (*replicas[r])(x).sum().backward();  // no Finish in between
+      statuses[r] = syncs[r]->Finish(second).status();
+    });
+  }
+  for (auto& t : threads) t.join();
+  for (const auto& s : statuses) {
+    EXPECT_EQ(s.code(), absl::StatusCode::kFailedPrecondition);
+    EXPECT_EQ(s.message(), "gradient sync: parameter w got a second gradient in step 0 before Finish; "
+                           "call Finish after every backward that syncs");
+  }
+}
+
+}  // namespace
+}  // namespace kiln::distributed
