@@ -18,9 +18,13 @@
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
+#include "absl/strings/strip.h"
 #include "autodiff/autodiff.h"
 #include "backends/cpu/cpu_backend.h"
+#include "backends/dispatch/dispatch_device.h"
 #include "data/idx.h"
+#include "distributed/data_parallel.h"
+#include "distributed/group.h"
 #include "examples/progress.h"
 #include "nn/activation.h"
 #include "nn/checkpoint.h"
@@ -38,8 +42,8 @@ ABSL_FLAG(std::string, optimizer, "", "sgd (momentum 0.9) or adamw (default: sgd
 ABSL_FLAG(double, weight_decay, 0, "weight decay");
 ABSL_FLAG(uint64_t, seed, 1, "seed for initialisation, shuffling and dropout");
 ABSL_FLAG(std::string, data_dir, kiln::data::kFashionMnistDir, "folder with the *-idx?-ubyte.gz files");
-ABSL_FLAG(std::string, devices, "cpu:0", "device to train on (cpu:N)");
-ABSL_FLAG(int, threads, 0, "threads for the device (0: every core)");
+ABSL_FLAG(std::string, devices, "cpu:0", "devices to train on, data-parallel (e.g. cpu:0,cpu:1)");
+ABSL_FLAG(int, threads, 0, "threads per device (0: the cores shared fairly)");
 ABSL_FLAG(std::string, checkpoint, "", "safetensors file written after every epoch");
 ABSL_FLAG(int, train_limit, 0, "use only the first N training images (0: all)");
 ABSL_FLAG(bool, cosine, true, "cosine learning-rate decay over the run");
@@ -78,17 +82,30 @@ void CheckFlags(int argc, char** argv) {
   }
 }
 
-CpuDevice ParseDevices(const std::string& spec) {
-  const std::vector<std::string> parts = absl::StrSplit(spec, ',');
-  if (parts.size() != 1) {
-    throw UsageError{absl::StrCat("--devices=", spec, ": training on several devices needs the "
-                                  "distributed layer, which this build does not have yet; give one device")};
+// --devices: logical CPU devices are made to exist first (as many as the highest index
+// needs, the cores shared among those listed), then the list is validated as a whole.
+std::vector<CpuDevice> ParseDevices(const std::string& spec) {
+  int highest = 0, listed = 0;
+  for (absl::string_view part : absl::StrSplit(spec, ',')) {
+    int index = 0;
+    if (absl::ConsumePrefix(&part, "cpu:") && absl::SimpleAtoi(part, &index) && index >= 0) {
+      highest = std::max(highest, index);
+    }
+    ++listed;
   }
-  int index = -1;
-  if (parts[0].rfind("cpu:", 0) != 0 || !absl::SimpleAtoi(parts[0].substr(4), &index) || index < 0) {
-    throw UsageError{absl::StrCat("--devices=", spec, ": expected a device like cpu:0")};
+  const int threads = absl::GetFlag(FLAGS_threads) > 0 ? absl::GetFlag(FLAGS_threads)
+                                                        : std::max(1, cpu::HardwareThreads() / listed);
+  if (absl::Status s = cpu::Configure({.devices = highest + 1, .threads_per_device = threads}); !s.ok()) {
+    throw UsageError{absl::StrCat("--devices=", spec, ": ", s.message())};
   }
-  return CpuDevice(index);
+  auto devices = DispatchDevice::ParseList(spec);
+  if (!devices.ok()) throw UsageError{absl::StrCat("--devices=", spec, ": ", devices.status().message())};
+  if (absl::Status s = distributed::ValidateDevices(*devices, distributed::GroupOp::kGradientSync); !s.ok()) {
+    throw UsageError{absl::StrCat("--devices=", spec, ": ", s.message())};
+  }
+  std::vector<CpuDevice> out;
+  for (const DispatchDevice& d : *devices) out.push_back(std::get<CpuDevice>(d.variant()));
+  return out;
 }
 
 std::unique_ptr<nn::Sequential<AD>> BuildModel(const std::string& kind, Generator& gen,
@@ -163,11 +180,10 @@ int Train() {
       absl::GetFlag(FLAGS_train_limit) < 0 || absl::GetFlag(FLAGS_threads) < 0) {
     throw UsageError{"--batch_size must be >= 1; --epochs, --lr, --train_limit, --threads >= 0"};
   }
-  const CpuDevice device = ParseDevices(absl::GetFlag(FLAGS_devices));
-  if (absl::Status s = cpu::Configure({.devices = device.index() + 1,
-                                        .threads_per_device = absl::GetFlag(FLAGS_threads)});
-      !s.ok()) {
-    throw UsageError{std::string(s.message())};
+  const std::vector<CpuDevice> devices = ParseDevices(absl::GetFlag(FLAGS_devices));
+  const CpuDevice device = devices[0];
+  if (batch < static_cast<int>(devices.size())) {
+    throw UsageError{absl::StrCat("--batch_size=", batch, " is smaller than the ", devices.size(), " devices")};
   }
 
   auto train = data::LoadFashionMnist(absl::GetFlag(FLAGS_data_dir), "train");
@@ -185,13 +201,20 @@ int Train() {
   const Tensor<Cpu> test_y = Tensor<Cpu>::from_data(test->labels, device);
 
   Generator gen(absl::GetFlag(FLAGS_seed));
-  auto model = BuildModel(kind, gen, device);
-  std::unique_ptr<nn::Optimizer<Cpu>> optimizer;
-  if (opt_name == "sgd") {
-    optimizer = std::make_unique<nn::Sgd<Cpu>>(lr, nn::SgdOptions{.momentum = 0.9, .weight_decay = absl::GetFlag(FLAGS_weight_decay)});
-  } else {
-    optimizer = std::make_unique<nn::AdamW<Cpu>>(lr, nn::AdamWOptions{.weight_decay = absl::GetFlag(FLAGS_weight_decay)});
-  }
+  const auto initial = BuildModel(kind, gen, device);
+  const double weight_decay = absl::GetFlag(FLAGS_weight_decay);
+  auto make_optimizer = [&]() -> std::unique_ptr<nn::Optimizer<Cpu>> {
+    if (opt_name == "sgd") {
+      return std::make_unique<nn::Sgd<Cpu>>(lr, nn::SgdOptions{.momentum = 0.9, .weight_decay = weight_decay});
+    }
+    return std::make_unique<nn::AdamW<Cpu>>(lr, nn::AdamWOptions{.weight_decay = weight_decay});
+  };
+  // One replica per device (one device is the same code with a group of one).
+  auto group = std::make_shared<distributed::DeviceGroup<AD>>(devices);
+  auto dp = distributed::DataParallel<Cpu>::Create(*initial, group, make_optimizer);
+  if (!dp.ok()) throw UsageError{std::string(dp.status().message())};
+  nn::Module<AD>& model = (*dp)->replica(0);
+  const auto loss_fn = [](nn::Module<AD>& m, const T& x, const T& y) { return nn::CrossEntropy(m(x), y); };
 
   const int64_t n = train_x.size(0);
   const int64_t steps_per_epoch = (n + batch - 1) / batch;
@@ -204,32 +227,38 @@ int Train() {
     const auto start = std::chrono::steady_clock::now();
     double loss_sum = 0;
     for (int64_t b = 0; b < steps_per_epoch; ++b, ++step) {
-      if (absl::GetFlag(FLAGS_cosine)) optimizer->set_lr(schedule(step));
+      if (absl::GetFlag(FLAGS_cosine)) {
+        for (int r = 0; r < (*dp)->size(); ++r) (*dp)->optimizer(r).set_lr(schedule(step));
+      }
       const Tensor<Cpu> idx = order.slice(0, b * batch, std::min(n, (b + 1) * batch));
-      const T x = T::from_inner(train_x.index_select(0, idx));
-      const T y = T::from_inner(train_y.index_select(0, idx));
-      const T loss = nn::CrossEntropy((*model)(x), y);
-      last_loss = loss.item<double>();
+      if (idx.size(0) < (*dp)->size()) continue;  // a last batch too small to split
+      const absl::StatusOr<double> loss = (*dp)->Step(train_x.index_select(0, idx), train_y.index_select(0, idx), loss_fn);
+      if (!loss.ok()) {
+        std::fprintf(stderr, "train: %s\n", std::string(loss.status().message()).c_str());
+        return 1;
+      }
+      last_loss = *loss;
       loss_sum += last_loss;
-      optimizer->step(*model, loss.backward());
       const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
       progress.Step(epoch, b + 1, loss_sum / (b + 1), std::min(n, (b + 1) * batch) / std::max(seconds, 1e-9));
     }
     train_seconds += std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
     last_loss = loss_sum / steps_per_epoch;
-    accuracy = Evaluate(*model, test_x, test_y);
+    accuracy = Evaluate(model, test_x, test_y);
     progress.EndEpoch(epoch, last_loss, accuracy);
     if (const std::string path = absl::GetFlag(FLAGS_checkpoint); !path.empty()) {
-      if (absl::Status s = nn::SaveCheckpoint(path, *model, optimizer.get()); !s.ok()) {
+      if (absl::Status s = nn::SaveCheckpoint(path, model, &(*dp)->optimizer(0)); !s.ok()) {
         std::fprintf(stderr, "train: %s\n", std::string(s.message()).c_str());
         return 1;
       }
     }
   }
+  std::vector<std::string> names;
+  for (const CpuDevice& d : devices) names.push_back(absl::StrCat("\"", d.ToString(), "\""));
   std::printf("{\"test_accuracy\":%.4f,\"train_loss\":%.4f,\"epochs\":%d,\"steps\":%lld,"
-              "\"samples_per_sec\":%.1f,\"devices\":[\"%s\"]}\n",
+              "\"samples_per_sec\":%.1f,\"devices\":[%s]}\n",
               accuracy, last_loss, epochs, static_cast<long long>(step),
-              static_cast<double>(n) * epochs / std::max(train_seconds, 1e-9), device.ToString().c_str());
+              static_cast<double>(n) * epochs / std::max(train_seconds, 1e-9), absl::StrJoin(names, ",").c_str());
   return 0;
 }
 

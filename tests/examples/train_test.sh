@@ -22,8 +22,12 @@ expect_error "--epochs=three" --epochs=three
 expect_error "--model=resnet: expected mlp or cnn" --model=resnet
 expect_error "--optimizer=adam: expected sgd or adamw" --optimizer=adam
 expect_error "--batch_size must be >= 1" --batch_size=0
-expect_error "training on several devices needs the distributed layer" --devices=cpu:0,cpu:1
-expect_error "expected a device like cpu:0" --devices=gpu:0
+expect_error "gradient sync: device 1 is cpu:0, the same device as device 0; each device may appear once" --devices=cpu:0,cpu:0
+expect_error "this build has no vulkan backend; rebuild with --config=vulkan" --devices=cpu:0,vulkan:0
+expect_error "rebuild with --config=cuda" --devices=cuda:0
+expect_error "unknown backend 'gpu'" --devices=gpu:0
+expect_error "is not of the form backend:index" --devices=cpu
+expect_error "is smaller than the 2 devices" --devices=cpu:0,cpu:1 --batch_size=1
 expect_error "cannot open $tmp/nodata/train-images-idx3-ubyte.gz" --data_dir="$tmp/nodata"
 mkdir -p "$tmp/corrupt"
 printf 'not an idx file' | gzip > "$tmp/corrupt/train-images-idx3-ubyte.gz"
@@ -43,6 +47,9 @@ strip() { echo "$1" | tail -n 1 | sed 's/"samples_per_sec":[0-9.]*,//'; }
 [[ "$(strip "$out1")" == "$(strip "$out2")" ]] || fail "same seed, different results: $(strip "$out1") vs $(strip "$out2")"
 out3=$(run --seed=2)
 [[ "$(strip "$out1")" != "$(strip "$out3")" ]] || fail "another seed gave the very same result"
+# Data-parallel over two devices trains too, and says so.
+out4=$(run --devices=cpu:0,cpu:1) || fail "two-device run exited $?: $out4"
+[[ "$(echo "$out4" | tail -n 1)" == *'"devices":["cpu:0","cpu:1"]}' ]] || fail "two-device summary: $(echo "$out4" | tail -n 1)"
 
 if ((failures)); then echo "$failures failed"; exit 1; fi
 echo "all train_test checks passed"
