@@ -20,6 +20,8 @@ PAIRS = [
     (r"BM_SumKiln/(\d+)$", r"BM_Memcpy/\1"),
     (r"BM_StepKiln/(\w+)$", r"BM_StepTorch/\1"),
     (r"BM_AutodiffChainKiln$", r"BM_AutodiffChainTorch"),
+    (r"BM_AllReduceKiln/(\d+)$", r"BM_Memcpy/\1"),
+    (r"BM_DataParallelMlp/2$", r"BM_DataParallelMlp/1"),
 ]
 
 
@@ -34,7 +36,7 @@ def rates(path):
         if has_aggregates and b.get("aggregate_name") != "median":
             continue
         name = re.sub(r"(/real_time)?(_median)?$", "", b.get("run_name", b["name"]))
-        for unit in ("GFLOPS", "GB/s"):
+        for unit in ("GFLOPS", "GB/s", "samples/s"):
             if unit in b:
                 out[name] = (b[unit] * 1e-9 if b[unit] > 1e6 else b[unit], unit)
         if name not in out:

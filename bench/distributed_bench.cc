@@ -1,0 +1,87 @@
+// In-process collectives and data-parallel scaling on CPU devices, each next to its bound in
+// the same run:
+//  - all-reduce (sum, f32) of 1, 25 and 64 MiB over cpu:0,cpu:1 (one thread each), called by
+//    each member's own thread, next to a memcpy of the same bytes on one thread. An
+//    all-reduce moves at least twice a memcpy's bytes, so its bound is half memcpy's rate;
+//  - DataParallel training steps of the Fashion-MNIST MLP (784-256-256-10, 256 samples per
+//    device: global batch 256 on one device, 512 on two) on cpu:0,cpu:1 against cpu:0
+//    alone, one thread per device (weak scaling, as DDP is used).
+#include <benchmark/benchmark.h>
+
+#include <cstring>
+#include <vector>
+
+#include "distributed/data_parallel.h"
+#include "distributed/member_threads.h"
+#include "nn/activation.h"
+#include "nn/linear.h"
+#include "nn/loss.h"
+#include "nn/sequential.h"
+
+namespace kiln::distributed {
+namespace {
+
+void OneThreadPerDevice(int devices) {
+  if (!cpu::Configure({.devices = devices, .threads_per_device = 1}).ok()) std::abort();
+}
+
+void BM_Memcpy(benchmark::State& state) {
+  const int64_t bytes = state.range(0) << 20;
+  std::vector<char> src(bytes, 1), dst(bytes);
+  for (auto _ : state) {
+    std::memcpy(dst.data(), src.data(), bytes);
+    benchmark::ClobberMemory();
+  }
+  state.counters["GB/s"] = benchmark::Counter(static_cast<double>(bytes) * 1e-9,
+                                              benchmark::Counter::kIsIterationInvariantRate);
+}
+
+void BM_AllReduceKiln(benchmark::State& state) {
+  OneThreadPerDevice(2);
+  const int64_t bytes = state.range(0) << 20;
+  DeviceGroup<Cpu> group({CpuDevice(0), CpuDevice(1)});
+  std::vector<Tensor<Cpu>> inputs;
+  for (int r = 0; r < 2; ++r) inputs.push_back(Tensor<Cpu>::full({bytes / 4}, r + 1, DType::kF32, CpuDevice(r)));
+  MemberThreads threads(2);
+  for (auto _ : state) {
+    const absl::Status s = threads.Run([&](int r) { return group.AllReduce(r, inputs[r], ReduceKind::kSum).status(); });
+    if (!s.ok()) state.SkipWithError(std::string(s.message()).c_str());
+  }
+  // The rate of the data each member ends up with, comparable to memcpy's.
+  state.counters["GB/s"] = benchmark::Counter(static_cast<double>(bytes) * 1e-9,
+                                              benchmark::Counter::kIsIterationInvariantRate);
+}
+
+BENCHMARK(BM_Memcpy)->Arg(1)->Arg(25)->Arg(64)->UseRealTime()->Unit(benchmark::kMillisecond);
+BENCHMARK(BM_AllReduceKiln)->Arg(1)->Arg(25)->Arg(64)->UseRealTime()->Unit(benchmark::kMillisecond);
+
+using AD = Autodiff<Cpu>;
+
+void BM_DataParallelMlp(benchmark::State& state) {
+  const int devices = static_cast<int>(state.range(0));
+  const int64_t kBatch = 256 * devices;
+  OneThreadPerDevice(devices);
+  Generator gen(1);
+  nn::Sequential<AD> model;
+  model.add<nn::Linear<AD>>(784, 256, gen).add<nn::ReLU<AD>>()
+      .add<nn::Linear<AD>>(256, 256, gen).add<nn::ReLU<AD>>()
+      .add<nn::Linear<AD>>(256, 10, gen);
+  std::vector<CpuDevice> list;
+  for (int r = 0; r < devices; ++r) list.push_back(CpuDevice(r));
+  auto dp = DataParallel<Cpu>::Create(model, std::make_shared<DeviceGroup<AD>>(list),
+                                      [] { return std::make_unique<nn::Sgd<Cpu>>(0.01, nn::SgdOptions{.momentum = 0.9}); });
+  if (!dp.ok()) std::abort();
+  const auto x = Tensor<Cpu>::uniform({kBatch, 784}, -1, 1, gen);
+  const auto y = Tensor<Cpu>::uniform({kBatch}, 0, 10, gen).to(DType::kI64);
+  const auto loss = [](nn::Module<AD>& m, const Tensor<AD>& xs, const Tensor<AD>& ys) {
+    return nn::CrossEntropy(m(xs), ys);
+  };
+  for (auto _ : state) {
+    if (!(*dp)->Step(x, y, loss).ok()) state.SkipWithError("step failed");
+  }
+  state.counters["samples/s"] = benchmark::Counter(kBatch, benchmark::Counter::kIsIterationInvariantRate);
+}
+BENCHMARK(BM_DataParallelMlp)->Arg(1)->Arg(2)->UseRealTime()->Unit(benchmark::kMillisecond);
+
+}  // namespace
+}  // namespace kiln::distributed
