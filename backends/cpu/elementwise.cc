@@ -32,44 +32,46 @@ using ArrayMap = Eigen::Map<Eigen::Array<T, Eigen::Dynamic, 1>>;
 template <class T>
 using ConstArrayMap = Eigen::Map<const Eigen::Array<T, Eigen::Dynamic, 1>>;
 
-// Applies `f` (an Eigen array expression builder) to every element; strided runs go through a
-// small stack buffer so the vectorised path is the only path.
-template <class T, class F>
-StridedTensor MapFloat(const StridedTensor& x, F f) {
+// A new tensor of x's shape, written run by run: run(in, stride, out, n) maps n input
+// elements, `stride` apart, to n contiguous outputs.
+template <class T, class Run>
+StridedTensor MapRuns(const StridedTensor& x, Run run) {
   StridedTensor out = StridedTensor::Empty(x.shape, x.dtype, x.device);
   const StridedIter<1> iter(x.shape, {x.strides});
   const T* in = x.data<T>();
   T* o = out.mutable_data<T>();
   cpu::ParallelFor(x.device, iter.numel(), cpu::kElementwiseGrain, [&](int64_t b, int64_t e) {
     iter.ForSegments(b, e, [&](int64_t pos, const auto& off, const auto& stride, int64_t n) {
-      if (stride[0] == 1) {
-        ArrayMap<T>(o + pos, n) = f(ConstArrayMap<T>(in + off[0], n));
-        return;
-      }
-      constexpr int64_t kBlock = 256;
-      alignas(64) T buffer[kBlock];
-      for (int64_t i = 0; i < n; i += kBlock) {
-        const int64_t m = std::min(kBlock, n - i);
-        for (int64_t j = 0; j < m; ++j) buffer[j] = in[off[0] + (i + j) * stride[0]];
-        ArrayMap<T>(o + pos + i, m) = f(ConstArrayMap<T>(buffer, m));
-      }
+      run(in + off[0], stride[0], o + pos, n);
     });
   });
   return out;
 }
 
+// Applies `f` (an Eigen array expression builder) to every element; strided runs go through a
+// small stack buffer so the vectorised path is the only path.
+template <class T, class F>
+StridedTensor MapFloat(const StridedTensor& x, F f) {
+  return MapRuns<T>(x, [&](const T* in, int64_t stride, T* o, int64_t n) {
+    if (stride == 1) {
+      ArrayMap<T>(o, n) = f(ConstArrayMap<T>(in, n));
+      return;
+    }
+    constexpr int64_t kBlock = 256;
+    alignas(64) T buffer[kBlock];
+    for (int64_t i = 0; i < n; i += kBlock) {
+      const int64_t m = std::min(kBlock, n - i);
+      for (int64_t j = 0; j < m; ++j) buffer[j] = in[(i + j) * stride];
+      ArrayMap<T>(o + i, m) = f(ConstArrayMap<T>(buffer, m));
+    }
+  });
+}
+
 template <class T, class F>
 StridedTensor MapScalar(const StridedTensor& x, F f) {
-  StridedTensor out = StridedTensor::Empty(x.shape, x.dtype, x.device);
-  const StridedIter<1> iter(x.shape, {x.strides});
-  const T* in = x.data<T>();
-  T* o = out.mutable_data<T>();
-  cpu::ParallelFor(x.device, iter.numel(), cpu::kElementwiseGrain, [&](int64_t b, int64_t e) {
-    iter.ForSegments(b, e, [&](int64_t pos, const auto& off, const auto& stride, int64_t n) {
-      for (int64_t i = 0; i < n; ++i) o[pos + i] = f(in[off[0] + i * stride[0]]);
-    });
+  return MapRuns<T>(x, [&](const T* in, int64_t stride, T* o, int64_t n) {
+    for (int64_t i = 0; i < n; ++i) o[i] = f(in[i * stride]);
   });
-  return out;
 }
 
 template <class T>
