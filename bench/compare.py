@@ -21,7 +21,8 @@ PAIRS = [
     (r"BM_StepKiln/(\w+)$", r"BM_StepTorch/\1"),
     (r"BM_AutodiffChainKiln$", r"BM_AutodiffChainTorch"),
     (r"BM_AllReduceKiln/(\d+)$", r"BM_Memcpy/\1"),
-    (r"BM_DataParallelMlp/2$", r"BM_DataParallelMlp/1"),
+    (r"BM_DataParallelMlp/2/(\d+)$", r"BM_DataParallelMlp/1/\1"),
+    (r"BM_DataParallelMlp/2/256$", r"BM_DataParallelMlp/1/512"),
 ]
 
 
@@ -58,7 +59,6 @@ def main():
                 ref_rate = table[ref][0]
                 print(f"{name:32} {ref:32} {rate:10.1f}{unit:>7} {ref_rate:10.1f}{unit:>7}"
                       f" {rate / ref_rate:6.2f}")
-                break
 
 
 if __name__ == "__main__":

@@ -3,9 +3,8 @@
 //  - all-reduce (sum, f32) of 1, 25 and 64 MiB over cpu:0,cpu:1 (one thread each), called by
 //    each member's own thread, next to a memcpy of the same bytes on one thread. An
 //    all-reduce moves at least twice a memcpy's bytes, so its bound is half memcpy's rate;
-//  - DataParallel training steps of the Fashion-MNIST MLP (784-256-256-10, 256 samples per
-//    device: global batch 256 on one device, 512 on two) on cpu:0,cpu:1 against cpu:0
-//    alone, one thread per device (weak scaling, as DDP is used).
+//  - DataParallel training steps of the Fashion-MNIST MLP (784-256-256-10) on cpu:0,cpu:1
+//    against cpu:0 alone, one thread per device, 256 samples per device.
 #include <benchmark/benchmark.h>
 
 #include <cstring>
@@ -59,7 +58,7 @@ using AD = Autodiff<Cpu>;
 
 void BM_DataParallelMlp(benchmark::State& state) {
   const int devices = static_cast<int>(state.range(0));
-  const int64_t kBatch = 256 * devices;
+  const int64_t kBatch = state.range(1) * devices;
   OneThreadPerDevice(devices);
   Generator gen(1);
   nn::Sequential<AD> model;
@@ -81,7 +80,9 @@ void BM_DataParallelMlp(benchmark::State& state) {
   }
   state.counters["samples/s"] = benchmark::Counter(kBatch, benchmark::Counter::kIsIterationInvariantRate);
 }
-BENCHMARK(BM_DataParallelMlp)->Arg(1)->Arg(2)->UseRealTime()->Unit(benchmark::kMillisecond);
+// {devices, samples per device}: one device with the same per-device batch (weak scaling) and
+// with the same global batch (strong scaling).
+BENCHMARK(BM_DataParallelMlp)->Args({1, 256})->Args({2, 256})->Args({1, 512})->UseRealTime()->Unit(benchmark::kMillisecond);
 
 }  // namespace
 }  // namespace kiln::distributed

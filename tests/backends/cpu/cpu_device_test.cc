@@ -102,7 +102,7 @@ TEST(CpuDevice, DevicesWorkFromTheirOwnThreads) {
   for (auto& t : threads) t.join();
   EXPECT_EQ(sums[0], 499500);
   EXPECT_EQ(sums[1], 999000);
-  // Moving between devices copies the values.
+  // Moving between logical devices keeps the values (and, tensors being immutable, the memory).
   const CpuTensor a = CpuTensor::arange(4, DType::kI64, CpuDevice(0));
   const CpuTensor b = a.to(CpuDevice(1));
   EXPECT_EQ(b.device(), CpuDevice(1));
