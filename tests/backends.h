@@ -7,6 +7,7 @@
 
 #include "autodiff/autodiff.h"
 #include "backends/cpu/cpu_backend.h"
+#include "backends/dispatch/dispatch_backend.h"
 
 namespace kiln::testing {
 
@@ -20,10 +21,11 @@ struct Config {
 // Every backend, plain and wrapped in Autodiff: the wrapper must not change a single value.
 using FloatConfigs =
     ::testing::Types<Config<Cpu, float>, Config<Cpu, double>, Config<Autodiff<Cpu>, float>,
-                     Config<Autodiff<Cpu>, double>>;
-using AllBackends = ::testing::Types<Cpu, Autodiff<Cpu>>;
+                     Config<Autodiff<Cpu>, double>, Config<Dispatch, float>,
+                     Config<Autodiff<Dispatch>, double>>;
+using AllBackends = ::testing::Types<Cpu, Autodiff<Cpu>, Dispatch>;
 // The backends gradients are checked on (each is wrapped in Autodiff by the test).
-using InnerBackends = ::testing::Types<Cpu>;
+using InnerBackends = ::testing::Types<Cpu, Dispatch>;
 
 // Names typed tests "Cpu_f32" rather than "0".
 struct ConfigNames {
@@ -52,6 +54,15 @@ struct TestDevices<Cpu> {
     return CpuDevice(1);
   }
   static CpuDevice Missing() { return CpuDevice(99); }
+  static constexpr const char* kMissingMessage =
+      "cpu:99 does not exist: this process has 2 logical CPU devices (cpu:0..cpu:1); set "
+      "KILN_CPU_DEVICES or call kiln::cpu::Configure for more";
+};
+
+template <>
+struct TestDevices<Dispatch> {
+  static DispatchDevice Second() { return TestDevices<Cpu>::Second(); }
+  static DispatchDevice Missing() { return TestDevices<Cpu>::Missing(); }
   static constexpr const char* kMissingMessage =
       "cpu:99 does not exist: this process has 2 logical CPU devices (cpu:0..cpu:1); set "
       "KILN_CPU_DEVICES or call kiln::cpu::Configure for more";

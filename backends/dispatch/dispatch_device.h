@@ -29,6 +29,7 @@ class DispatchDevice {
   // devices join here under --config=vulkan / --config=cuda.
   using Variant = std::variant<CpuDevice, AutodiffDevice>;
 
+  DispatchDevice() : v_(CpuDevice(0)) {}
   DispatchDevice(CpuDevice d) : v_(d) {}  // NOLINT: a CPU device is a dispatch device
   static DispatchDevice Autodiff(DispatchDevice inner);
 

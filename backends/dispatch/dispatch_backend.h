@@ -1,0 +1,154 @@
+// Dispatch: a backend chosen at run time. Its tensor holds the primitive of whichever
+// compiled-in backend its DispatchDevice belongs to, and every op forwards to that backend, so
+// one program can take `--devices=cpu:1` (or vulkan:0 in a Vulkan build) without being
+// written per backend. Gradients come the usual way: Tensor<Autodiff<Dispatch>>.
+#ifndef KILN_BACKENDS_DISPATCH_DISPATCH_BACKEND_H_
+#define KILN_BACKENDS_DISPATCH_DISPATCH_BACKEND_H_
+
+#include <variant>
+#include <vector>
+
+#include "backends/cpu/cpu_backend.h"
+#include "backends/dispatch/dispatch_device.h"
+#include "tensor/backend.h"
+
+namespace kiln {
+
+// The compiled-in backend whose primitive is P.
+template <class P>
+struct BackendOf;
+template <>
+struct BackendOf<cpu::StridedTensor> {
+  using type = Cpu;
+};
+
+struct Dispatch {
+ public:
+  using Device = DispatchDevice;
+  // One alternative per compiled-in backend (Vulkan and CUDA join under their configs).
+  struct Primitive {
+    std::variant<Cpu::Primitive> v;
+  };
+
+ private:
+  template <class B>
+  struct Tag {
+    using type = B;
+  };
+  template <class P>
+  static Primitive Wrap(P p) {
+    return Primitive{std::move(p)};
+  }
+  // f(Tag<B>, B's primitive) for the backend that holds p.
+  template <class F>
+  static decltype(auto) Visit(const Primitive& p, F&& f) {
+    return std::visit([&](const auto& x) -> decltype(auto) {
+      return f(Tag<typename BackendOf<std::decay_t<decltype(x)>>::type>{}, x);
+    }, p.v);
+  }
+  template <class F>
+  static Primitive Map(const Primitive& p, F&& f) {
+    return Visit(p, [&](auto b, const auto& x) { return Wrap(f(b, x)); });
+  }
+  // The operand `other` as the same backend's primitive as `like`. Tensor<Dispatch> has
+  // checked that both are on one device, so they are of one backend.
+  template <class P>
+  static const P& Same(const P&, const Primitive& other) {
+    return std::get<P>(other.v);
+  }
+  // f(Tag<B>, B's device) for a plain device; an autodiff device is the wrong tool here.
+  template <class F>
+  static Primitive OnDevice(const Device& dev, F&& f) {
+    return std::visit([&](const auto& d) -> Primitive {
+      using D = std::decay_t<decltype(d)>;
+      if constexpr (std::is_same_v<D, AutodiffDevice>) {
+        ThrowInvalidArgument("%s is an autodiff device; Tensor<Dispatch> takes plain devices (for "
+                             "gradients use Tensor<Autodiff<Dispatch>> on %s)", dev.ToString(),
+                             d.inner->ToString());
+      } else {
+        return f(Tag<Cpu>{}, d);
+      }
+    }, dev.variant());
+  }
+
+ public:
+
+  static const char* Name() { return "dispatch"; }
+
+  static const Shape& shape(const Primitive& p) {
+    return Visit(p, [](auto b, const auto& x) -> const Shape& { return decltype(b)::type::shape(x); });
+  }
+  static DType dtype(const Primitive& p) {
+    return Visit(p, [](auto b, const auto& x) { return decltype(b)::type::dtype(x); });
+  }
+  static Device device(const Primitive& p) {
+    return Visit(p, [](auto b, const auto& x) { return Device(decltype(b)::type::device(x)); });
+  }
+
+  static Primitive from_data(const TensorData& d, const Device& dev) {
+    return OnDevice(dev, [&](auto b, const auto& device) { return Wrap(decltype(b)::type::from_data(d, device)); });
+  }
+  static TensorData to_data(const Primitive& p) {
+    return Visit(p, [](auto b, const auto& x) { return decltype(b)::type::to_data(x); });
+  }
+  static Primitive full(const Shape& s, Scalar v, DType t, const Device& dev) {
+    return OnDevice(dev, [&](auto b, const auto& device) { return Wrap(decltype(b)::type::full(s, v, t, device)); });
+  }
+  // Within a backend; moving between backends goes through host memory.
+  static Primitive to_device(const Primitive& p, const Device& dev) {
+    return OnDevice(dev, [&](auto b, const auto& device) {
+      using B = typename decltype(b)::type;
+      if (const auto* same = std::get_if<typename B::Primitive>(&p.v)) return Wrap(B::to_device(*same, device));
+      return Wrap(B::from_data(to_data(p), device));
+    });
+  }
+  static Primitive cast(const Primitive& p, DType t) { return Map(p, [&](auto b, const auto& x) { return decltype(b)::type::cast(x, t); }); }
+
+  static Primitive unary(UnaryOp op, const Primitive& p) { return Map(p, [&](auto b, const auto& x) { return decltype(b)::type::unary(op, x); }); }
+  static Primitive binary(BinaryOp op, const Primitive& a, const Primitive& b) {
+    return Map(a, [&](auto be, const auto& x) { return decltype(be)::type::binary(op, x, Same(x, b)); });
+  }
+  static Primitive where(const Primitive& c, const Primitive& a, const Primitive& b) {
+    return Map(a, [&](auto be, const auto& x) { return decltype(be)::type::where(Same(x, c), x, Same(x, b)); });
+  }
+  static Primitive reduce(ReduceOp op, const Primitive& p, absl::Span<const int64_t> dims, bool keepdim) {
+    return Map(p, [&](auto b, const auto& x) { return decltype(b)::type::reduce(op, x, dims, keepdim); });
+  }
+  static Primitive argmax(const Primitive& p, int64_t dim, bool keepdim) {
+    return Map(p, [&](auto b, const auto& x) { return decltype(b)::type::argmax(x, dim, keepdim); });
+  }
+  static Primitive matmul(const Primitive& a, const Primitive& b) {
+    return Map(a, [&](auto be, const auto& x) { return decltype(be)::type::matmul(x, Same(x, b)); });
+  }
+  static Primitive reshape(const Primitive& p, const Shape& s) { return Map(p, [&](auto b, const auto& x) { return decltype(b)::type::reshape(x, s); }); }
+  static Primitive permute(const Primitive& p, absl::Span<const int64_t> dims) {
+    return Map(p, [&](auto b, const auto& x) { return decltype(b)::type::permute(x, dims); });
+  }
+  static Primitive expand(const Primitive& p, const Shape& s) { return Map(p, [&](auto b, const auto& x) { return decltype(b)::type::expand(x, s); }); }
+  static Primitive slice(const Primitive& p, int64_t dim, int64_t start, int64_t end, int64_t step) {
+    return Map(p, [&](auto b, const auto& x) { return decltype(b)::type::slice(x, dim, start, end, step); });
+  }
+  static Primitive cat(absl::Span<const Primitive> parts, int64_t dim) {
+    return Map(parts[0], [&](auto b, const auto& first) {
+      std::vector<std::decay_t<decltype(first)>> same;
+      for (const Primitive& p : parts) same.push_back(Same(first, p));
+      return decltype(b)::type::cat(same, dim);
+    });
+  }
+  static Primitive gather(const Primitive& p, int64_t dim, const Primitive& index) {
+    return Map(p, [&](auto b, const auto& x) { return decltype(b)::type::gather(x, dim, Same(x, index)); });
+  }
+  static Primitive index_select(const Primitive& p, int64_t dim, const Primitive& index) {
+    return Map(p, [&](auto b, const auto& x) { return decltype(b)::type::index_select(x, dim, Same(x, index)); });
+  }
+  static Primitive scatter_add(const Primitive& src, int64_t dim, const Primitive& index, const Shape& s) {
+    return Map(src, [&](auto b, const auto& x) { return decltype(b)::type::scatter_add(x, dim, Same(x, index), s); });
+  }
+
+};
+
+static_assert(Backend<Dispatch>);
+
+}  // namespace kiln
+
+#endif  // KILN_BACKENDS_DISPATCH_DISPATCH_BACKEND_H_
