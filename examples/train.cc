@@ -88,6 +88,8 @@ std::vector<CpuDevice> ParseDevices(const std::string& spec) {
   int highest = 0, listed = 0;
   for (absl::string_view part : absl::StrSplit(spec, ',')) {
     int index = 0;
+    while (absl::ConsumePrefix(&part, "autodiff(") && absl::ConsumeSuffix(&part, ")")) {
+    }
     if (absl::ConsumePrefix(&part, "cpu:") && absl::SimpleAtoi(part, &index) && index >= 0) {
       highest = std::max(highest, index);
     }
@@ -103,8 +105,12 @@ std::vector<CpuDevice> ParseDevices(const std::string& spec) {
   if (absl::Status s = distributed::ValidateDevices(*devices, distributed::GroupOp::kGradientSync); !s.ok()) {
     throw UsageError{absl::StrCat("--devices=", spec, ": ", s.message())};
   }
+  // Training always records gradients, so autodiff(cpu:N) and cpu:N mean the same here.
   std::vector<CpuDevice> out;
-  for (const DispatchDevice& d : *devices) out.push_back(std::get<CpuDevice>(d.variant()));
+  for (const DispatchDevice& d : *devices) {
+    const auto* wrapped = std::get_if<AutodiffDevice>(&d.variant());
+    out.push_back(std::get<CpuDevice>((wrapped ? *wrapped->inner : d).variant()));
+  }
   return out;
 }
 

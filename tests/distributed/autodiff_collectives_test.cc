@@ -77,6 +77,13 @@ TEST_F(AutodiffCollectives, AllGatherAndReduceScatterAreEachOthersBackward) {
   EXPECT_EQ(scattered[1].second, (std::vector<double>{1, 1, 2, 2}));
 }
 
+TEST_F(AutodiffCollectives, ReduceScatterOfAnExtremeIsNotDifferentiable) {
+  const AD x = AD::ones({2}, DType::kF64, CpuDevice(0)).require_grad();
+  const auto s = group_.ReduceScatter(0, x, ReduceKind::kMax);
+  EXPECT_EQ(s.status().code(), absl::StatusCode::kUnimplemented);
+  EXPECT_EQ(s.status().message(), "reduce_scatter(max) is not differentiable in kiln; use sum or mean");
+}
+
 TEST_F(AutodiffCollectives, BroadcastBackwardReducesToTheRoot) {
   auto b = Run({{1, 2}, {7, 7}}, [&](int r, const AD& x) { return *group_.Broadcast(r, x, 0) * (r + 1.0); });
   EXPECT_EQ(b[1].first, (std::vector<double>{2, 4}));
