@@ -88,7 +88,13 @@ class Tensor {
   template <class T>
   T item() const {
     if (numel() != 1) ThrowInvalidArgument("item: %s has %d elements, not 1", Describe(), numel());
-    return static_cast<T>(to_data().AsDouble(0));
+    const TensorData data = to_data();
+    // Exact for integers (no trip through double); saturating, NaN -> 0, for float -> int.
+    switch (data.dtype()) {
+      case DType::kI32: return Scalar(data.template values<int32_t>()[0]).template as<T>();
+      case DType::kI64: return Scalar(data.template values<int64_t>()[0]).template as<T>();
+      default: return Scalar(data.AsDouble(0)).template as<T>();
+    }
   }
   std::string ToString() const { return absl::StrCat(to_data().ToString(), " on ", device().ToString()); }
 

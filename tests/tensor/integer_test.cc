@@ -83,6 +83,15 @@ TYPED_TEST(Integer, BoolTensorsCountAndSelect) {
   EXPECT_EQ(mask.argmax().template item<int64_t>(), 2);
 }
 
+TYPED_TEST(Integer, ItemIsExactAndSafe) {
+  using Tn = Tensor<TypeParam>;
+  const int64_t big = (int64_t{1} << 62) + 1;  // not representable in double
+  EXPECT_EQ(Tn::full({}, big, DType::kI64).template item<int64_t>(), big);
+  EXPECT_EQ(Tn::full({1}, NAN, DType::kF32).template item<int32_t>(), 0);
+  EXPECT_EQ(Tn::full({}, 1e30, DType::kF64).template item<int32_t>(), std::numeric_limits<int32_t>::max());
+  EXPECT_EQ(Tn::full({}, 3, DType::kI32).gt(2).template item<bool>(), true);
+}
+
 TYPED_TEST(Integer, LayoutOpsWorkOnEveryDType) {
   using Tn = Tensor<TypeParam>;
   const auto a = Tn::arange(6, DType::kI32).reshape({2, 3});

@@ -123,6 +123,16 @@ inline Ref Reduce(const Ref& a, Index dims, bool keepdim, RefReduce op) {
   return r;
 }
 
+// Flat offset in `a` of the element a broadcast maps output index `out_idx` to.
+inline int64_t BroadcastOffset(const Ref& a, const Index& out_idx) {
+  int64_t flat = 0;
+  const size_t lead = out_idx.size() - a.shape.size();
+  for (size_t d = 0; d < a.shape.size(); ++d) {
+    flat = flat * a.shape[d] + (a.shape[d] == 1 ? 0 : out_idx[lead + d]);
+  }
+  return flat;
+}
+
 // [..., m, k] x [..., k, n] with broadcast batch dims.
 inline Ref Matmul(const Ref& a, const Ref& b) {
   const size_t ra = a.shape.size(), rb = b.shape.size();
@@ -136,13 +146,12 @@ inline Ref Matmul(const Ref& a, const Ref& b) {
   for (int64_t i = 0; i < r.numel(); ++i) {
     Index idx = Unravel(i, out_shape);
     const int64_t row = idx[idx.size() - 2], col = idx[idx.size() - 1];
+    Index ia = idx, ib = idx;
+    ia[ia.size() - 2] = row, ia[ia.size() - 1] = 0;
+    ib[ib.size() - 2] = 0, ib[ib.size() - 1] = col;
+    const int64_t a0 = BroadcastOffset(a, ia), b0 = BroadcastOffset(b, ib);
     double acc = 0;
-    for (int64_t p = 0; p < k; ++p) {
-      Index ia = idx, ib = idx;
-      ia[ia.size() - 2] = row, ia[ia.size() - 1] = p;
-      ib[ib.size() - 2] = p, ib[ib.size() - 1] = col;
-      acc += BroadcastAt(a, ia) * BroadcastAt(b, ib);
-    }
+    for (int64_t p = 0; p < k; ++p) acc += a.v[a0 + p] * b.v[b0 + p * n];
     r.v[i] = acc;
   }
   return r;
