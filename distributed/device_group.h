@@ -71,7 +71,7 @@ class DeviceGroup {
     const std::string sig = absl::StrCat("all_reduce(", ReduceKindName(kind), ")", Describe(t, tag));
     absl::Status s = Enter(rank, t, sig);
     if (!s.ok()) return s;
-    rendezvous_.Once(rank, [&] { shared_ = K::Allocate(t.shape(), t.dtype(), devices_[0]); });
+    rendezvous_.Once([&] { shared_ = K::Allocate(t.shape(), t.dtype(), devices_[0]); });
     const int64_t n = t.numel();
     K::Reduce(kind, t.dtype(), Inputs(), K::MutableData(shared_), n * rank / size(),
               n * (rank + 1) / size(), devices_[rank]);
@@ -94,7 +94,7 @@ class DeviceGroup {
     if (t.rank() == 0) return absl::InvalidArgumentError("all_gather: needs a tensor of rank >= 1");
     absl::Status s = Enter(rank, t, absl::StrCat("all_gather", Describe(t, tag)));
     if (!s.ok()) return s;
-    rendezvous_.Once(rank, [&] {
+    rendezvous_.Once([&] {
       Dims dims(t.shape().dims().begin(), t.shape().dims().end());
       dims[0] *= size();
       shared_ = K::Allocate(Shape(dims), t.dtype(), devices_[0]);
@@ -155,8 +155,7 @@ class DeviceGroup {
           " is not; move it with .to(device)"));
     }
     slots_[rank] = K::Dense(t.primitive());
-    std::vector<Contribution> peers;
-    return rendezvous_.Arrive(rank, {signature, nullptr}, &peers);
+    return rendezvous_.Arrive(rank, signature);
   }
 
   std::vector<const void*> Inputs() const {

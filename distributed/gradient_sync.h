@@ -45,6 +45,7 @@ class GradientSync {
     }
     // Buckets in reverse parameter order: the order backward finishes gradients in.
     int64_t bytes = 0;
+    s.bucket_of.resize(params.size());
     for (int i = static_cast<int>(params.size()) - 1; i >= 0; --i) {
       const int64_t size = params[i].second->numel() * DTypeSize(params[i].second->dtype());
       if (s.buckets.empty() || (bytes > 0 && bytes + size > options.bucket_bytes)) {
@@ -52,7 +53,6 @@ class GradientSync {
         bytes = 0;
       }
       s.buckets.back().push_back(i);
-      s.bucket_of.resize(params.size());
       s.bucket_of[i] = static_cast<int>(s.buckets.size()) - 1;
       bytes += size;
     }

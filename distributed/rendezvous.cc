@@ -37,25 +37,24 @@ absl::Status Rendezvous::Meet(std::unique_lock<std::mutex>& lock, int rank, cons
   return phase_ != phase ? absl::OkStatus() : broken_;
 }
 
-absl::Status Rendezvous::Arrive(int rank, Contribution contribution, std::vector<Contribution>* peers) {
+absl::Status Rendezvous::Arrive(int rank, std::string signature) {
   std::unique_lock lock(mu_);
-  if (contributions_.empty()) contributions_.resize(size_);
-  contributions_[rank] = std::move(contribution);
+  if (signatures_.empty()) signatures_.resize(size_);
+  signatures_[rank] = std::move(signature);
   once_done_ = false;
   if (absl::Status s = Meet(lock, rank, "arrival"); !s.ok()) return s;
-  *peers = contributions_;
   for (int r = 1; r < size_; ++r) {
-    if (contributions_[r].signature != contributions_[0].signature) {
+    if (signatures_[r] != signatures_[0]) {
       return absl::InvalidArgumentError(absl::StrCat(
-          "collective members disagree: member 0 called ", contributions_[0].signature,
-          " but member ", r, " called ", contributions_[r].signature,
+          "collective members disagree: member 0 called ", signatures_[0],
+          " but member ", r, " called ", signatures_[r],
           "; every member must make the same call with tensors of one shape and dtype"));
     }
   }
   return absl::OkStatus();
 }
 
-void Rendezvous::Once(int rank, const std::function<void()>& fn) {
+void Rendezvous::Once(const std::function<void()>& fn) {
   std::lock_guard lock(mu_);
   if (!once_done_) {
     fn();

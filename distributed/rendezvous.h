@@ -17,27 +17,20 @@
 
 namespace kiln::distributed {
 
-// What a member brings to a round: a description every member must agree on (op, tag, shape,
-// dtype), and a pointer to its data for the others to read.
-struct Contribution {
-  std::string signature;
-  const void* data = nullptr;
-};
-
 class Rendezvous {
  public:
   Rendezvous(int size, std::chrono::milliseconds timeout) : size_(size), timeout_(timeout) {}
 
-  // Waits until every member has contributed to this member's next round. On success,
-  // `peers` holds every member's contribution in rank order. Signatures that differ fail the
-  // round for every member with InvalidArgument naming them.
-  absl::Status Arrive(int rank, Contribution contribution, std::vector<Contribution>* peers);
+  // Waits until every member has arrived for this member's next round. `signature` describes
+  // the call (op, tag, shape, dtype); signatures that differ fail the round for every member
+  // with InvalidArgument naming them. (Members publish their data in their own slots first.)
+  absl::Status Arrive(int rank, std::string signature);
   // The second meeting of a round: nobody leaves (and frees what the others read) before all
   // have finished their part.
   absl::Status Depart(int rank);
   // Runs once per round, by the first member to call it, while the others wait; for work
   // that must happen once (allocating a shared output).
-  void Once(int rank, const std::function<void()>& fn);
+  void Once(const std::function<void()>& fn);
 
   int size() const { return size_; }
   std::chrono::milliseconds timeout() const { return timeout_; }
@@ -55,7 +48,7 @@ class Rendezvous {
   uint64_t phase_ = 0;
   int waiting_ = 0;
   std::vector<bool> here_;
-  std::vector<Contribution> contributions_;
+  std::vector<std::string> signatures_;
   bool once_done_ = false;
   absl::Status broken_;
 };

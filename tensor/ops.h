@@ -3,8 +3,6 @@
 #ifndef KILN_TENSOR_OPS_H_
 #define KILN_TENSOR_OPS_H_
 
-#include <string_view>
-
 namespace kiln {
 
 enum class UnaryOp { kNeg, kAbs, kExp, kLog, kSqrt, kTanh, kSigmoid, kRelu };
