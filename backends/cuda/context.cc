@@ -1,0 +1,141 @@
+#include "backends/cuda/context.h"
+
+#include <memory>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "backends/cuda/cuda_error.h"
+#include "tensor/error.h"
+
+namespace kiln {
+
+std::string CudaDevice::ToString() const { return absl::StrCat("cuda:", index_); }
+
+namespace cuda {
+namespace {
+
+class Runtime {
+ public:
+  Runtime() {
+    int count = 0;
+    const cudaError_t error = cudaGetDeviceCount(&count);
+    if (error != cudaSuccess) {
+      cudaGetLastError();
+      unavailable_ = absl::FailedPreconditionError(absl::StrCat(
+          "no CUDA device is available (cudaGetDeviceCount: ", cudaGetErrorName(error), ": ",
+          cudaGetErrorString(error), ")"));
+    } else if (count == 0) {
+      unavailable_ = absl::FailedPreconditionError(
+          "no CUDA device is available (cudaGetDeviceCount found 0 devices)");
+    }
+    count_ = unavailable_.ok() ? count : 0;
+    contexts_.resize(count_);
+  }
+
+  int count() const { return count_; }
+  const absl::Status& unavailable() const { return unavailable_; }
+
+  DeviceContext& Get(int index) {
+    std::lock_guard lock(mu_);
+    std::unique_ptr<DeviceContext>& slot = contexts_[index];
+    if (slot == nullptr) slot = Make(index);
+    return *slot;
+  }
+
+ private:
+  static std::unique_ptr<DeviceContext> Make(int index) {
+    const std::string name = absl::StrCat("cuda:", index);
+    ThrowIfCuda(cudaSetDevice(index), absl::StrCat(name, ": cudaSetDevice"));
+    auto c = std::make_unique<DeviceContext>();
+    c->index = index;
+    ThrowIfCuda(cudaStreamCreateWithFlags(&c->stream, cudaStreamNonBlocking),
+                absl::StrCat(name, ": cudaStreamCreateWithFlags"));
+    ThrowIfCuda(cudaDeviceGetAttribute(&c->multiprocessors, cudaDevAttrMultiProcessorCount, index),
+                absl::StrCat(name, ": cudaDeviceGetAttribute"));
+    c->memory = new CachingAllocator(
+        name + " device memory",
+        [index, name](size_t n) -> absl::StatusOr<void*> {
+          void* p = nullptr;
+          cudaSetDevice(index);
+          if (absl::Status s = CudaStatus(cudaMalloc(&p, n), absl::StrCat(name, ": cudaMalloc"));
+              !s.ok()) {
+            cudaGetLastError();
+            return s;
+          }
+          return p;
+        },
+        [index](void* p) {
+          // cudaFree waits for the device, so blocks are never freed under a running kernel.
+          cudaSetDevice(index);
+          cudaFree(p);
+        });
+    ThrowIfCublas(cublasCreate(&c->blas), absl::StrCat(name, ": cublasCreate"));
+    ThrowIfCublas(cublasSetStream(c->blas, c->stream), absl::StrCat(name, ": cublasSetStream"));
+    // Full f32 precision: no TF32 (results must match the CPU backend's within f32 rounding).
+    ThrowIfCublas(cublasSetMathMode(c->blas, CUBLAS_DEFAULT_MATH),
+                  absl::StrCat(name, ": cublasSetMathMode"));
+    return c;
+  }
+
+  int count_ = 0;
+  absl::Status unavailable_;
+  std::mutex mu_;
+  std::vector<std::unique_ptr<DeviceContext>> contexts_;
+};
+
+Runtime& GetRuntime() {
+  static Runtime* runtime = new Runtime();  // never destroyed, see context.h
+  return *runtime;
+}
+
+}  // namespace
+
+int DeviceCount() { return GetRuntime().count(); }
+
+absl::Status Available() { return GetRuntime().unavailable(); }
+
+absl::Status CheckDevice(const CudaDevice& device) {
+  Runtime& runtime = GetRuntime();
+  if (!runtime.unavailable().ok()) {
+    return absl::InvalidArgumentError(absl::StrCat(device.ToString(), " does not exist: ",
+                                                   runtime.unavailable().message()));
+  }
+  const int count = runtime.count();
+  if (device.index() >= 0 && device.index() < count) return absl::OkStatus();
+  return absl::InvalidArgumentError(absl::StrFormat(
+      "%s does not exist: this machine has %d CUDA device%s (cuda:0..cuda:%d)", device.ToString(),
+      count, count == 1 ? "" : "s", count - 1));
+}
+
+DeviceContext& Context(const CudaDevice& device) {
+  ThrowIfError(CheckDevice(device));
+  DeviceContext& c = GetRuntime().Get(device.index());
+  ThrowIfCuda(cudaSetDevice(c.index), absl::StrCat(device.ToString(), ": cudaSetDevice"));
+  return c;
+}
+
+CachingAllocator& PinnedMemory() {
+  static CachingAllocator* pinned = new CachingAllocator(
+      "pinned host memory",
+      [](size_t n) -> absl::StatusOr<void*> {
+        void* p = nullptr;
+        if (absl::Status s = CudaStatus(cudaHostAlloc(&p, n, cudaHostAllocPortable), "cudaHostAlloc");
+            !s.ok()) {
+          cudaGetLastError();
+          return s;
+        }
+        return p;
+      },
+      [](void* p) { cudaFreeHost(p); });
+  return *pinned;
+}
+
+void Synchronize(const CudaDevice& device) {
+  DeviceContext& c = Context(device);
+  ThrowIfCuda(cudaStreamSynchronize(c.stream),
+              absl::StrCat(device.ToString(), ": cudaStreamSynchronize"));
+}
+
+}  // namespace cuda
+}  // namespace kiln

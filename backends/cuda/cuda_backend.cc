@@ -1,0 +1,185 @@
+// The CUDA backend's creation, transfer, copy and view operations.
+#include "backends/cuda/cuda_backend.h"
+
+#include <cstring>
+#include <memory>
+
+#include "backends/cuda/kernels/kernels.h"
+#include "backends/cuda/launch.h"
+
+namespace kiln {
+
+using cuda::StridedTensor;
+
+namespace cuda {
+
+Dims BroadcastStrides(const StridedTensor& t, const Shape& out) {
+  Dims strides(out.rank(), 0);
+  const int64_t lead = out.rank() - t.shape.rank();
+  for (int64_t i = 0; i < t.shape.rank(); ++i) {
+    strides[lead + i] = t.shape[i] == 1 ? 0 : t.strides[i];
+  }
+  return strides;
+}
+
+void ReadBack(DeviceContext& context, const void* device_ptr, void* host, size_t bytes) {
+  const std::string where = absl::StrCat("cuda:", context.index);
+  // A copy to pageable memory returns only once the data is there.
+  ThrowIfCuda(cudaMemcpyAsync(host, device_ptr, bytes, cudaMemcpyDeviceToHost, context.stream),
+              absl::StrCat(where, ": cudaMemcpyAsync (read back)"));
+  ThrowIfCuda(cudaStreamSynchronize(context.stream),
+              absl::StrCat(where, ": cudaStreamSynchronize"));
+}
+
+void CopyInto(const StridedTensor& src, void* dst_base, const Dims& dst_strides, DType dst_dtype) {
+  const int64_t n = src.shape.numel();
+  if (n == 0) return;
+  DeviceContext& c = Context(src.device);
+  const auto index = IndexFor<2>(src.shape, {dst_strides, src.strides}, "copy");
+  CheckLaunch(kernels::Copy(src.dtype, dst_dtype, src.data(), dst_base, index, n, c.stream),
+              "copy", src.device);
+}
+
+StridedTensor CopyAs(const StridedTensor& src, DType dtype) {
+  StridedTensor dst = StridedTensor::Empty(src.shape, dtype, src.device);
+  CopyInto(src, dst.mutable_data(), dst.strides, dtype);
+  return dst;
+}
+
+namespace {
+
+// A pinned staging block, returned to the pool once the copy that reads it has run.
+void FreeAfter(CachingAllocator::Block block, DeviceContext& c) {
+  cudaEvent_t event = nullptr;
+  if (cudaEventCreateWithFlags(&event, cudaEventDisableTiming) != cudaSuccess ||
+      cudaEventRecord(event, c.stream) != cudaSuccess) {
+    cudaGetLastError();
+    if (event != nullptr) cudaEventDestroy(event);
+    cudaStreamSynchronize(c.stream);  // no event: wait here instead
+    PinnedMemory().Free(block);
+    return;
+  }
+  auto done = std::shared_ptr<CUevent_st>(event, [](cudaEvent_t e) { cudaEventDestroy(e); });
+  PinnedMemory().Free(block, [done] { return cudaEventQuery(done.get()) != cudaErrorNotReady; });
+}
+
+}  // namespace
+}  // namespace cuda
+
+Cuda::Primitive Cuda::from_data(const TensorData& data, const Device& device) {
+  cuda::DeviceContext& c = cuda::Context(device);
+  StridedTensor t = StridedTensor::Empty(data.shape(), data.dtype(), device);
+  const size_t bytes = static_cast<size_t>(data.nbytes());
+  if (bytes == 0) return t;
+  // Staged through pinned memory so the copy is a real DMA that overlaps host work.
+  absl::StatusOr<cuda::CachingAllocator::Block> staging = cuda::PinnedMemory().Allocate(bytes);
+  ThrowIfError(staging.status());
+  std::memcpy(staging->ptr, data.raw(), bytes);
+  const cudaError_t error = cudaMemcpyAsync(t.mutable_data(), staging->ptr, bytes,
+                                            cudaMemcpyHostToDevice, c.stream);
+  cuda::FreeAfter(*staging, c);
+  cuda::ThrowIfCuda(error, absl::StrCat(device.ToString(), ": cudaMemcpyAsync (from host)"));
+  return t;
+}
+
+TensorData Cuda::to_data(const Primitive& p) {
+  const StridedTensor src = contiguous(p);
+  TensorData data(src.shape, src.dtype);
+  const size_t bytes = static_cast<size_t>(data.nbytes());
+  if (bytes == 0) return data;
+  cuda::DeviceContext& c = cuda::Context(p.device);
+  absl::StatusOr<cuda::CachingAllocator::Block> staging = cuda::PinnedMemory().Allocate(bytes);
+  ThrowIfError(staging.status());
+  cudaError_t error =
+      cudaMemcpyAsync(staging->ptr, src.data(), bytes, cudaMemcpyDeviceToHost, c.stream);
+  if (error == cudaSuccess) error = cudaStreamSynchronize(c.stream);
+  if (error == cudaSuccess) std::memcpy(data.raw(), staging->ptr, bytes);
+  cuda::PinnedMemory().Free(*staging);  // the stream has run the copy (or failed)
+  cuda::ThrowIfCuda(error, absl::StrCat(p.device.ToString(), ": copy to host"));
+  return data;
+}
+
+Cuda::Primitive Cuda::full(const Shape& shape, Scalar value, DType dtype, const Device& device) {
+  cuda::DeviceContext& c = cuda::Context(device);
+  StridedTensor t = StridedTensor::Empty(shape, dtype, device);
+  double f = 0;
+  int64_t i = 0;
+  VisitDType(dtype, [&](auto v) {
+    using T = decltype(v);
+    if constexpr (std::is_floating_point_v<T>) f = value.as<T>();
+    else i = static_cast<int64_t>(value.as<T>());
+  });
+  cuda::CheckLaunch(cuda::kernels::Fill(dtype, t.mutable_data(), shape.numel(), f, i, c.stream),
+                    "fill", device);
+  return t;
+}
+
+Cuda::Primitive Cuda::to_device(const Primitive& p, const Device& device) {
+  if (p.device == device) return p;
+  cuda::DeviceContext& from = cuda::Context(p.device);
+  const StridedTensor src = contiguous(p);
+  cudaEvent_t ready = nullptr;
+  cuda::ThrowIfCuda(cudaEventCreateWithFlags(&ready, cudaEventDisableTiming),
+                    "to_device: cudaEventCreateWithFlags");
+  const cudaError_t recorded = cudaEventRecord(ready, from.stream);
+  cuda::DeviceContext& to = cuda::Context(device);
+  StridedTensor t = StridedTensor::Empty(p.shape, p.dtype, device);
+  cudaError_t error = recorded;
+  if (error == cudaSuccess) error = cudaStreamWaitEvent(to.stream, ready, 0);
+  const size_t bytes = static_cast<size_t>(p.shape.numel() * DTypeSize(p.dtype));
+  if (error == cudaSuccess && bytes > 0) {
+    error = cudaMemcpyPeerAsync(t.mutable_data(), device.index(), src.data(), p.device.index(),
+                                bytes, to.stream);
+  }
+  // The source buffer belongs to the other device's stream: wait for the copy so that stream
+  // may reuse it as soon as `src` goes. Moving between GPUs is rare enough to afford it.
+  if (error == cudaSuccess) error = cudaStreamSynchronize(to.stream);
+  cudaEventDestroy(ready);
+  cuda::ThrowIfCuda(error, absl::StrCat("to_device ", p.device.ToString(), " -> ", device.ToString()));
+  return t;
+}
+
+Cuda::Primitive Cuda::cast(const Primitive& p, DType dtype) { return cuda::CopyAs(p, dtype); }
+
+Cuda::Primitive Cuda::contiguous(const Primitive& p) {
+  return p.IsContiguous() ? p : cuda::CopyAs(p, p.dtype);
+}
+
+Cuda::Primitive Cuda::reshape(const Primitive& p, const Shape& shape) {
+  StridedTensor t = contiguous(p);
+  t.shape = shape;
+  t.strides = shape.ContiguousStrides();
+  return t;
+}
+
+Cuda::Primitive Cuda::permute(const Primitive& p, absl::Span<const int64_t> dims) {
+  StridedTensor t = p;
+  Dims shape(dims.size());
+  for (size_t i = 0; i < dims.size(); ++i) {
+    shape[i] = p.shape[dims[i]];
+    t.strides[i] = p.strides[dims[i]];
+  }
+  t.shape = Shape(shape);
+  return t;
+}
+
+Cuda::Primitive Cuda::expand(const Primitive& p, const Shape& shape) {
+  StridedTensor t = p;
+  t.strides = cuda::BroadcastStrides(p, shape);
+  t.shape = shape;
+  return t;
+}
+
+Cuda::Primitive Cuda::slice(const Primitive& p, int64_t dim, int64_t start, int64_t end,
+                            int64_t step) {
+  StridedTensor t = p;
+  const int64_t size = (end - start + step - 1) / step;
+  Dims shape(p.shape.dims().begin(), p.shape.dims().end());
+  shape[dim] = size;
+  t.shape = Shape(shape);
+  if (size > 0) t.offset += start * p.strides[dim];
+  t.strides[dim] = p.strides[dim] * step;
+  return t;
+}
+
+}  // namespace kiln

@@ -1,0 +1,63 @@
+// Cuda: the CUDA backend. Tensors are strided views of device memory from a caching
+// allocator; every op of a device is queued on that device's compute stream (so ops return
+// before their kernels finish, and only to_data and error checks wait). Kernels are in
+// kernels/*.cu, matmul is cuBLAS.
+#ifndef KILN_BACKENDS_CUDA_CUDA_BACKEND_H_
+#define KILN_BACKENDS_CUDA_CUDA_BACKEND_H_
+
+#include "absl/types/span.h"
+#include "backends/cuda/cuda_device.h"
+#include "backends/cuda/strided_tensor.h"
+#include "tensor/backend.h"
+#include "tensor/tensor.h"
+
+namespace kiln {
+
+struct Cuda {
+  using Device = CudaDevice;
+  using Primitive = cuda::StridedTensor;
+
+  static const char* Name() { return "cuda"; }
+
+  static const Shape& shape(const Primitive& p) { return p.shape; }
+  static DType dtype(const Primitive& p) { return p.dtype; }
+  static Device device(const Primitive& p) { return p.device; }
+
+  static Primitive from_data(const TensorData& data, const Device& device);
+  static TensorData to_data(const Primitive& p);
+  static Primitive full(const Shape& shape, Scalar value, DType dtype, const Device& device);
+  static Primitive to_device(const Primitive& p, const Device& device);
+  static Primitive cast(const Primitive& p, DType dtype);
+
+  static Primitive unary(UnaryOp op, const Primitive& p);
+  static Primitive binary(BinaryOp op, const Primitive& a, const Primitive& b);
+  static Primitive where(const Primitive& cond, const Primitive& a, const Primitive& b);
+
+  static Primitive reduce(ReduceOp op, const Primitive& p, absl::Span<const int64_t> dims,
+                          bool keepdim);
+  static Primitive argmax(const Primitive& p, int64_t dim, bool keepdim);
+
+  static Primitive matmul(const Primitive& a, const Primitive& b);
+
+  static Primitive reshape(const Primitive& p, const Shape& shape);
+  static Primitive permute(const Primitive& p, absl::Span<const int64_t> dims);
+  static Primitive expand(const Primitive& p, const Shape& shape);
+  static Primitive slice(const Primitive& p, int64_t dim, int64_t start, int64_t end,
+                         int64_t step);
+  static Primitive cat(absl::Span<const Primitive> parts, int64_t dim);
+  static Primitive gather(const Primitive& p, int64_t dim, const Primitive& index);
+  static Primitive index_select(const Primitive& p, int64_t dim, const Primitive& index);
+  static Primitive scatter_add(const Primitive& src, int64_t dim, const Primitive& index,
+                               const Shape& shape);
+
+  // A row-major copy when `p` is a non-contiguous view; `p` itself otherwise.
+  static Primitive contiguous(const Primitive& p);
+};
+
+static_assert(Backend<Cuda>);
+
+using CudaTensor = Tensor<Cuda>;
+
+}  // namespace kiln
+
+#endif  // KILN_BACKENDS_CUDA_CUDA_BACKEND_H_

@@ -1,0 +1,208 @@
+// Fill, copy/cast, unary, binary and where kernels. Each is a grid-stride loop; a `flat`
+// index (every operand dense) skips the offset arithmetic, which keeps the common case at
+// memory bandwidth.
+#include <cmath>
+
+#include "backends/cuda/kernels/common.cuh"
+#include "backends/cuda/kernels/kernels.h"
+
+namespace kiln::cuda::kernels {
+namespace {
+
+template <class T>
+__global__ void FillKernel(T* out, int64_t n, T value) {
+  for (int64_t i = GlobalThread(); i < n; i += GridThreads()) out[i] = value;
+}
+
+template <class To, class From>
+__global__ void CopyKernel(const From* in, To* out, StridedIndex<2> index, int64_t n) {
+  for (int64_t i = GlobalThread(); i < n; i += GridThreads()) {
+    int64_t off[2];
+    index.Offsets(i, off);
+    out[off[0]] = Convert<To>(in[off[1]]);
+  }
+}
+
+template <class T>
+__device__ __forceinline__ T ApplyUnary(UnaryOp op, T x) {
+  if constexpr (std::is_floating_point_v<T>) {
+    switch (op) {
+      case UnaryOp::kNeg: return -x;
+      case UnaryOp::kAbs: return fabs(x);
+      case UnaryOp::kExp: return exp(x);
+      case UnaryOp::kLog: return log(x);
+      case UnaryOp::kSqrt: return sqrt(x);
+      case UnaryOp::kTanh: return tanh(x);
+      case UnaryOp::kSigmoid: return T(1) / (T(1) + exp(-x));
+      case UnaryOp::kRelu: return x < T(0) ? T(0) : x;  // NaN stays NaN
+    }
+    return x;
+  } else {
+    using U = std::make_unsigned_t<T>;
+    const T neg = static_cast<T>(U(0) - static_cast<U>(x));  // wraps for the minimum
+    switch (op) {
+      case UnaryOp::kNeg: return neg;
+      case UnaryOp::kAbs: return x < 0 ? neg : x;
+      case UnaryOp::kRelu: return x < 0 ? T(0) : x;
+      default: return x;  // float-only ops never reach integer tensors
+    }
+  }
+}
+
+template <class T>
+__global__ void UnaryKernel(UnaryOp op, const T* in, T* out, StridedIndex<2> index, int64_t n) {
+  for (int64_t i = GlobalThread(); i < n; i += GridThreads()) {
+    int64_t off[2];
+    index.Offsets(i, off);
+    out[off[0]] = ApplyUnary(op, in[off[1]]);
+  }
+}
+
+template <class T>
+__device__ __forceinline__ T ApplyArithmetic(BinaryOp op, T x, T y, int* div_by_zero) {
+  if constexpr (std::is_floating_point_v<T>) {
+    switch (op) {
+      case BinaryOp::kAdd: return x + y;
+      case BinaryOp::kSub: return x - y;
+      case BinaryOp::kMul: return x * y;
+      case BinaryOp::kDiv: return x / y;
+      case BinaryOp::kPow: return y == T(2) ? x * x : pow(x, y);
+      case BinaryOp::kMaximum: return NanMax(x, y);
+      case BinaryOp::kMinimum: return NanMin(x, y);
+      default: return x;
+    }
+  } else {
+    using U = std::make_unsigned_t<T>;
+    switch (op) {
+      case BinaryOp::kAdd: return static_cast<T>(U(x) + U(y));
+      case BinaryOp::kSub: return static_cast<T>(U(x) - U(y));
+      case BinaryOp::kMul: return static_cast<T>(U(x) * U(y));
+      case BinaryOp::kDiv:
+        if (y == 0) {
+          *div_by_zero = 1;  // read back by the host, which throws InvalidArgument
+          return T(0);
+        }
+        return y == T(-1) ? static_cast<T>(U(0) - U(x)) : T(x / y);  // min / -1 wraps
+      case BinaryOp::kMaximum: return x > y ? x : y;
+      case BinaryOp::kMinimum: return x < y ? x : y;
+      default: return x;  // pow is float-only
+    }
+  }
+}
+
+template <class T>
+__device__ __forceinline__ bool ApplyCompare(BinaryOp op, T x, T y) {
+  switch (op) {
+    case BinaryOp::kEq: return x == y;
+    case BinaryOp::kNe: return x != y;
+    case BinaryOp::kLt: return x < y;
+    case BinaryOp::kLe: return x <= y;
+    case BinaryOp::kGt: return x > y;
+    case BinaryOp::kGe: return x >= y;
+    default: return false;
+  }
+}
+
+template <class T>
+__global__ void ArithmeticKernel(BinaryOp op, const T* a, const T* b, T* out,
+                                 StridedIndex<3> index, int64_t n, int* div_by_zero) {
+  for (int64_t i = GlobalThread(); i < n; i += GridThreads()) {
+    int64_t off[3];
+    index.Offsets(i, off);
+    out[off[0]] = ApplyArithmetic(op, a[off[1]], b[off[2]], div_by_zero);
+  }
+}
+
+template <class T>
+__global__ void CompareKernel(BinaryOp op, const T* a, const T* b, bool* out,
+                              StridedIndex<3> index, int64_t n) {
+  for (int64_t i = GlobalThread(); i < n; i += GridThreads()) {
+    int64_t off[3];
+    index.Offsets(i, off);
+    out[off[0]] = ApplyCompare(op, a[off[1]], b[off[2]]);
+  }
+}
+
+template <class T>
+__global__ void WhereKernel(const bool* cond, const T* a, const T* b, T* out,
+                            StridedIndex<4> index, int64_t n) {
+  for (int64_t i = GlobalThread(); i < n; i += GridThreads()) {
+    int64_t off[4];
+    index.Offsets(i, off);
+    out[off[0]] = cond[off[1]] ? a[off[2]] : b[off[3]];
+  }
+}
+
+}  // namespace
+
+cudaError_t Fill(DType dtype, void* out, int64_t n, double fvalue, int64_t ivalue,
+                 cudaStream_t stream) {
+  if (n <= 0) return cudaSuccess;
+  ForDType(dtype, [&](auto v) {
+    using T = decltype(v);
+    T value;
+    if constexpr (std::is_floating_point_v<T>) value = static_cast<T>(fvalue);
+    else value = static_cast<T>(ivalue);  // the host saturated it already
+    FillKernel<T><<<BlocksFor(n), kThreads, 0, stream>>>(static_cast<T*>(out), n, value);
+  });
+  return cudaGetLastError();
+}
+
+cudaError_t Copy(DType from, DType to, const void* in, void* out, const StridedIndex<2>& index,
+                 int64_t n, cudaStream_t stream) {
+  if (n <= 0) return cudaSuccess;
+  ForDType(from, [&](auto f) {
+    ForDType(to, [&](auto t) {
+      using From = decltype(f);
+      using To = decltype(t);
+      CopyKernel<To, From><<<BlocksFor(n), kThreads, 0, stream>>>(
+          static_cast<const From*>(in), static_cast<To*>(out), index, n);
+    });
+  });
+  return cudaGetLastError();
+}
+
+cudaError_t Unary(UnaryOp op, DType dtype, const void* in, void* out,
+                  const StridedIndex<2>& index, int64_t n, cudaStream_t stream) {
+  if (n <= 0) return cudaSuccess;
+  ForDType(dtype, [&](auto v) {
+    using T = decltype(v);
+    if constexpr (!std::is_same_v<T, bool>) {
+      UnaryKernel<T><<<BlocksFor(n), kThreads, 0, stream>>>(op, static_cast<const T*>(in),
+                                                            static_cast<T*>(out), index, n);
+    }
+  });
+  return cudaGetLastError();
+}
+
+cudaError_t Binary(BinaryOp op, DType dtype, const void* a, const void* b, void* out,
+                   const StridedIndex<3>& index, int64_t n, int* div_by_zero,
+                   cudaStream_t stream) {
+  if (n <= 0) return cudaSuccess;
+  ForDType(dtype, [&](auto v) {
+    using T = decltype(v);
+    const T* pa = static_cast<const T*>(a);
+    const T* pb = static_cast<const T*>(b);
+    if (IsComparison(op)) {
+      CompareKernel<T><<<BlocksFor(n), kThreads, 0, stream>>>(op, pa, pb, static_cast<bool*>(out),
+                                                              index, n);
+    } else if constexpr (!std::is_same_v<T, bool>) {
+      ArithmeticKernel<T><<<BlocksFor(n), kThreads, 0, stream>>>(op, pa, pb, static_cast<T*>(out),
+                                                                 index, n, div_by_zero);
+    }
+  });
+  return cudaGetLastError();
+}
+
+cudaError_t Where(DType dtype, const bool* cond, const void* a, const void* b, void* out,
+                  const StridedIndex<4>& index, int64_t n, cudaStream_t stream) {
+  if (n <= 0) return cudaSuccess;
+  ForDType(dtype, [&](auto v) {
+    using T = decltype(v);
+    WhereKernel<T><<<BlocksFor(n), kThreads, 0, stream>>>(
+        cond, static_cast<const T*>(a), static_cast<const T*>(b), static_cast<T*>(out), index, n);
+  });
+  return cudaGetLastError();
+}
+
+}  // namespace kiln::cuda::kernels

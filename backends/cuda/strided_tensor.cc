@@ -1,0 +1,38 @@
+#include "backends/cuda/strided_tensor.h"
+
+#include "backends/cuda/context.h"
+#include "tensor/error.h"
+
+namespace kiln::cuda {
+
+DeviceBuffer::DeviceBuffer(const CudaDevice& device, int64_t nbytes)
+    : memory_(Context(device).memory), nbytes_(nbytes) {
+  absl::StatusOr<CachingAllocator::Block> block = memory_->Allocate(static_cast<size_t>(nbytes));
+  ThrowIfError(block.status());
+  block_ = *block;
+}
+
+DeviceBuffer::~DeviceBuffer() { memory_->Free(block_); }
+
+StridedTensor StridedTensor::Empty(const Shape& shape, DType dtype, const CudaDevice& device) {
+  StridedTensor t;
+  t.buffer = std::make_shared<DeviceBuffer>(device, shape.numel() * DTypeSize(dtype));
+  t.shape = shape;
+  t.strides = shape.ContiguousStrides();
+  t.offset = 0;
+  t.dtype = dtype;
+  t.device = device;
+  return t;
+}
+
+bool StridedTensor::IsContiguous() const {
+  if (shape.numel() == 0) return true;
+  int64_t expected = 1;
+  for (int64_t i = shape.rank() - 1; i >= 0; --i) {
+    if (shape[i] != 1 && strides[i] != expected) return false;
+    expected *= shape[i];
+  }
+  return true;
+}
+
+}  // namespace kiln::cuda

@@ -1,0 +1,56 @@
+// cuda::StridedTensor: the CUDA backend's primitive. A strided view (shape, strides, offset)
+// of a shared device buffer, so transpose, permute, slice and expand cost no kernel. Buffers
+// are never written after the op that made them returns, which makes sharing safe.
+#ifndef KILN_BACKENDS_CUDA_STRIDED_TENSOR_H_
+#define KILN_BACKENDS_CUDA_STRIDED_TENSOR_H_
+
+#include <cstddef>
+#include <memory>
+
+#include "backends/cuda/allocator.h"
+#include "backends/cuda/cuda_device.h"
+#include "tensor/dtype.h"
+#include "tensor/shape.h"
+
+namespace kiln::cuda {
+
+// Device memory from the device's caching allocator, returned to it when the last view goes.
+// The return is stream-ordered (see allocator.h), so it is safe while kernels still run.
+class DeviceBuffer {
+ public:
+  DeviceBuffer(const CudaDevice& device, int64_t nbytes);  // throws kiln::Error
+  ~DeviceBuffer();
+  DeviceBuffer(const DeviceBuffer&) = delete;
+  DeviceBuffer& operator=(const DeviceBuffer&) = delete;
+  std::byte* data() const { return static_cast<std::byte*>(block_.ptr); }
+  int64_t nbytes() const { return nbytes_; }
+
+ private:
+  CachingAllocator* memory_;
+  CachingAllocator::Block block_;
+  int64_t nbytes_;
+};
+
+struct StridedTensor {
+  std::shared_ptr<DeviceBuffer> buffer;
+  Shape shape{0};
+  Dims strides{1};     // in elements; 0 for a broadcast dim
+  int64_t offset = 0;  // in elements
+  DType dtype = DType::kF32;
+  CudaDevice device;
+
+  // A fresh row-major tensor (contents uninitialised).
+  static StridedTensor Empty(const Shape& shape, DType dtype, const CudaDevice& device);
+
+  bool IsContiguous() const;
+  // Device address of the first element (null for an empty tensor).
+  const void* data() const {
+    return buffer ? buffer->data() + offset * DTypeSize(dtype) : nullptr;
+  }
+  // Only for a tensor this op just created.
+  void* mutable_data() const { return const_cast<void*>(data()); }
+};
+
+}  // namespace kiln::cuda
+
+#endif  // KILN_BACKENDS_CUDA_STRIDED_TENSOR_H_
