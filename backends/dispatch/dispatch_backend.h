@@ -9,6 +9,9 @@
 #include <vector>
 
 #include "backends/cpu/cpu_backend.h"
+#ifdef KILN_WITH_CUDA
+#include "backends/cuda/cuda_backend.h"
+#endif
 #include "backends/dispatch/dispatch_device.h"
 #include "tensor/backend.h"
 
@@ -21,13 +24,35 @@ template <>
 struct BackendOf<cpu::StridedTensor> {
   using type = Cpu;
 };
+#ifdef KILN_WITH_CUDA
+template <>
+struct BackendOf<cuda::StridedTensor> {
+  using type = Cuda;
+};
+#endif
+
+// The compiled-in backend whose device is D.
+template <class D>
+struct BackendOfDevice {
+  using type = Cpu;
+};
+#ifdef KILN_WITH_CUDA
+template <>
+struct BackendOfDevice<CudaDevice> {
+  using type = Cuda;
+};
+#endif
 
 struct Dispatch {
  public:
   using Device = DispatchDevice;
   // One alternative per compiled-in backend (Vulkan and CUDA join under their configs).
   struct Primitive {
-    std::variant<Cpu::Primitive> v;
+    std::variant<Cpu::Primitive
+#ifdef KILN_WITH_CUDA
+                 , Cuda::Primitive
+#endif
+                 > v;
   };
 
  private:
@@ -66,7 +91,7 @@ struct Dispatch {
                              "gradients use Tensor<Autodiff<Dispatch>> on %s)", dev.ToString(),
                              d.inner->ToString());
       } else {
-        return f(Tag<Cpu>{}, d);
+        return f(Tag<typename BackendOfDevice<D>::type>{}, d);
       }
     }, dev.variant());
   }

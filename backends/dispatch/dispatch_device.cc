@@ -18,7 +18,11 @@ struct KnownBackend {
 constexpr KnownBackend kBackends[] = {
     {"cpu", nullptr, true},
     {"vulkan", "vulkan", false},
+#ifdef KILN_WITH_CUDA
+    {"cuda", "cuda", true},
+#else
     {"cuda", "cuda", false},
+#endif
 };
 
 std::string CompiledList() {
@@ -64,6 +68,13 @@ absl::StatusOr<DispatchDevice> DispatchDevice::Parse(absl::string_view text) {
       if (absl::Status s = cpu::CheckDevice(device); !s.ok()) return s;
       return DispatchDevice(device);
     }
+#ifdef KILN_WITH_CUDA
+    if (name == "cuda") {
+      const CudaDevice device(index);
+      if (absl::Status s = cuda::CheckDevice(device); !s.ok()) return s;
+      return DispatchDevice(device);
+    }
+#endif
   }
   return absl::InvalidArgumentError(absl::StrCat("device '", text, "': unknown backend '", name,
                                                  "'; kiln knows cpu, vulkan and cuda (compiled in: ",
@@ -82,12 +93,18 @@ absl::StatusOr<std::vector<DispatchDevice>> DispatchDevice::ParseList(absl::stri
 
 std::string DispatchDevice::backend() const {
   if (const auto* a = std::get_if<AutodiffDevice>(&v_)) return a->inner->backend();
+#ifdef KILN_WITH_CUDA
+  if (std::holds_alternative<CudaDevice>(v_)) return "cuda";
+#endif
   return "cpu";
 }
 
 std::string DispatchDevice::ToString() const {
   if (const auto* a = std::get_if<AutodiffDevice>(&v_)) return absl::StrCat("autodiff(", a->inner->ToString(), ")");
-  return std::get<CpuDevice>(v_).ToString();
+  return std::visit([](const auto& d) -> std::string {
+    if constexpr (std::is_same_v<std::decay_t<decltype(d)>, AutodiffDevice>) return "";
+    else return d.ToString();
+  }, v_);
 }
 
 bool operator==(const AutodiffDevice& a, const AutodiffDevice& b) { return *a.inner == *b.inner; }

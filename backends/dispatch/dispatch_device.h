@@ -12,6 +12,9 @@
 
 #include "absl/status/statusor.h"
 #include "backends/cpu/cpu_device.h"
+#ifdef KILN_WITH_CUDA
+#include "backends/cuda/cuda_device.h"
+#endif
 
 namespace kiln {
 
@@ -27,10 +30,17 @@ class DispatchDevice {
  public:
   // One alternative per backend compiled in, plus the autodiff wrapper. The Vulkan and CUDA
   // devices join here under --config=vulkan / --config=cuda.
-  using Variant = std::variant<CpuDevice, AutodiffDevice>;
+  using Variant = std::variant<CpuDevice,
+#ifdef KILN_WITH_CUDA
+                               CudaDevice,
+#endif
+                               AutodiffDevice>;
 
   DispatchDevice() : v_(CpuDevice(0)) {}
   DispatchDevice(CpuDevice d) : v_(d) {}  // NOLINT: a CPU device is a dispatch device
+#ifdef KILN_WITH_CUDA
+  DispatchDevice(CudaDevice d) : v_(d) {}  // NOLINT
+#endif
   static DispatchDevice Autodiff(DispatchDevice inner);
 
   // "cpu:0", "autodiff(cpu:1)". A backend this build lacks is FailedPrecondition naming the

@@ -8,7 +8,7 @@ namespace kiln::testing {
 namespace {
 
 template <class B>
-class GradCheckTest : public ::testing::Test {
+class GradCheckTest : public BackendTest<B> {
  protected:
   using AD = Tensor<Autodiff<B>>;
   using Args = std::vector<AD>;

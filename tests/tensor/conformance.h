@@ -15,7 +15,7 @@
 namespace kiln::testing {
 
 template <class C>
-class Conformance : public ::testing::Test {
+class Conformance : public BackendTest<typename C::B> {
  protected:
   using B = typename C::B;
   using T = typename C::T;

@@ -9,7 +9,7 @@ namespace kiln::testing {
 namespace {
 
 template <class B>
-class Integer : public ::testing::Test {
+class Integer : public BackendTest<B> {
  protected:
   using Tn = Tensor<B>;
   template <class T>
