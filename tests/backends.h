@@ -5,6 +5,9 @@
 
 #include <gtest/gtest.h>
 
+#include <string>
+#include <vector>
+
 #include "autodiff/autodiff.h"
 #include "backends/cpu/cpu_backend.h"
 #include "backends/dispatch/dispatch_backend.h"
@@ -26,8 +29,13 @@ using FloatConfigs =
 using AllBackends = ::testing::Types<Cpu, Autodiff<Cpu>, Dispatch>;
 // The backends gradients are checked on (each is wrapped in Autodiff by the test).
 using InnerBackends = ::testing::Types<Cpu, Dispatch>;
+// The backends tests/distributed runs on, plain (tests wrap them in Autodiff where they need
+// gradients). A backend that specialises distributed::CollectiveKernels joins here, behind
+// its build config (Vulkan under #ifdef KILN_WITH_VULKAN, CUDA under #ifdef KILN_WITH_CUDA),
+// together with a TestDevices<B>::Provide.
+using DistributedBackends = ::testing::Types<Cpu>;
 
-// Names typed tests "Cpu_f32" rather than "0".
+// Names typed tests "cpu_f32" (a Config) or "cpu" (a backend) rather than "0".
 struct ConfigNames {
   template <class C>
   static std::string GetName(int) {
@@ -40,6 +48,10 @@ struct ConfigNames {
 };
 
 // Devices a backend-generic test needs beyond the default one.
+//   Second(), Missing(), kMissingMessage: for the conformance and error suites.
+//   Provide(n): makes sure at least n devices of the backend exist and returns the first n,
+//     distinct and in index order (the distributed suite's group members); a backend that
+//     cannot provide n throws kiln::Error, which fails the test rather than skipping it.
 template <class B>
 struct TestDevices;
 
@@ -48,6 +60,14 @@ struct TestDevices<Autodiff<B>> : TestDevices<B> {};
 
 template <>
 struct TestDevices<Cpu> {
+  using Device = CpuDevice;
+  // Exactly n logical devices of one thread each, so that members do not share cores.
+  static std::vector<Device> Provide(int n) {
+    ThrowIfError(cpu::Configure({.devices = n, .threads_per_device = 1}));
+    std::vector<Device> out;
+    for (int i = 0; i < n; ++i) out.push_back(CpuDevice(i));
+    return out;
+  }
   // A second device of the same backend (configures two logical CPU devices).
   static CpuDevice Second() {
     ThrowIfError(cpu::Configure({.devices = 2}));
@@ -61,6 +81,11 @@ struct TestDevices<Cpu> {
 
 template <>
 struct TestDevices<Dispatch> {
+  using Device = DispatchDevice;  // Provide: the CPU devices
+  static std::vector<Device> Provide(int n) {
+    const std::vector<CpuDevice> cpu = TestDevices<Cpu>::Provide(n);
+    return std::vector<Device>(cpu.begin(), cpu.end());
+  }
   static DispatchDevice Second() { return TestDevices<Cpu>::Second(); }
   static DispatchDevice Missing() { return TestDevices<Cpu>::Missing(); }
   static constexpr const char* kMissingMessage =
