@@ -1,5 +1,5 @@
 // The data movement of in-process collectives, per backend. A backend takes part in
-// distributed/ by specialising CollectiveKernels; the CPU one is cpu_collectives.cc.
+// distributed/ by specialising CollectiveKernels (the CPU one: cpu_collectives.cc).
 #ifndef KILN_DISTRIBUTED_COLLECTIVE_KERNELS_H_
 #define KILN_DISTRIBUTED_COLLECTIVE_KERNELS_H_
 
@@ -16,26 +16,35 @@ const char* ReduceKindName(ReduceKind kind);
 template <class B>
 struct CollectiveKernels;  // no collectives for backends that do not specialise this
 
+// out[begin, end) = op over inputs[m][begin, end) in host memory, members in order (so every
+// run and every member gets the same bits), divided by the member count for kMean. One thread;
+// a backend that stages through the host calls this from each member's own thread.
+void ReduceOnHost(ReduceKind kind, DType dtype, const std::vector<const void*>& inputs, void* out,
+                  int64_t begin, int64_t end);
+
+// A backend's collectives exchange `Staged` tensors: dense buffers that every member's thread
+// (and, across processes, the network engine) can address. The CPU backend stages in place;
+// a GPU backend may stage through host memory.
 template <>
 struct CollectiveKernels<Cpu> {
   using P = Cpu::Primitive;
-  // Dense input whose data the other members may read until the round's departure.
-  static P Dense(const P& t) { return Cpu::contiguous(t); }
-  static const void* Data(const P& dense) {
+  using Staged = cpu::StridedTensor;
+  // A dense form of `t` whose data the other members may read until the round's departure.
+  static Staged Stage(const P& t) { return Cpu::contiguous(t); }
+  static const void* Data(const Staged& dense) {
     return dense.buffer->data() + dense.offset * DTypeSize(dense.dtype);
   }
-  static void* MutableData(const P& fresh) { return fresh.buffer->data(); }
+  static void* MutableData(const Staged& fresh) { return fresh.buffer->data(); }
   // An output every member will share (CPU devices share memory): no copy per member.
-  static P Allocate(const Shape& shape, DType dtype, const CpuDevice& device) {
+  static Staged Allocate(const Shape& shape, DType dtype, const CpuDevice& device) {
     return cpu::StridedTensor::Empty(shape, dtype, device);
   }
-  static P OnDevice(const P& shared, const CpuDevice& device) {
+  static P Unstage(const Staged& shared, const CpuDevice& device) {
     P view = shared;
     view.device = device;
     return view;
   }
-  // out[begin, end) = op over inputs[m][begin, end), members in order (so every run and every
-  // member gets the same bits), divided by the member count for kMean.
+  // ReduceOnHost, split over the device's threads.
   static void Reduce(ReduceKind kind, DType dtype, const std::vector<const void*>& inputs,
                      void* out, int64_t begin, int64_t end, const CpuDevice& device);
   // to[at, at + count) = from[0, count)

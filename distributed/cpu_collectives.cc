@@ -61,16 +61,21 @@ void ReduceTyped(ReduceKind kind, const std::vector<const void*>& inputs, T* out
 
 }  // namespace
 
-void CollectiveKernels<Cpu>::Reduce(ReduceKind kind, DType dtype,
-                                    const std::vector<const void*>& inputs, void* out,
-                                    int64_t begin, int64_t end, const CpuDevice& device) {
+void ReduceOnHost(ReduceKind kind, DType dtype, const std::vector<const void*>& inputs, void* out,
+                  int64_t begin, int64_t end) {
   VisitDType(dtype, [&](auto v) {
     using T = decltype(v);
     if constexpr (!std::is_same_v<T, bool>) {
-      cpu::ParallelFor(device, end - begin, cpu::kElementwiseGrain, [&](int64_t lo, int64_t hi) {
-        ReduceTyped<T>(kind, inputs, static_cast<T*>(out), begin + lo, begin + hi);
-      });
+      ReduceTyped<T>(kind, inputs, static_cast<T*>(out), begin, end);
     }
+  });
+}
+
+void CollectiveKernels<Cpu>::Reduce(ReduceKind kind, DType dtype,
+                                    const std::vector<const void*>& inputs, void* out,
+                                    int64_t begin, int64_t end, const CpuDevice& device) {
+  cpu::ParallelFor(device, end - begin, cpu::kElementwiseGrain, [&](int64_t lo, int64_t hi) {
+    ReduceOnHost(kind, dtype, inputs, out, begin + lo, begin + hi);
   });
 }
 

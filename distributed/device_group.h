@@ -55,6 +55,7 @@ class DeviceGroup {
   using Device = typename B::Device;
   using P = typename B::Primitive;
   using K = CollectiveKernels<B>;
+  using Staged = typename K::Staged;
 
   DeviceGroup(std::vector<Device> devices, GroupOptions options = {})
       : devices_(std::move(devices)), rendezvous_(static_cast<int>(devices_.size()), options.timeout),
@@ -115,7 +116,7 @@ class DeviceGroup {
     if (!s.ok()) return s;
     Dims dims(t.shape().dims().begin(), t.shape().dims().end());
     dims[0] /= size();
-    const P out = K::Allocate(Shape(dims), t.dtype(), devices_[rank]);
+    const Staged out = K::Allocate(Shape(dims), t.dtype(), devices_[rank]);
     const int64_t part = t.numel() / size();
     const int64_t bytes = part * DTypeSize(t.dtype());
     std::vector<const void*> inputs;
@@ -154,19 +155,19 @@ class DeviceGroup {
           "member ", rank, " is ", devices_[rank].ToString(), " but its tensor ", t.Describe(),
           " is not; move it with .to(device)"));
     }
-    slots_[rank] = K::Dense(t.primitive());
+    slots_[rank] = K::Stage(t.primitive());
     return rendezvous_.Arrive(rank, signature);
   }
 
   std::vector<const void*> Inputs() const {
     std::vector<const void*> out;
-    for (const P& p : slots_) out.push_back(K::Data(p));
+    for (const Staged& p : slots_) out.push_back(K::Data(p));
     return out;
   }
 
   // Waits until every member is done reading the others' inputs, then releases this one's.
-  absl::StatusOr<Tensor<B>> Leave(int rank, const P& result) {
-    const P mine = K::OnDevice(result, devices_[rank]);
+  absl::StatusOr<Tensor<B>> Leave(int rank, const Staged& result) {
+    const P mine = K::Unstage(result, devices_[rank]);
     absl::Status s = rendezvous_.Depart(rank);
     if (!s.ok()) return s;
     return Tensor<B>(mine);
@@ -174,10 +175,16 @@ class DeviceGroup {
 
   const std::vector<Device> devices_;
   Rendezvous rendezvous_;
-  std::vector<P> slots_;  // member r's dense input for the current round
-  P shared_;              // the output of the current round, when members share one
+  std::vector<Staged> slots_;  // member r's staged input for the current round
+  Staged shared_;              // the output of the current round, when members share one
 };
 
 }  // namespace kiln::distributed
+
+// Backends whose groups are not the generic one (NCCL for CUDA) specialise DeviceGroup here,
+// before any use can instantiate the primary template for them.
+#ifdef KILN_WITH_CUDA
+#include "distributed/cuda_group.h"
+#endif
 
 #endif  // KILN_DISTRIBUTED_DEVICE_GROUP_H_

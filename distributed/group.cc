@@ -23,8 +23,29 @@ const DispatchDevice& Unwrapped(const DispatchDevice& d) {
   return d;
 }
 
-// Whether `backend` can run `op`; every op runs on the CPU backend.
-bool Supports(const std::string& backend, GroupOp) { return backend == "cpu"; }
+// Whether `backend` can run `op`; every op runs on the CPU backend (and on CUDA, via NCCL).
+bool Supports(const std::string& backend, GroupOp) {
+#ifdef KILN_WITH_CUDA
+  if (backend == "cuda") return true;
+#endif
+  return backend == "cpu";
+}
+
+// The typed group for devices of backend B (plain or autodiff), each checked to exist.
+template <class B>
+absl::StatusOr<AnyGroup> MakeTyped(absl::Span<const DispatchDevice> devices, GroupOptions options,
+                                   absl::Status (*check)(const typename B::Device&)) {
+  std::vector<typename B::Device> typed;
+  for (const DispatchDevice& d : devices) {
+    const auto device = std::get<typename B::Device>(Unwrapped(d).variant());
+    if (absl::Status s = check(device); !s.ok()) return s;
+    typed.push_back(device);
+  }
+  if (devices[0].is_autodiff()) {
+    return AnyGroup(std::make_shared<DeviceGroup<Autodiff<B>>>(std::move(typed), options));
+  }
+  return AnyGroup(std::make_shared<DeviceGroup<B>>(std::move(typed), options));
+}
 
 }  // namespace
 
@@ -69,6 +90,9 @@ absl::Status ValidateDevices(absl::Span<const DispatchDevice> devices, GroupOp o
 absl::StatusOr<AnyGroup> MakeGroup(absl::Span<const DispatchDevice> devices, GroupOp op,
                                    GroupOptions options) {
   if (absl::Status s = ValidateDevices(devices, op); !s.ok()) return s;
+#ifdef KILN_WITH_CUDA
+  if (devices[0].backend() == "cuda") return MakeTyped<Cuda>(devices, options, &cuda::CheckDevice);
+#endif
   std::vector<CpuDevice> cpu;
   for (const DispatchDevice& d : devices) {
     const DispatchDevice& inner = Unwrapped(d);

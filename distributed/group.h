@@ -23,6 +23,10 @@ const char* GroupOpName(GroupOp op);
 
 // One alternative per compiled-in backend, plain and autodiff.
 using AnyGroup = std::variant<std::shared_ptr<DeviceGroup<Cpu>>,
+#ifdef KILN_WITH_CUDA
+                              std::shared_ptr<DeviceGroup<Cuda>>,
+                              std::shared_ptr<DeviceGroup<Autodiff<Cuda>>>,
+#endif
                               std::shared_ptr<DeviceGroup<Autodiff<Cpu>>>>;
 
 // Every rejection names the offending index, what was expected and what was found.

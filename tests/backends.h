@@ -5,6 +5,9 @@
 
 #include <gtest/gtest.h>
 
+#include <string>
+#include <vector>
+
 #include "autodiff/autodiff.h"
 #include "backends/cpu/cpu_backend.h"
 #include "backends/dispatch/dispatch_backend.h"
@@ -71,7 +74,34 @@ class BackendTest : public ::testing::Test {
   }
 };
 
-// Names typed tests "Cpu_f32" rather than "0".
+template <class B>
+struct TestDevices;
+
+// The most devices a test of tests/distributed asks TestDevices<B>::Provide for.
+inline constexpr int kDistributedDevices = 4;
+
+// Base of the distributed fixtures: also skips where B has fewer than kDistributedDevices
+// devices (CUDA groups need one GPU per member).
+template <class B>
+class DistributedTest : public BackendTest<B> {
+ protected:
+  void SetUp() override {
+    BackendTest<B>::SetUp();
+    if (this->IsSkipped()) return;
+    const std::string why = TestDevices<B>::Shortage(kDistributedDevices);
+    if (!why.empty()) GTEST_SKIP() << why;
+  }
+};
+// The backends tests/distributed runs on, plain (tests wrap them in Autodiff where they need
+// gradients). A backend that specialises distributed::CollectiveKernels joins here, behind
+// its build config, together with a TestDevices<B>::Provide.
+using DistributedBackends = ::testing::Types<Cpu
+#ifdef KILN_WITH_CUDA
+                                             , Cuda
+#endif
+                                             >;
+
+// Names typed tests "cpu_f32" (a Config) or "cpu" (a backend) rather than "0".
 struct ConfigNames {
   template <class C>
   static std::string GetName(int) {
@@ -84,6 +114,10 @@ struct ConfigNames {
 };
 
 // Devices a backend-generic test needs beyond the default one.
+//   Second(), Missing(), kMissingMessage: for the conformance and error suites.
+//   Provide(n): makes sure at least n devices of the backend exist and returns the first n,
+//     distinct and in index order (the distributed suite's group members); a backend that
+//     cannot provide n throws kiln::Error, which fails the test rather than skipping it.
 template <class B>
 struct TestDevices;
 
@@ -92,7 +126,15 @@ struct TestDevices<Autodiff<B>> : TestDevices<B> {};
 
 template <>
 struct TestDevices<Cpu> {
-  static std::string SecondMissing() { return ""; }
+  static std::string Shortage(int) { return ""; }
+  using Device = CpuDevice;
+  // Exactly n logical devices of one thread each, so that members do not share cores.
+  static std::vector<Device> Provide(int n) {
+    ThrowIfError(cpu::Configure({.devices = n, .threads_per_device = 1}));
+    std::vector<Device> out;
+    for (int i = 0; i < n; ++i) out.push_back(CpuDevice(i));
+    return out;
+  }
   // A second device of the same backend (configures two logical CPU devices).
   static CpuDevice Second() {
     ThrowIfError(cpu::Configure({.devices = 2}));
@@ -106,7 +148,12 @@ struct TestDevices<Cpu> {
 
 template <>
 struct TestDevices<Dispatch> {
-  static std::string SecondMissing() { return ""; }
+  static std::string Shortage(int) { return ""; }
+  using Device = DispatchDevice;  // Provide: the CPU devices
+  static std::vector<Device> Provide(int n) {
+    const std::vector<CpuDevice> cpu = TestDevices<Cpu>::Provide(n);
+    return std::vector<Device>(cpu.begin(), cpu.end());
+  }
   static DispatchDevice Second() { return TestDevices<Cpu>::Second(); }
   static DispatchDevice Missing() { return TestDevices<Cpu>::Missing(); }
   static constexpr const char* kMissingMessage =
@@ -117,10 +164,16 @@ struct TestDevices<Dispatch> {
 #ifdef KILN_WITH_CUDA
 template <>
 struct TestDevices<Cuda> {
-  // Why there is no second device ("" when there is).
-  static std::string SecondMissing() {
+  using Device = CudaDevice;
+  static std::string Shortage(int n) {
     const int count = cuda::DeviceCount();
-    return count >= 2 ? "" : absl::StrFormat("needs two CUDA devices; this machine has %d", count);
+    return count >= n ? "" : absl::StrFormat("needs %d CUDA devices; this machine has %d", n, count);
+  }
+  // cuda:0 .. cuda:n-1, unchecked (a fixture skips first where they do not exist).
+  static std::vector<Device> Provide(int n) {
+    std::vector<Device> out;
+    for (int i = 0; i < n; ++i) out.push_back(CudaDevice(i));
+    return out;
   }
   static CudaDevice Second() { return CudaDevice(1); }
   static CudaDevice Missing() { return CudaDevice(99); }

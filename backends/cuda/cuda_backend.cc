@@ -22,6 +22,16 @@ Dims BroadcastStrides(const StridedTensor& t, const Shape& out) {
   return strides;
 }
 
+void Await(DeviceContext& context, std::initializer_list<const StridedTensor*> inputs) {
+  for (const StridedTensor* t : inputs) {
+    if (t->buffer == nullptr) continue;
+    if (const DeviceBuffer::Event fence = t->buffer->fence()) {
+      ThrowIfCuda(cudaStreamWaitEvent(context.stream, fence.get(), 0),
+                  absl::StrCat("cuda:", context.index, ": cudaStreamWaitEvent (collective result)"));
+    }
+  }
+}
+
 void ReadBack(DeviceContext& context, const void* device_ptr, void* host, size_t bytes) {
   const std::string where = absl::StrCat("cuda:", context.index);
   // A copy to pageable memory returns only once the data is there.
@@ -35,6 +45,7 @@ void CopyInto(const StridedTensor& src, void* dst_base, const Dims& dst_strides,
   const int64_t n = src.shape.numel();
   if (n == 0) return;
   DeviceContext& c = Context(src.device);
+  Await(c, {&src});
   const auto index = IndexFor<2>(src.shape, {dst_strides, src.strides}, "copy");
   CheckLaunch(kernels::Copy(src.dtype, dst_dtype, src.data(), dst_base, index, n, c.stream),
               "copy", src.device);
@@ -83,6 +94,7 @@ Cuda::Primitive Cuda::from_data(const TensorData& data, const Device& device) {
 }
 
 TensorData Cuda::to_data(const Primitive& p) {
+  cuda::Await(cuda::Context(p.device), {&p});
   const StridedTensor src = contiguous(p);
   TensorData data(src.shape, src.dtype);
   const size_t bytes = static_cast<size_t>(data.nbytes());
@@ -117,6 +129,7 @@ Cuda::Primitive Cuda::full(const Shape& shape, Scalar value, DType dtype, const 
 Cuda::Primitive Cuda::to_device(const Primitive& p, const Device& device) {
   if (p.device == device) return p;
   cuda::DeviceContext& from = cuda::Context(p.device);
+  cuda::Await(from, {&p});
   const StridedTensor src = contiguous(p);
   cudaEvent_t ready = nullptr;
   cuda::ThrowIfCuda(cudaEventCreateWithFlags(&ready, cudaEventDisableTiming),

@@ -15,6 +15,7 @@ Cuda::Primitive Cuda::unary(UnaryOp op, const Primitive& x) {
     ThrowInvalidArgument("%s: not defined for %s", OpName(op), DTypeName(x.dtype));
   }
   cuda::DeviceContext& c = cuda::Context(x.device);
+  cuda::Await(c, {&x});
   StridedTensor out = StridedTensor::Empty(x.shape, x.dtype, x.device);
   const auto index = cuda::IndexFor<2>(x.shape, {out.strides, x.strides}, OpName(op));
   cuda::CheckLaunch(cuda::kernels::Unary(op, x.dtype, x.data(), out.mutable_data(), index,
@@ -31,6 +32,7 @@ Cuda::Primitive Cuda::binary(BinaryOp op, const Primitive& a, const Primitive& b
   }
   const Shape shape = *BroadcastShapes(a.shape, b.shape);
   cuda::DeviceContext& c = cuda::Context(a.device);
+  cuda::Await(c, {&a, &b});
   StridedTensor out = StridedTensor::Empty(shape, compare ? DType::kBool : a.dtype, a.device);
   const auto index = cuda::IndexFor<3>(
       shape, {out.strides, cuda::BroadcastStrides(a, shape), cuda::BroadcastStrides(b, shape)},
@@ -62,6 +64,7 @@ Cuda::Primitive Cuda::binary(BinaryOp op, const Primitive& a, const Primitive& b
 Cuda::Primitive Cuda::where(const Primitive& cond, const Primitive& a, const Primitive& b) {
   const Shape shape = *BroadcastShapes(*BroadcastShapes(a.shape, b.shape), cond.shape);
   cuda::DeviceContext& c = cuda::Context(a.device);
+  cuda::Await(c, {&cond, &a, &b});
   StridedTensor out = StridedTensor::Empty(shape, a.dtype, a.device);
   const auto index = cuda::IndexFor<4>(
       shape, {out.strides, cuda::BroadcastStrides(cond, shape), cuda::BroadcastStrides(a, shape),

@@ -19,6 +19,7 @@ void CheckIndices(const StridedTensor& index, int64_t size, const char* what,
   const int64_t n = index.shape.numel();
   if (n == 0) return;
   cuda::DeviceContext& c = cuda::Context(index.device);
+  cuda::Await(c, {&index});
   const auto layout = cuda::IndexFor<1>(index.shape, {index.strides}, what);
   cuda::DeviceBuffer flag(index.device, sizeof(unsigned long long));
   cuda::ThrowIfCuda(cudaMemsetAsync(flag.data(), 0xff, sizeof(unsigned long long), c.stream),
@@ -61,6 +62,7 @@ Cuda::Primitive Cuda::cat(absl::Span<const Primitive> parts, int64_t dim) {
 Cuda::Primitive Cuda::gather(const Primitive& p, int64_t dim, const Primitive& index) {
   CheckIndices(index, p.shape[dim], "gather", p.shape);
   cuda::DeviceContext& c = cuda::Context(p.device);
+  cuda::Await(c, {&p});
   StridedTensor out = StridedTensor::Empty(index.shape, p.dtype, p.device);
   Dims source(p.strides.begin(), p.strides.end());
   const int64_t step = source[dim];
@@ -76,6 +78,7 @@ Cuda::Primitive Cuda::gather(const Primitive& p, int64_t dim, const Primitive& i
 Cuda::Primitive Cuda::index_select(const Primitive& p, int64_t dim, const Primitive& index) {
   CheckIndices(index, p.shape[dim], "index_select", p.shape);
   cuda::DeviceContext& c = cuda::Context(p.device);
+  cuda::Await(c, {&p});
   Dims dims(p.shape.dims().begin(), p.shape.dims().end());
   dims[dim] = index.shape[0];
   const Shape shape(dims);
@@ -97,6 +100,7 @@ Cuda::Primitive Cuda::scatter_add(const Primitive& src, int64_t dim, const Primi
                                   const Shape& shape) {
   CheckIndices(index, shape[dim], "scatter_add", shape);
   cuda::DeviceContext& c = cuda::Context(src.device);
+  cuda::Await(c, {&src});
   StridedTensor out = full(shape, 0, src.dtype, src.device);
   Dims target(out.strides.begin(), out.strides.end());
   const int64_t step = target[dim];

@@ -4,6 +4,7 @@
 #define KILN_BACKENDS_CUDA_LAUNCH_H_
 
 #include <array>
+#include <initializer_list>
 
 #include "absl/strings/str_cat.h"
 #include "backends/cuda/context.h"
@@ -37,6 +38,11 @@ StridedIndex<N> IndexFor(const Shape& shape, const std::array<Dims, N>& strides,
 inline void CheckLaunch(cudaError_t error, const char* op, const CudaDevice& device) {
   ThrowIfCuda(error, absl::StrCat(device.ToString(), ": ", op, " kernel"));
 }
+
+// Makes the device's compute stream wait for the fences of these operands' buffers (set by
+// collectives on the communication stream); nothing for the usual buffer without one. Every
+// op calls it for its inputs before it queues work that reads them.
+void Await(DeviceContext& context, std::initializer_list<const StridedTensor*> inputs);
 
 // Copies `bytes` from device memory to `host` once everything queued on the device's stream
 // has run (a synchronising read: error flags and index checks use it).

@@ -86,6 +86,7 @@ Cuda::Primitive Cuda::matmul(const Primitive& a, const Primitive& b) {
   const int64_t m = out_shape[r - 2], n = out_shape[r - 1], k = a.shape[a.shape.rank() - 1];
   const Shape batch(out_shape.dims().subspan(0, r - 2));
   cuda::DeviceContext& c = cuda::Context(a.device);
+  cuda::Await(c, {&a, &b});
   StridedTensor out = StridedTensor::Empty(out_shape, a.dtype, a.device);
   const int64_t batches = batch.numel();
   if (out_shape.numel() == 0) return out;

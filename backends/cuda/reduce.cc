@@ -60,6 +60,7 @@ Cuda::Primitive Cuda::reduce(ReduceOp op, const Primitive& p, absl::Span<const i
   if (p.dtype == DType::kBool) ThrowInvalidArgument("%s: not defined for bool", OpName(op));
   const Shape out_shape = ReducedShape(p.shape, dims, keepdim);
   cuda::DeviceContext& c = cuda::Context(p.device);
+  cuda::Await(c, {&p});
   StridedTensor out = StridedTensor::Empty(out_shape, p.dtype, p.device);
   int64_t extent = 1;
   for (int64_t d : dims) extent *= p.shape[d];
@@ -103,6 +104,7 @@ Cuda::Primitive Cuda::argmax(const Primitive& p, int64_t dim, bool keepdim) {
   const int64_t dims[] = {dim};
   const Shape out_shape = ReducedShape(p.shape, dims, keepdim);
   cuda::DeviceContext& c = cuda::Context(p.device);
+  cuda::Await(c, {&p});
   StridedTensor out = StridedTensor::Empty(out_shape, DType::kI64, p.device);
   if (out_shape.numel() == 0) return out;
   const Layout l = Arrange(p, dims);

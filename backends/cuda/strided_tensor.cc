@@ -12,7 +12,24 @@ DeviceBuffer::DeviceBuffer(const CudaDevice& device, int64_t nbytes)
   block_ = *block;
 }
 
-DeviceBuffer::~DeviceBuffer() { memory_->Free(block_); }
+DeviceBuffer::~DeviceBuffer() {
+  Event fence = this->fence();
+  if (fence == nullptr) {
+    memory_->Free(block_);  // stream-ordered: see allocator.h
+    return;
+  }
+  memory_->Free(block_, [fence] { return cudaEventQuery(fence.get()) != cudaErrorNotReady; });
+}
+
+void DeviceBuffer::SetFence(Event event) {
+  std::lock_guard lock(mu_);
+  fence_ = std::move(event);
+}
+
+DeviceBuffer::Event DeviceBuffer::fence() const {
+  std::lock_guard lock(mu_);
+  return fence_;
+}
 
 StridedTensor StridedTensor::Empty(const Shape& shape, DType dtype, const CudaDevice& device) {
   StridedTensor t;

@@ -4,8 +4,11 @@
 #ifndef KILN_BACKENDS_CUDA_STRIDED_TENSOR_H_
 #define KILN_BACKENDS_CUDA_STRIDED_TENSOR_H_
 
+#include <cuda_runtime_api.h>
+
 #include <cstddef>
 #include <memory>
+#include <mutex>
 
 #include "backends/cuda/allocator.h"
 #include "backends/cuda/cuda_device.h"
@@ -25,10 +28,20 @@ class DeviceBuffer {
   std::byte* data() const { return static_cast<std::byte*>(block_.ptr); }
   int64_t nbytes() const { return nbytes_; }
 
+  // An event on another stream (a collective's, on the communication stream) after which
+  // this buffer is final: every later op waits for it on the compute stream (see Await in
+  // launch.h), and the memory is not reused before it has passed. Null for buffers only the
+  // compute stream touches, which is nearly all.
+  using Event = std::shared_ptr<CUevent_st>;
+  void SetFence(Event event);
+  Event fence() const;
+
  private:
   CachingAllocator* memory_;
   CachingAllocator::Block block_;
   int64_t nbytes_;
+  mutable std::mutex mu_;
+  Event fence_;
 };
 
 struct StridedTensor {

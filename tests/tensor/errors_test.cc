@@ -57,7 +57,7 @@ TYPED_TEST(Errors, MismatchedOperandsNameBoth) {
 
 TYPED_TEST(Errors, DifferentDevicesAreRejected) {
   using Tn = typename TestFixture::Tn;
-  if (const std::string why = TestDevices<TypeParam>::SecondMissing(); !why.empty()) GTEST_SKIP() << why;
+  if (const std::string why = TestDevices<TypeParam>::Shortage(2); !why.empty()) GTEST_SKIP() << why;
   const auto second = TestDevices<TypeParam>::Second();
   const Tn a = Tn::ones({2});
   const Tn b = Tn::ones({2}, DType::kF32, second);

@@ -1,0 +1,193 @@
+// DeviceGroup<Cuda>: the collectives of DeviceGroup<B> on CUDA devices, through NCCL. Same
+// API, same validation and messages; members still meet at a rendezvous first (which checks
+// that they call the same collective on the same shapes, with a deadline), then each member's
+// NCCL call runs on its device's communication stream, fenced against the compute stream so
+// the host thread and the compute stream go on (e.g. with backward) while it runs.
+// List calls drive every rank from one thread in one NCCL group.
+// Included by device_group.h under KILN_WITH_CUDA; not to be included directly.
+#ifndef KILN_DISTRIBUTED_CUDA_GROUP_H_
+#define KILN_DISTRIBUTED_CUDA_GROUP_H_
+
+#include <memory>
+#include <mutex>
+#include <string>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "absl/strings/str_cat.h"
+#include "backends/cuda/cuda_backend.h"
+#include "backends/cuda/nccl_comm.h"
+#include "distributed/rendezvous.h"
+
+namespace kiln::distributed {
+
+template <>
+class DeviceGroup<Cuda> {
+ public:
+  using Device = CudaDevice;
+  using P = Cuda::Primitive;
+
+  DeviceGroup(std::vector<Device> devices, GroupOptions options = {})
+      : devices_(std::move(devices)),
+        rendezvous_(static_cast<int>(devices_.size()), options.timeout) {}
+  DeviceGroup(const DeviceGroup&) = delete;
+  DeviceGroup& operator=(const DeviceGroup&) = delete;
+
+  int size() const { return static_cast<int>(devices_.size()); }
+  const std::vector<Device>& devices() const { return devices_; }
+
+  // ---- Per-device calls ---------------------------------------------------------------------
+  absl::StatusOr<Tensor<Cuda>> AllReduce(int rank, const Tensor<Cuda>& t, ReduceKind kind,
+                                         absl::string_view tag = "") {
+    return Member(rank, t, absl::StrCat("all_reduce(", ReduceKindName(kind), ")", Describe(t, tag)),
+                  cuda::NcclOp::kAllReduce, kind, 0);
+  }
+
+  absl::StatusOr<Tensor<Cuda>> Broadcast(int rank, const Tensor<Cuda>& t, int root,
+                                         absl::string_view tag = "") {
+    if (root < 0 || root >= size()) {
+      return absl::InvalidArgumentError(absl::StrCat("broadcast: root ", root, " is not a member of a group of ", size()));
+    }
+    return Member(rank, t, absl::StrCat("broadcast(root ", root, ")", Describe(t, tag)),
+                  cuda::NcclOp::kBroadcast, ReduceKind::kSum, root);
+  }
+
+  absl::StatusOr<Tensor<Cuda>> AllGather(int rank, const Tensor<Cuda>& t, absl::string_view tag = "") {
+    if (t.rank() == 0) return absl::InvalidArgumentError("all_gather: needs a tensor of rank >= 1");
+    return Member(rank, t, absl::StrCat("all_gather", Describe(t, tag)), cuda::NcclOp::kAllGather,
+                  ReduceKind::kSum, 0);
+  }
+
+  absl::StatusOr<Tensor<Cuda>> ReduceScatter(int rank, const Tensor<Cuda>& t, ReduceKind kind,
+                                             absl::string_view tag = "") {
+    if (t.rank() == 0 || t.size(0) % size() != 0) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "reduce_scatter: dim 0 of ", t.Describe(), " must divide into ", size(), " equal parts"));
+    }
+    return Member(rank, t, absl::StrCat("reduce_scatter(", ReduceKindName(kind), ")", Describe(t, tag)),
+                  cuda::NcclOp::kReduceScatter, kind, 0);
+  }
+
+  // ---- List calls: tensors[i] lives on member i; one thread, one NCCL group -----------------
+  absl::StatusOr<std::vector<Tensor<Cuda>>> AllReduce(absl::Span<const Tensor<Cuda>> ts, ReduceKind kind) {
+    return List(ts, cuda::NcclOp::kAllReduce, kind, 0,
+                [&](int r) { return AllReduce(r, ts[r], kind); });
+  }
+  absl::StatusOr<std::vector<Tensor<Cuda>>> Broadcast(absl::Span<const Tensor<Cuda>> ts, int root) {
+    if (root < 0 || root >= size()) {
+      return absl::InvalidArgumentError(absl::StrCat("broadcast: root ", root, " is not a member of a group of ", size()));
+    }
+    return List(ts, cuda::NcclOp::kBroadcast, ReduceKind::kSum, root,
+                [&](int r) { return Broadcast(r, ts[r], root); });
+  }
+  absl::StatusOr<std::vector<Tensor<Cuda>>> AllGather(absl::Span<const Tensor<Cuda>> ts) {
+    return List(ts, cuda::NcclOp::kAllGather, ReduceKind::kSum, 0,
+                [&](int r) { return AllGather(r, ts[r]); });
+  }
+  absl::StatusOr<std::vector<Tensor<Cuda>>> ReduceScatter(absl::Span<const Tensor<Cuda>> ts, ReduceKind kind) {
+    return List(ts, cuda::NcclOp::kReduceScatter, kind, 0,
+                [&](int r) { return ReduceScatter(r, ts[r], kind); });
+  }
+
+ private:
+  static std::string Describe(const Tensor<Cuda>& t, absl::string_view tag) {
+    return absl::StrCat(tag.empty() ? "" : absl::StrCat(" '", tag, "'"), " of ", DTypeName(t.dtype()),
+                        t.shape().ToString());
+  }
+
+  static cuda::NcclReduce ToNccl(ReduceKind kind) {
+    switch (kind) {
+      case ReduceKind::kSum: return cuda::NcclReduce::kSum;
+      case ReduceKind::kMean: return cuda::NcclReduce::kMean;
+      case ReduceKind::kMax: return cuda::NcclReduce::kMax;
+      case ReduceKind::kMin: return cuda::NcclReduce::kMin;
+    }
+    return cuda::NcclReduce::kSum;
+  }
+
+  absl::Status CheckMember(int rank, const Tensor<Cuda>& t) const {
+    if (rank < 0 || rank >= size()) {
+      return absl::InvalidArgumentError(absl::StrCat("rank ", rank, " is not a member of a group of ", size()));
+    }
+    if (!(t.device() == devices_[rank])) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "member ", rank, " is ", devices_[rank].ToString(), " but its tensor ", t.Describe(),
+          " is not; move it with .to(device)"));
+    }
+    return absl::OkStatus();
+  }
+
+  // The communicators, made on first use (ncclCommInitAll over the group's devices).
+  absl::Status EnsureComms() {
+    std::lock_guard lock(comms_mu_);
+    if (!comms_.empty() || !comms_status_.ok()) return comms_status_;
+    auto made = cuda::NcclComm::CreateAll(devices_);
+    if (!made.ok()) {
+      comms_status_ = made.status();
+      return comms_status_;
+    }
+    comms_ = *std::move(made);
+    return absl::OkStatus();
+  }
+
+  // A member's call: meet the others (same call, same shapes), then its own rank's NCCL op.
+  absl::StatusOr<Tensor<Cuda>> Member(int rank, const Tensor<Cuda>& t, const std::string& signature,
+                                      cuda::NcclOp op, ReduceKind kind, int root) {
+    if (absl::Status s = CheckMember(rank, t); !s.ok()) return s;
+    if (absl::Status s = rendezvous_.Arrive(rank, signature); !s.ok()) return s;
+    absl::Status comms = EnsureComms();
+    absl::StatusOr<std::vector<P>> out =
+        comms.ok() ? cuda::NcclComm::Run({comms_[rank].get()}, op, {t.primitive()}, ToNccl(kind), root)
+                   : absl::StatusOr<std::vector<P>>(comms);
+    // Every member has issued its call before any starts the next round (NCCL needs the
+    // same order of collectives on every rank).
+    if (absl::Status s = rendezvous_.Depart(rank); !s.ok()) return s;
+    if (!out.ok()) return out.status();
+    return Tensor<Cuda>((*out)[0]);
+  }
+
+  template <class PerMember>
+  absl::StatusOr<std::vector<Tensor<Cuda>>> List(absl::Span<const Tensor<Cuda>> ts, cuda::NcclOp op,
+                                                 ReduceKind kind, int root, PerMember per_member) {
+    if (static_cast<int>(ts.size()) != size()) {
+      return absl::InvalidArgumentError(absl::StrCat("a list call needs one tensor per member: got ",
+                                                     ts.size(), " for a group of ", size()));
+    }
+    bool same = true;
+    for (int r = 0; r < size(); ++r) {
+      if (absl::Status s = CheckMember(r, ts[r]); !s.ok()) return s;
+      same = same && ts[r].shape() == ts[0].shape() && ts[r].dtype() == ts[0].dtype();
+    }
+    // Mismatched inputs take the per-member path, whose rendezvous names the difference.
+    if (!same) return OnEveryMember<Tensor<Cuda>>(size(), ts.size(), per_member);
+    if (op == cuda::NcclOp::kAllGather && ts[0].rank() == 0) {
+      return absl::InvalidArgumentError("all_gather: needs a tensor of rank >= 1");
+    }
+    if (op == cuda::NcclOp::kReduceScatter && (ts[0].rank() == 0 || ts[0].size(0) % size() != 0)) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "reduce_scatter: dim 0 of ", ts[0].Describe(), " must divide into ", size(), " equal parts"));
+    }
+    if (absl::Status s = EnsureComms(); !s.ok()) return s;
+    std::vector<cuda::NcclComm*> comms;
+    std::vector<P> inputs;
+    for (int r = 0; r < size(); ++r) {
+      comms.push_back(comms_[r].get());
+      inputs.push_back(ts[r].primitive());
+    }
+    auto out = cuda::NcclComm::Run(comms, op, inputs, ToNccl(kind), root);
+    if (!out.ok()) return out.status();
+    std::vector<Tensor<Cuda>> result;
+    for (P& p : *out) result.emplace_back(std::move(p));
+    return result;
+  }
+
+  const std::vector<Device> devices_;
+  Rendezvous rendezvous_;
+  std::mutex comms_mu_;
+  absl::Status comms_status_;
+  std::vector<std::unique_ptr<cuda::NcclComm>> comms_;
+};
+
+}  // namespace kiln::distributed
+
+#endif  // KILN_DISTRIBUTED_CUDA_GROUP_H_
