@@ -1,0 +1,24 @@
+#version 450
+#extension GL_GOOGLE_include_directive : require
+// dst view = src view, element for element, both strided (rank <= 8). Per element width W.
+#include "common.glsl"
+layout(local_size_x = WORKGROUP) in;
+layout(push_constant, std430) uniform Params {
+  uint64_t dst, src;
+  int n, rank, pad0, pad1;
+  int shape[8], src_strides[8], dst_strides[8];
+} p;
+
+void main() {
+  const uint i = Linear();
+  if (i >= uint(p.n)) return;
+  uint rem = i;
+  int s = 0, d = 0;
+  for (int k = p.rank - 1; k >= 0; --k) {
+    const uint c = rem % uint(p.shape[k]);
+    rem /= uint(p.shape[k]);
+    s += int(c) * p.src_strides[k];
+    d += int(c) * p.dst_strides[k];
+  }
+  WS(p.dst).v[d] = WS(p.src).v[s];
+}

@@ -1,0 +1,25 @@
+#version 450
+#extension GL_GOOGLE_include_directive : require
+// Dense out = cond ? a : b over broadcast views (rank <= 5). Per element width W.
+#include "common.glsl"
+layout(local_size_x = WORKGROUP) in;
+layout(push_constant, std430) uniform Params {
+  uint64_t out_, cond, a, b;
+  int n, rank, pad0, pad1;
+  int shape[5], sc[5], sa[5], sb[5];
+} p;
+
+void main() {
+  const uint i = Linear();
+  if (i >= uint(p.n)) return;
+  uint rem = i;
+  int ic = 0, ia = 0, ib = 0;
+  for (int k = p.rank - 1; k >= 0; --k) {
+    const uint c = rem % uint(p.shape[k]);
+    rem /= uint(p.shape[k]);
+    ic += int(c) * p.sc[k];
+    ia += int(c) * p.sa[k];
+    ib += int(c) * p.sb[k];
+  }
+  WS(p.out_).v[i] = U32s(p.cond).v[ic] != 0u ? WS(p.a).v[ia] : WS(p.b).v[ib];
+}
