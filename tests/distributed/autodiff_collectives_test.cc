@@ -19,6 +19,7 @@ using ::kiln::testing::TestDevices;
 template <class B>
 class AutodiffCollectives : public ::testing::Test {
  protected:
+  void SetUp() override { KILN_SKIP_IF_UNAVAILABLE(B); }
   using AD = Tensor<Autodiff<B>>;
 
   // Runs f(rank, x) on each member's thread with x = value[rank] (a leaf), takes the sum of the

@@ -22,6 +22,7 @@ using ::kiln::testing::TestDevices;
 template <class B>
 class Collectives : public ::testing::Test {
  protected:
+  void SetUp() override { KILN_SKIP_IF_UNAVAILABLE(B); }
   using T = Tensor<B>;
   using Device = typename B::Device;
 

@@ -89,7 +89,10 @@ void ExpectMatchesSingleDevice(int devices, int64_t batch) {
 }
 
 template <class B>
-class DataParallelTest : public ::testing::Test {};
+class DataParallelTest : public ::testing::Test {
+ protected:
+  void SetUp() override { KILN_SKIP_IF_UNAVAILABLE(B); }
+};
 TYPED_TEST_SUITE(DataParallelTest, DistributedBackends, ConfigNames);
 
 TYPED_TEST(DataParallelTest, MatchesSingleDeviceTrainingOn2Devices) {

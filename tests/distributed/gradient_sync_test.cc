@@ -59,7 +59,10 @@ const std::vector<std::pair<const char*, Graph<B>>>& Graphs() {
 }
 
 template <class B>
-class GradientSyncTest : public ::testing::Test {};
+class GradientSyncTest : public ::testing::Test {
+ protected:
+  void SetUp() override { KILN_SKIP_IF_UNAVAILABLE(B); }
+};
 TYPED_TEST_SUITE(GradientSyncTest, DistributedBackends, ConfigNames);
 
 TYPED_TEST(GradientSyncTest, SyncedEqualsTheReductionOfLocalGradients) {

@@ -1,4 +1,5 @@
 #include <gtest/gtest.h>
+#include <thread>
 #include "backends/vulkan/vulkan_backend.h"
 namespace kiln { namespace {
 using T = Tensor<Vulkan>;
@@ -21,5 +22,27 @@ TEST(Smoke, Basics) {
   auto e = d.exp().to_data().ToDoubles();
   EXPECT_NEAR(e[0], std::exp(0.5), 1e-15);
   EXPECT_NEAR(d.log().to_data().ToDoubles()[2], std::log(2.0), 1e-15);
+}
+}}
+namespace kiln { namespace {
+TEST(Smoke, TwoDevices) {
+  ASSERT_TRUE(vulkan::Configure({.virtual_devices = 2}).ok());
+  for (int i = 0; i < 20; ++i) {
+    auto x = T::full({3}, double(i), DType::kF64, VulkanDevice(1));
+    EXPECT_EQ(x.to_data().ToDoubles(), std::vector<double>(3, i)) << i;
+    auto y = T::full({3}, double(i), DType::kF64, VulkanDevice(0));
+    EXPECT_EQ(y.to_data().ToDoubles(), std::vector<double>(3, i)) << i;
+  }
+}
+TEST(Smoke, TwoThreads) {
+  ASSERT_TRUE(vulkan::Configure({.virtual_devices = 2}).ok());
+  std::vector<std::thread> ts;
+  for (int d = 0; d < 2; ++d) ts.emplace_back([d] {
+    for (int i = 0; i < 50; ++i) {
+      auto x = T::full({3}, double(i + d), DType::kF64, VulkanDevice(d));
+      EXPECT_EQ(x.to_data().ToDoubles(), std::vector<double>(3, i + d)) << i << " " << d;
+    }
+  });
+  for (auto& t : ts) t.join();
 }
 }}
