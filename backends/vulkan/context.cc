@@ -68,6 +68,9 @@ absl::StatusOr<std::unique_ptr<Context>> Context::Create(VkPhysicalDevice physic
   c->name_ = props.deviceName;
   c->max_groups_x_ = props.limits.maxComputeWorkGroupCount[0];
   c->max_groups_y_ = props.limits.maxComputeWorkGroupCount[1];
+  // A GPU needs thousands of invocations per core to hide latency; a CPU implementation
+  // (lavapipe) pays per workgroup and wants a few per thread.
+  c->fill_groups_ = props.deviceType == VK_PHYSICAL_DEVICE_TYPE_CPU ? 16 : 2048;
   if (props.apiVersion < VK_API_VERSION_1_2) {
     return absl::UnavailableError(absl::StrCat(c->name_, " supports Vulkan ", VK_API_VERSION_MAJOR(props.apiVersion),
                                                ".", VK_API_VERSION_MINOR(props.apiVersion), "; kiln needs 1.2"));
@@ -231,6 +234,13 @@ std::shared_ptr<Chunk> Context::Allocate(int64_t bytes) {
   return AllocateFrom(device_pool_, std::max<int64_t>(bytes, 4));
 }
 
+int64_t Context::reserved_bytes() {
+  std::lock_guard lock(mu_);
+  int64_t total = 0;
+  for (const auto& b : device_pool_.blocks) total += b->size;
+  return total;
+}
+
 void Context::Release(Block* block, int64_t offset, int64_t bytes) {
   std::lock_guard lock(mu_);
   Pool& pool = block->mapped && !mapped_ ? staging_pool_ : device_pool_;
@@ -240,7 +250,11 @@ void Context::Release(Block* block, int64_t offset, int64_t bytes) {
   pool.pending.push_back({{block, offset}, bytes, after});
 }
 
-Groups Context::Linear(int64_t items, int64_t per_group) const {
+Groups Context::Linear(int64_t items) const {
+  return Exact(std::min<int64_t>(items, fill_groups_ * 256), 256);
+}
+
+Groups Context::Exact(int64_t items, int64_t per_group) const {
   const int64_t groups = std::max<int64_t>(1, (items + per_group - 1) / per_group);
   Groups g;
   g.x = static_cast<uint32_t>(std::min<int64_t>(groups, max_groups_x_));
@@ -298,9 +312,10 @@ void Context::Barrier(VkCommandBuffer commands, bool to_host) {
   const VkPipelineStageFlags work = VK_PIPELINE_STAGE_COMPUTE_SHADER_BIT | VK_PIPELINE_STAGE_TRANSFER_BIT;
   VkMemoryBarrier barrier{.sType = VK_STRUCTURE_TYPE_MEMORY_BARRIER,
                           .srcAccessMask = VK_ACCESS_SHADER_WRITE_BIT | VK_ACCESS_TRANSFER_WRITE_BIT,
-                          .dstAccessMask = to_host ? VK_ACCESS_HOST_READ_BIT
-                                                   : VK_ACCESS_SHADER_READ_BIT | VK_ACCESS_SHADER_WRITE_BIT |
-                                                         VK_ACCESS_TRANSFER_READ_BIT | VK_ACCESS_TRANSFER_WRITE_BIT};
+                          .dstAccessMask = static_cast<VkAccessFlags>(
+                              to_host ? VK_ACCESS_HOST_READ_BIT
+                                      : VK_ACCESS_SHADER_READ_BIT | VK_ACCESS_SHADER_WRITE_BIT |
+                                            VK_ACCESS_TRANSFER_READ_BIT | VK_ACCESS_TRANSFER_WRITE_BIT)};
   Vk().vkCmdPipelineBarrier(commands, work, to_host ? VK_PIPELINE_STAGE_HOST_BIT : work, 0, 1, &barrier, 0,
                             nullptr, 0, nullptr);
 }

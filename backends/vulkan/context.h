@@ -76,13 +76,19 @@ class Context {
   const std::string& name() const { return name_; }
   bool has_f64() const { return has_f64_; }
   bool has_int64_atomics() const { return has_int64_atomics_; }
+  // Device memory held in blocks (in use or cached for reuse).
+  int64_t reserved_bytes();
 
   // Uninitialised device memory of at least `bytes` (> 0).
   std::shared_ptr<Chunk> Allocate(int64_t bytes);
 
   // Records kernel `kernel` (a name from compile_shaders.sh) with push constants `params`.
   void Launch(int kernel, const void* params, uint32_t params_size, Groups groups);
-  Groups Linear(int64_t items, int64_t per_group = 256) const;
+  // Workgroups of 256 for a kernel that loops over `items` (see Stride() in common.glsl):
+  // enough to fill the device, no more. `Exact` gives one workgroup per `per_group` items,
+  // for kernels whose workgroups each own a piece of the output.
+  Groups Linear(int64_t items) const;
+  Groups Exact(int64_t items, int64_t per_group) const;
 
   // Host <-> device. Upload targets a chunk no queued work uses (a fresh one); Download
   // waits for the queued work, then copies.
@@ -144,6 +150,7 @@ class Context {
   std::string name_;
   bool has_f64_ = false, has_int64_atomics_ = false;
   uint32_t max_groups_x_ = 65535, max_groups_y_ = 65535;
+  int64_t fill_groups_ = 1024;  // workgroups that keep every core of the device busy
   bool mapped_ = false;  // device memory is host-visible: transfers are plain copies
   Pool device_pool_, staging_pool_;
 

@@ -92,12 +92,4 @@ void CopyInto(const VulkanTensor& dst, const VulkanTensor& src) {
   c.Launch(WidthKernel("copy", src.dtype), &p, sizeof(p), c.Linear(n));
 }
 
-std::vector<std::byte> Download(const VulkanTensor& t) {
-  const VulkanTensor c = Vulkan::contiguous(t);
-  const int64_t bytes = c.shape.numel() * DeviceSize(c.dtype);
-  std::vector<std::byte> out(bytes);
-  c.context().Download(*c.chunk, c.offset * DeviceSize(c.dtype), out.data(), bytes);
-  return out;
-}
-
 }  // namespace kiln::vulkan

@@ -47,9 +47,6 @@ void Put(const std::vector<int32_t>& values, int32_t (&out)[N]) {
   for (size_t i = 0; i < N; ++i) out[i] = i < values.size() ? values[i] : 0;
 }
 
-// A host copy of the view (row-major), through the device's transfer path.
-std::vector<std::byte> Download(const VulkanTensor& t);
-
 }  // namespace kiln::vulkan
 
 #endif  // KILN_BACKENDS_VULKAN_LAUNCH_H_

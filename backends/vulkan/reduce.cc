@@ -66,7 +66,7 @@ void ReduceRows(int kernel, int op, const Arranged& a, const VulkanTensor& out) 
   if (chunks == 1) {
     RowParams p{.out = out.address(), .x = a.x.address(), .len = static_cast<int32_t>(a.len), .chunks = 1,
                 .chunk_len = static_cast<int32_t>(a.len), .op = op, .count = static_cast<int32_t>(a.len)};
-    c.Launch(kernel, &p, sizeof(p), c.Linear(a.outer, 1));
+    c.Launch(kernel, &p, sizeof(p), c.Exact(a.outer, 1));
     return;
   }
   const int64_t chunk_len = (a.len + chunks - 1) / chunks;
@@ -74,11 +74,11 @@ void ReduceRows(int kernel, int op, const Arranged& a, const VulkanTensor& out) 
   RowParams first{.out = partial.address(), .x = a.x.address(), .len = static_cast<int32_t>(a.len),
                   .chunks = static_cast<int32_t>(chunks), .chunk_len = static_cast<int32_t>(chunk_len),
                   .op = op, .count = 0};
-  c.Launch(kernel, &first, sizeof(first), c.Linear(a.outer * chunks, 1));
+  c.Launch(kernel, &first, sizeof(first), c.Exact(a.outer * chunks, 1));
   RowParams second{.out = out.address(), .x = partial.address(), .len = static_cast<int32_t>(chunks),
                    .chunks = 1, .chunk_len = static_cast<int32_t>(chunks), .op = op,
                    .count = static_cast<int32_t>(a.len)};
-  c.Launch(kernel, &second, sizeof(second), c.Linear(a.outer, 1));
+  c.Launch(kernel, &second, sizeof(second), c.Exact(a.outer, 1));
 }
 
 }  // namespace

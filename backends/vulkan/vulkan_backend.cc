@@ -59,50 +59,56 @@ uint64_t Bits(Scalar value, DType dtype) {
 
 }  // namespace
 
-Vulkan::Primitive Vulkan::from_data(const TensorData& data, const Device& device) {
-  VulkanTensor t = VulkanTensor::Empty(data.shape(), data.dtype(), device);
-  const int64_t n = data.numel();
+namespace vulkan {
+
+VulkanTensor FromHost(const void* host, const Shape& shape, DType dtype, const VulkanDevice& device) {
+  VulkanTensor t = VulkanTensor::Empty(shape, dtype, device);
+  const int64_t n = shape.numel();
   Context& c = t.context();
-  switch (data.dtype()) {
-    case DType::kBool: {  // 1 byte on the host, 4 on the device
-      std::vector<uint32_t> wide(n);
-      const auto* b = static_cast<const unsigned char*>(const_cast<TensorData&>(data).raw());
-      for (int64_t i = 0; i < n; ++i) wide[i] = b[i] != 0;
-      c.Upload(*t.chunk, wide.data(), n * 4);
-      return t;
-    }
-    case DType::kI32:
-    case DType::kI64:
-      if (n > 0) {
-        VisitDType(data.dtype(), [&](auto v) {
-          using T = decltype(v);
-          if constexpr (std::is_same_v<T, int32_t> || std::is_same_v<T, int64_t>) {
-            const auto values = data.values<T>();
-            const auto [lo, hi] = std::minmax_element(values.begin(), values.end());
-            t.chunk->known_range = std::make_pair(int64_t{*lo}, int64_t{*hi});
-          }
-        });
-      }
-      break;
-    default: break;
+  if (dtype == DType::kBool) {  // 1 byte on the host, 4 on the device
+    std::vector<uint32_t> wide(n);
+    const auto* b = static_cast<const unsigned char*>(host);
+    for (int64_t i = 0; i < n; ++i) wide[i] = b[i] != 0;
+    c.Upload(*t.chunk, wide.data(), n * 4);
+    return t;
   }
-  c.Upload(*t.chunk, const_cast<TensorData&>(data).raw(), data.nbytes());
+  if (IsInteger(dtype) && n > 0) {  // remember the range: index checks need no read-back
+    VisitDType(dtype, [&](auto v) {
+      using T = decltype(v);
+      if constexpr (std::is_same_v<T, int32_t> || std::is_same_v<T, int64_t>) {
+        const T* values = static_cast<const T*>(host);
+        const auto [lo, hi] = std::minmax_element(values, values + n);
+        t.chunk->known_range = std::make_pair(int64_t{*lo}, int64_t{*hi});
+      }
+    });
+  }
+  c.Upload(*t.chunk, host, n * DTypeSize(dtype));
   return t;
 }
 
-TensorData Vulkan::to_data(const Primitive& p) {
-  const std::vector<std::byte> bytes = vulkan::Download(p);
-  TensorData data(p.shape, p.dtype);
-  if (p.dtype == DType::kBool) {
-    auto* out = static_cast<unsigned char*>(data.raw());
-    for (int64_t i = 0; i < data.numel(); ++i) {
-      uint32_t v;
-      std::memcpy(&v, bytes.data() + 4 * i, 4);
-      out[i] = v != 0;
-    }
-  } else if (!bytes.empty()) {
-    std::memcpy(data.raw(), bytes.data(), bytes.size());
+void ToHost(const VulkanTensor& t, void* host) {
+  const VulkanTensor c = Vulkan::contiguous(t);
+  const int64_t n = c.shape.numel();
+  const int64_t at = c.offset * DeviceSize(c.dtype);
+  if (c.dtype != DType::kBool) {
+    c.context().Download(*c.chunk, at, host, n * DTypeSize(c.dtype));
+    return;
   }
+  std::vector<uint32_t> wide(n);
+  c.context().Download(*c.chunk, at, wide.data(), n * 4);
+  auto* out = static_cast<unsigned char*>(host);
+  for (int64_t i = 0; i < n; ++i) out[i] = wide[i] != 0;
+}
+
+}  // namespace vulkan
+
+Vulkan::Primitive Vulkan::from_data(const TensorData& data, const Device& device) {
+  return vulkan::FromHost(const_cast<TensorData&>(data).raw(), data.shape(), data.dtype(), device);
+}
+
+TensorData Vulkan::to_data(const Primitive& p) {
+  TensorData data(p.shape, p.dtype);
+  vulkan::ToHost(p, data.raw());
   return data;
 }
 

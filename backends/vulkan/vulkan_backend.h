@@ -59,6 +59,13 @@ struct Vulkan {
 
 static_assert(Backend<Vulkan>);
 
+namespace vulkan {
+// Host memory <-> device without a TensorData in between (collectives stage through these):
+// `host` holds shape.numel() elements of dtype in kiln's host layout (bool as 1 byte).
+VulkanTensor FromHost(const void* host, const Shape& shape, DType dtype, const VulkanDevice& device);
+void ToHost(const VulkanTensor& t, void* host);
+}  // namespace vulkan
+
 using VulkanTensorT = Tensor<Vulkan>;
 
 }  // namespace kiln

@@ -10,22 +10,22 @@ layout(push_constant, std430) uniform Params {
 } p;
 
 void main() {
-  const uint i = Linear();
-  if (i >= uint(p.outer * p.inner)) return;
-  const int o = int(i) / p.inner, in_ = int(i) % p.inner;
-  const int base = o * p.len * p.inner + in_;
-  T best = TS(p.x).v[base];
-  int best_index = 0;
-  for (int r = 1; r < p.len; ++r) {
-    const T value = TS(p.x).v[base + r * p.inner];
-    bool better = value > best;
-#if defined(KIND_F)
-    better = better || (isnan(value) && !isnan(best));
-#endif
-    if (better) {
-      best = value;
-      best_index = r;
+  for (uint i = Linear(); i < uint(p.outer * p.inner); i += Stride()) {
+    const int o = int(i) / p.inner, in_ = int(i) % p.inner;
+    const int base = o * p.len * p.inner + in_;
+    T best = TS(p.x).v[base];
+    int best_index = 0;
+    for (int r = 1; r < p.len; ++r) {
+      const T value = TS(p.x).v[base + r * p.inner];
+      bool better = value > best;
+  #if defined(KIND_F)
+      better = better || (isnan(value) && !isnan(best));
+  #endif
+      if (better) {
+        best = value;
+        best_index = r;
+      }
     }
+    I64s(p.out_).v[i] = int64_t(best_index);
   }
-  I64s(p.out_).v[i] = int64_t(best_index);
 }

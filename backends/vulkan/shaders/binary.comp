@@ -54,20 +54,27 @@ bool Compare(T x, T y) {
 }
 
 void main() {
-  const uint i = Linear();
-  if (i >= uint(p.n)) return;
-  uint rem = i;
-  int ia = 0, ib = 0;
-  for (int k = p.rank - 1; k >= 0; --k) {
-    const uint c = rem % uint(p.shape[k]);
-    rem /= uint(p.shape[k]);
-    ia += int(c) * p.sa[k];
-    ib += int(c) * p.sb[k];
-  }
-  const T x = TS(p.a).v[ia], y = TS(p.b).v[ib];
-  if (p.op >= 7) {
-    U32s(p.out_).v[i] = Compare(x, y) ? 1u : 0u;
-  } else {
-    TS(p.out_).v[i] = Arithmetic(x, y);
+  for (uint i = Linear(); i < uint(p.n); i += Stride()) {
+    uint rem = i;
+    int ia = 0, ib = 0;
+    // Dim 0 needs no division (rem < shape[0]): a contiguous run divides nowhere.
+    for (int k = p.rank - 1; k > 0; --k) {
+      const uint c = rem % uint(p.shape[k]);
+      rem /= uint(p.shape[k]);
+      ia += int(c) * p.sa[k];
+      ib += int(c) * p.sb[k];
+    }
+    if (p.rank > 0) {
+      const int k = 0;
+      const uint c = rem;
+      ia += int(c) * p.sa[k];
+      ib += int(c) * p.sb[k];
+    }
+    const T x = TS(p.a).v[ia], y = TS(p.b).v[ib];
+    if (p.op >= 7) {
+      U32s(p.out_).v[i] = Compare(x, y) ? 1u : 0u;
+    } else {
+      TS(p.out_).v[i] = Arithmetic(x, y);
+    }
   }
 }

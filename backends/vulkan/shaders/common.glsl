@@ -9,6 +9,9 @@
 // The workgroup's linear index: launches wider than maxComputeWorkGroupCount[0] spill into y.
 uint GroupIndex() { return gl_WorkGroupID.y * gl_NumWorkGroups.x + gl_WorkGroupID.x; }
 uint Linear() { return GroupIndex() * WORKGROUP + gl_LocalInvocationID.x; }
+// Invocations in the launch: element-wise kernels loop over i = Linear(), + Stride(), ... so a
+// launch needs only enough workgroups to fill the device, not one per 256 elements.
+uint Stride() { return gl_NumWorkGroups.x * gl_NumWorkGroups.y * WORKGROUP; }
 
 // Typed views of a device address. bool lives on the device as a 32-bit 0/1.
 layout(buffer_reference, std430, buffer_reference_align = 4) buffer F32s { float v[]; };

@@ -10,15 +10,22 @@ layout(push_constant, std430) uniform Params {
 } p;
 
 void main() {
-  const uint i = Linear();
-  if (i >= uint(p.n)) return;
-  uint rem = i;
-  int s = 0, d = 0;
-  for (int k = p.rank - 1; k >= 0; --k) {
-    const uint c = rem % uint(p.shape[k]);
-    rem /= uint(p.shape[k]);
-    s += int(c) * p.src_strides[k];
-    d += int(c) * p.dst_strides[k];
+  for (uint i = Linear(); i < uint(p.n); i += Stride()) {
+    uint rem = i;
+    int s = 0, d = 0;
+    // Dim 0 needs no division (rem < shape[0]): a contiguous run divides nowhere.
+    for (int k = p.rank - 1; k > 0; --k) {
+      const uint c = rem % uint(p.shape[k]);
+      rem /= uint(p.shape[k]);
+      s += int(c) * p.src_strides[k];
+      d += int(c) * p.dst_strides[k];
+    }
+    if (p.rank > 0) {
+      const int k = 0;
+      const uint c = rem;
+      s += int(c) * p.src_strides[k];
+      d += int(c) * p.dst_strides[k];
+    }
+    WS(p.dst).v[d] = WS(p.src).v[s];
   }
-  WS(p.dst).v[d] = WS(p.src).v[s];
 }

@@ -9,6 +9,5 @@ layout(push_constant, std430) uniform Params {
 } p;
 
 void main() {
-  const uint i = Linear();
-  if (i < uint(p.n)) WS(p.dst).v[i] = WT(p.bits);
+  for (uint i = Linear(); i < uint(p.n); i += Stride()) WS(p.dst).v[i] = WT(p.bits);
 }

@@ -11,11 +11,11 @@ layout(push_constant, std430) uniform Params {
 } p;
 
 void main() {
-  const uint i = Linear();
-  if (i >= uint(p.outer * p.inner)) return;
-  const int o = int(i) / p.inner, in_ = int(i) % p.inner;
-  const int base = o * p.len * p.inner + in_;
-  T acc = Identity(p.op);
-  for (int r = 0; r < p.len; ++r) acc = Combine(p.op, acc, TS(p.x).v[base + r * p.inner]);
-  TS(p.out_).v[i] = Finish(p.op, acc, p.count);
+  for (uint i = Linear(); i < uint(p.outer * p.inner); i += Stride()) {
+    const int o = int(i) / p.inner, in_ = int(i) % p.inner;
+    const int base = o * p.len * p.inner + in_;
+    T acc = Identity(p.op);
+    for (int r = 0; r < p.len; ++r) acc = Combine(p.op, acc, TS(p.x).v[base + r * p.inner]);
+    TS(p.out_).v[i] = Finish(p.op, acc, p.count);
+  }
 }

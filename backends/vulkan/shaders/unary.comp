@@ -33,14 +33,20 @@ T Apply(T a) {
 }
 
 void main() {
-  const uint i = Linear();
-  if (i >= uint(p.n)) return;
-  uint rem = i;
-  int s = 0;
-  for (int k = p.rank - 1; k >= 0; --k) {
-    const uint c = rem % uint(p.shape[k]);
-    rem /= uint(p.shape[k]);
-    s += int(c) * p.strides[k];
+  for (uint i = Linear(); i < uint(p.n); i += Stride()) {
+    uint rem = i;
+    int s = 0;
+    // Dim 0 needs no division (rem < shape[0]): a contiguous run divides nowhere.
+    for (int k = p.rank - 1; k > 0; --k) {
+      const uint c = rem % uint(p.shape[k]);
+      rem /= uint(p.shape[k]);
+      s += int(c) * p.strides[k];
+    }
+    if (p.rank > 0) {
+      const int k = 0;
+      const uint c = rem;
+      s += int(c) * p.strides[k];
+    }
+    TS(p.out_).v[i] = Apply(TS(p.x).v[s]);
   }
-  TS(p.out_).v[i] = Apply(TS(p.x).v[s]);
 }
