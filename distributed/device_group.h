@@ -18,6 +18,9 @@
 #include "absl/strings/str_cat.h"
 #include "absl/types/span.h"
 #include "distributed/collective_kernels.h"
+#ifdef KILN_WITH_VULKAN
+#include "distributed/vulkan_collectives.h"
+#endif
 #include "distributed/rendezvous.h"
 #include "tensor/tensor.h"
 
@@ -76,7 +79,7 @@ class DeviceGroup {
     const int64_t n = t.numel();
     K::Reduce(kind, t.dtype(), Inputs(), K::MutableData(shared_), n * rank / size(),
               n * (rank + 1) / size(), devices_[rank]);
-    return Leave(rank, shared_);
+    return LeaveShared(rank);
   }
 
   // The root's tensor on every member.
@@ -102,7 +105,7 @@ class DeviceGroup {
     });
     const int64_t n = t.numel();
     K::CopyInto(t.dtype(), K::Data(slots_[rank]), K::MutableData(shared_), rank * n, n);
-    return Leave(rank, shared_);
+    return LeaveShared(rank);
   }
 
   // Member r gets the reduction over all members of rows [r*d/N, (r+1)*d/N) of dim 0.
@@ -163,6 +166,14 @@ class DeviceGroup {
     std::vector<const void*> out;
     for (const Staged& p : slots_) out.push_back(K::Data(p));
     return out;
+  }
+
+  // Leave with the round's shared output, which every member wrote a part of.
+  absl::StatusOr<Tensor<B>> LeaveShared(int rank) {
+    if constexpr (K::kUnstageCopies) {
+      if (absl::Status s = rendezvous_.Settle(rank); !s.ok()) return s;
+    }
+    return Leave(rank, shared_);
   }
 
   // Waits until every member is done reading the others' inputs, then releases this one's.

@@ -1,6 +1,7 @@
 #include "distributed/group.h"
 
 #include "absl/strings/str_cat.h"
+#include "backends/dispatch/dispatch_backend.h"
 
 namespace kiln::distributed {
 
@@ -23,28 +24,35 @@ const DispatchDevice& Unwrapped(const DispatchDevice& d) {
   return d;
 }
 
-// Whether `backend` can run `op`; every op runs on the CPU backend (and on CUDA, via NCCL).
+// Whether `backend` can run `op`: every compiled-in backend runs every op (the Vulkan one
+// stages through host memory).
+// CUDA groups run NCCL.
 bool Supports(const std::string& backend, GroupOp) {
-#ifdef KILN_WITH_CUDA
-  if (backend == "cuda") return true;
-#endif
-  return backend == "cpu";
+  return backend == "cpu" || backend == "vulkan" || backend == "cuda";
 }
 
-// The typed group for devices of backend B (plain or autodiff), each checked to exist.
+absl::Status CheckExists(const CpuDevice& d) { return cpu::CheckDevice(d); }
+#ifdef KILN_WITH_VULKAN
+absl::Status CheckExists(const VulkanDevice& d) { return vulkan::CheckDevice(d); }
+#endif
+#ifdef KILN_WITH_CUDA
+absl::Status CheckExists(const CudaDevice& d) { return cuda::CheckDevice(d); }
+#endif
+
+// The group of backend B over `devices` (validated: all of B, all autodiff or none).
 template <class B>
-absl::StatusOr<AnyGroup> MakeTyped(absl::Span<const DispatchDevice> devices, GroupOptions options,
-                                   absl::Status (*check)(const typename B::Device&)) {
-  std::vector<typename B::Device> typed;
+absl::StatusOr<AnyGroup> MakeTyped(absl::Span<const DispatchDevice> devices, GroupOptions options) {
+  using D = typename B::Device;
+  std::vector<D> list;
   for (const DispatchDevice& d : devices) {
-    const auto device = std::get<typename B::Device>(Unwrapped(d).variant());
-    if (absl::Status s = check(device); !s.ok()) return s;
-    typed.push_back(device);
+    const D device = std::get<D>(Unwrapped(d).variant());
+    if (absl::Status s = CheckExists(device); !s.ok()) return s;
+    list.push_back(device);
   }
   if (devices[0].is_autodiff()) {
-    return AnyGroup(std::make_shared<DeviceGroup<Autodiff<B>>>(std::move(typed), options));
+    return AnyGroup(std::make_shared<DeviceGroup<Autodiff<B>>>(std::move(list), options));
   }
-  return AnyGroup(std::make_shared<DeviceGroup<B>>(std::move(typed), options));
+  return AnyGroup(std::make_shared<DeviceGroup<B>>(std::move(list), options));
 }
 
 }  // namespace
@@ -90,20 +98,14 @@ absl::Status ValidateDevices(absl::Span<const DispatchDevice> devices, GroupOp o
 absl::StatusOr<AnyGroup> MakeGroup(absl::Span<const DispatchDevice> devices, GroupOp op,
                                    GroupOptions options) {
   if (absl::Status s = ValidateDevices(devices, op); !s.ok()) return s;
-#ifdef KILN_WITH_CUDA
-  if (devices[0].backend() == "cuda") return MakeTyped<Cuda>(devices, options, &cuda::CheckDevice);
-#endif
-  std::vector<CpuDevice> cpu;
-  for (const DispatchDevice& d : devices) {
-    const DispatchDevice& inner = Unwrapped(d);
-    const CpuDevice device = std::get<CpuDevice>(inner.variant());
-    if (absl::Status s = cpu::CheckDevice(device); !s.ok()) return s;
-    cpu.push_back(device);
-  }
-  if (devices[0].is_autodiff()) {
-    return AnyGroup(std::make_shared<DeviceGroup<Autodiff<Cpu>>>(std::move(cpu), options));
-  }
-  return AnyGroup(std::make_shared<DeviceGroup<Cpu>>(std::move(cpu), options));
+  return std::visit([&](const auto& d) -> absl::StatusOr<AnyGroup> {
+    using D = std::decay_t<decltype(d)>;
+    if constexpr (std::is_same_v<D, AutodiffDevice>) {
+      return absl::InternalError("nested autodiff passed validation");
+    } else {
+      return MakeTyped<typename BackendOfDevice<D>::type>(devices, options);
+    }
+  }, Unwrapped(devices[0]).variant());
 }
 
 }  // namespace kiln::distributed

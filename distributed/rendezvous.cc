@@ -62,6 +62,11 @@ void Rendezvous::Once(const std::function<void()>& fn) {
   }
 }
 
+absl::Status Rendezvous::Settle(int rank) {
+  std::unique_lock lock(mu_);
+  return Meet(lock, rank, "completion");
+}
+
 absl::Status Rendezvous::Depart(int rank) {
   std::unique_lock lock(mu_);
   return Meet(lock, rank, "departure");

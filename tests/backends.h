@@ -5,12 +5,16 @@
 
 #include <gtest/gtest.h>
 
+#include <cstdlib>
 #include <string>
 #include <vector>
 
 #include "autodiff/autodiff.h"
 #include "backends/cpu/cpu_backend.h"
 #include "backends/dispatch/dispatch_backend.h"
+#ifdef KILN_WITH_VULKAN
+#include "backends/vulkan/vulkan_backend.h"
+#endif
 #ifdef KILN_WITH_CUDA
 #include "absl/strings/str_format.h"
 #include "backends/cuda/cuda_backend.h"
@@ -25,81 +29,41 @@ struct Config {
   using T = Float;
 };
 
+// The optional backends' entries in the lists below, empty when not compiled in.
+#ifdef KILN_WITH_VULKAN
+#define KILN_VULKAN_CONFIGS \
+  , Config<Vulkan, float>, Config<Vulkan, double>, Config<Autodiff<Vulkan>, float>
+#define KILN_VULKAN_BACKENDS , Vulkan
+#else
+#define KILN_VULKAN_CONFIGS
+#define KILN_VULKAN_BACKENDS
+#endif
+#ifdef KILN_WITH_CUDA
+#define KILN_CUDA_CONFIGS                                                                  \
+  , Config<Cuda, float>, Config<Cuda, double>, Config<Autodiff<Cuda>, float>,             \
+      Config<Autodiff<Cuda>, double>
+#define KILN_CUDA_BACKENDS , Cuda
+#define KILN_CUDA_ALL_BACKENDS , Cuda, Autodiff<Cuda>
+#else
+#define KILN_CUDA_CONFIGS
+#define KILN_CUDA_BACKENDS
+#define KILN_CUDA_ALL_BACKENDS
+#endif
+
 // Every backend, plain and wrapped in Autodiff: the wrapper must not change a single value.
-// Backends that need hardware (CUDA) are listed too: their tests skip where it is missing.
 using FloatConfigs =
     ::testing::Types<Config<Cpu, float>, Config<Cpu, double>, Config<Autodiff<Cpu>, float>,
                      Config<Autodiff<Cpu>, double>, Config<Dispatch, float>,
-#ifdef KILN_WITH_CUDA
-                     Config<Cuda, float>, Config<Cuda, double>, Config<Autodiff<Cuda>, float>,
-                     Config<Autodiff<Cuda>, double>,
-#endif
-                     Config<Autodiff<Dispatch>, double>>;
-using AllBackends = ::testing::Types<Cpu, Autodiff<Cpu>,
-#ifdef KILN_WITH_CUDA
-                                     Cuda, Autodiff<Cuda>,
-#endif
-                                     Dispatch>;
+                     Config<Autodiff<Dispatch>, double> KILN_VULKAN_CONFIGS KILN_CUDA_CONFIGS>;
+using AllBackends =
+    ::testing::Types<Cpu, Autodiff<Cpu>, Dispatch KILN_VULKAN_BACKENDS KILN_CUDA_ALL_BACKENDS>;
 // The backends gradients are checked on (each is wrapped in Autodiff by the test).
-using InnerBackends = ::testing::Types<Cpu,
-#ifdef KILN_WITH_CUDA
-                                       Cuda,
-#endif
-                                       Dispatch>;
-
-// Why backend B cannot run on this machine, or "" when it can.
-template <class B>
-struct Availability {
-  static std::string Missing() { return ""; }
-};
-template <class B>
-struct Availability<Autodiff<B>> : Availability<B> {};
-#ifdef KILN_WITH_CUDA
-template <>
-struct Availability<Cuda> {
-  static std::string Missing() {
-    const absl::Status s = cuda::Available();
-    return s.ok() ? "" : "no CUDA device: " + std::string(s.message());
-  }
-};
-#endif
-
-// Base of the typed fixtures: a test of a backend this machine cannot run is skipped, saying
-// why (e.g. the CUDA tests on a machine without a GPU), never failed.
-template <class B>
-class BackendTest : public ::testing::Test {
- protected:
-  void SetUp() override {
-    if (const std::string why = Availability<B>::Missing(); !why.empty()) GTEST_SKIP() << why;
-  }
-};
-
-template <class B>
-struct TestDevices;
-
-// The most devices a test of tests/distributed asks TestDevices<B>::Provide for.
-inline constexpr int kDistributedDevices = 4;
-
-// Base of the distributed fixtures: also skips where B has fewer than kDistributedDevices
-// devices (CUDA groups need one GPU per member).
-template <class B>
-class DistributedTest : public BackendTest<B> {
- protected:
-  void SetUp() override {
-    BackendTest<B>::SetUp();
-    if (this->IsSkipped()) return;
-    const std::string why = TestDevices<B>::Shortage(kDistributedDevices);
-    if (!why.empty()) GTEST_SKIP() << why;
-  }
-};
+using InnerBackends = ::testing::Types<Cpu, Dispatch KILN_VULKAN_BACKENDS KILN_CUDA_BACKENDS>;
 // The backends tests/distributed runs on, plain (tests wrap them in Autodiff where they need
 // gradients). A backend that specialises distributed::CollectiveKernels joins here, behind
-// its build config, together with a TestDevices<B>::Provide.
-using DistributedBackends = ::testing::Types<Cpu
-#ifdef KILN_WITH_CUDA
-                                             , Cuda
-#endif
-                                             >;
+// its build config (Vulkan under #ifdef KILN_WITH_VULKAN, CUDA under #ifdef KILN_WITH_CUDA),
+// together with a TestDevices<B>::Provide.
+using DistributedBackends = ::testing::Types<Cpu KILN_VULKAN_BACKENDS KILN_CUDA_BACKENDS>;
 
 // Names typed tests "cpu_f32" (a Config) or "cpu" (a backend) rather than "0".
 struct ConfigNames {
@@ -124,9 +88,47 @@ struct TestDevices;
 template <class B>
 struct TestDevices<Autodiff<B>> : TestDevices<B> {};
 
+// Why backend B cannot run on this machine (no device at all), or OK. Tests skip with that
+// reason, unless KILN_REQUIRE_ALL_BACKENDS is set (CI sets it: there, a skip would hide a
+// broken install).
+template <class B>
+absl::Status BackendStatus() {
+  if constexpr (requires { TestDevices<B>::Available(); }) {
+    return TestDevices<B>::Available();
+  } else {
+    return absl::OkStatus();
+  }
+}
+
+#define KILN_SKIP_IF_UNAVAILABLE(B)                                                         \
+  if (const absl::Status kiln_status = ::kiln::testing::BackendStatus<B>(); !kiln_status.ok()) { \
+    if (std::getenv("KILN_REQUIRE_ALL_BACKENDS") != nullptr) FAIL() << kiln_status;       \
+    GTEST_SKIP() << B::Name() << " is not available here: " << kiln_status;              \
+  }
+
+// Why this machine cannot give n devices of backend B ("" when it can): only backends whose
+// devices are hardware (one GPU per CUDA device) define TestDevices<B>::Shortage.
+template <class B>
+std::string DeviceShortage(int n) {
+  if constexpr (requires { TestDevices<B>::Shortage(n); }) {
+    return TestDevices<B>::Shortage(n);
+  } else {
+    return "";
+  }
+}
+
+// The most devices a test of tests/distributed asks TestDevices<B>::Provide for.
+inline constexpr int kDistributedDevices = 4;
+
+// Skips (always: too few GPUs is not a broken install) when B cannot give n devices.
+#define KILN_SKIP_IF_FEWER_DEVICES(B, n)                                                   \
+  if (const std::string kiln_short = ::kiln::testing::DeviceShortage<B>(n);              \
+      !kiln_short.empty()) {                                                            \
+    GTEST_SKIP() << kiln_short;                                                         \
+  }
+
 template <>
 struct TestDevices<Cpu> {
-  static std::string Shortage(int) { return ""; }
   using Device = CpuDevice;
   // Exactly n logical devices of one thread each, so that members do not share cores.
   static std::vector<Device> Provide(int n) {
@@ -148,7 +150,6 @@ struct TestDevices<Cpu> {
 
 template <>
 struct TestDevices<Dispatch> {
-  static std::string Shortage(int) { return ""; }
   using Device = DispatchDevice;  // Provide: the CPU devices
   static std::vector<Device> Provide(int n) {
     const std::vector<CpuDevice> cpu = TestDevices<Cpu>::Provide(n);
@@ -161,15 +162,36 @@ struct TestDevices<Dispatch> {
       "KILN_CPU_DEVICES or call kiln::cpu::Configure for more";
 };
 
+#ifdef KILN_WITH_VULKAN
+template <>
+struct TestDevices<Vulkan> {
+  using Device = VulkanDevice;
+  static absl::Status Available() { return vulkan::Available(); }
+  // Virtual devices on the first physical device (enough of them are configured).
+  static std::vector<Device> Provide(int n) {
+    if (*vulkan::DeviceCount() < n) ThrowIfError(vulkan::Configure({.virtual_devices = n}));
+    std::vector<Device> out;
+    for (int i = 0; i < n; ++i) out.push_back(VulkanDevice(i));
+    return out;
+  }
+  static VulkanDevice Second() { return Provide(2)[1]; }
+  static VulkanDevice Missing() { return VulkanDevice(99); }
+  static constexpr const char* kMissingMessage =
+      "vulkan:99 does not exist: this process has 2 Vulkan devices (vulkan:0..vulkan:1); set "
+      "KILN_VULKAN_VIRTUAL_DEVICES or call kiln::vulkan::Configure for more";
+};
+#endif
+
 #ifdef KILN_WITH_CUDA
 template <>
 struct TestDevices<Cuda> {
   using Device = CudaDevice;
+  static absl::Status Available() { return cuda::Available(); }
   static std::string Shortage(int n) {
     const int count = cuda::DeviceCount();
     return count >= n ? "" : absl::StrFormat("needs %d CUDA devices; this machine has %d", n, count);
   }
-  // cuda:0 .. cuda:n-1, unchecked (a fixture skips first where they do not exist).
+  // cuda:0 .. cuda:n-1 (fixtures skip first where there are fewer GPUs: see Shortage).
   static std::vector<Device> Provide(int n) {
     std::vector<Device> out;
     for (int i = 0; i < n; ++i) out.push_back(CudaDevice(i));

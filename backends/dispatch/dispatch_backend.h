@@ -9,10 +9,13 @@
 #include <vector>
 
 #include "backends/cpu/cpu_backend.h"
+#include "backends/dispatch/dispatch_device.h"
+#ifdef KILN_WITH_VULKAN
+#include "backends/vulkan/vulkan_backend.h"
+#endif
 #ifdef KILN_WITH_CUDA
 #include "backends/cuda/cuda_backend.h"
 #endif
-#include "backends/dispatch/dispatch_device.h"
 #include "tensor/backend.h"
 
 namespace kiln {
@@ -24,19 +27,28 @@ template <>
 struct BackendOf<cpu::StridedTensor> {
   using type = Cpu;
 };
+// The backend whose device is D.
+template <class D>
+struct BackendOfDevice;
+template <>
+struct BackendOfDevice<CpuDevice> {
+  using type = Cpu;
+};
+#ifdef KILN_WITH_VULKAN
+template <>
+struct BackendOf<vulkan::VulkanTensor> {
+  using type = Vulkan;
+};
+template <>
+struct BackendOfDevice<VulkanDevice> {
+  using type = Vulkan;
+};
+#endif
 #ifdef KILN_WITH_CUDA
 template <>
 struct BackendOf<cuda::StridedTensor> {
   using type = Cuda;
 };
-#endif
-
-// The compiled-in backend whose device is D.
-template <class D>
-struct BackendOfDevice {
-  using type = Cpu;
-};
-#ifdef KILN_WITH_CUDA
 template <>
 struct BackendOfDevice<CudaDevice> {
   using type = Cuda;
@@ -49,6 +61,9 @@ struct Dispatch {
   // One alternative per compiled-in backend (Vulkan and CUDA join under their configs).
   struct Primitive {
     std::variant<Cpu::Primitive
+#ifdef KILN_WITH_VULKAN
+                 , Vulkan::Primitive
+#endif
 #ifdef KILN_WITH_CUDA
                  , Cuda::Primitive
 #endif

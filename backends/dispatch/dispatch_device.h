@@ -12,6 +12,9 @@
 
 #include "absl/status/statusor.h"
 #include "backends/cpu/cpu_device.h"
+#ifdef KILN_WITH_VULKAN
+#include "backends/vulkan/vulkan_device.h"
+#endif
 #ifdef KILN_WITH_CUDA
 #include "backends/cuda/cuda_device.h"
 #endif
@@ -28,9 +31,11 @@ struct AutodiffDevice {
 
 class DispatchDevice {
  public:
-  // One alternative per backend compiled in, plus the autodiff wrapper. The Vulkan and CUDA
-  // devices join here under --config=vulkan / --config=cuda.
+  // One alternative per backend compiled in, plus the autodiff wrapper.
   using Variant = std::variant<CpuDevice,
+#ifdef KILN_WITH_VULKAN
+                               VulkanDevice,
+#endif
 #ifdef KILN_WITH_CUDA
                                CudaDevice,
 #endif
@@ -38,8 +43,11 @@ class DispatchDevice {
 
   DispatchDevice() : v_(CpuDevice(0)) {}
   DispatchDevice(CpuDevice d) : v_(d) {}  // NOLINT: a CPU device is a dispatch device
+#ifdef KILN_WITH_VULKAN
+  DispatchDevice(VulkanDevice d) : v_(d) {}  // NOLINT: so is a Vulkan device
+#endif
 #ifdef KILN_WITH_CUDA
-  DispatchDevice(CudaDevice d) : v_(d) {}  // NOLINT
+  DispatchDevice(CudaDevice d) : v_(d) {}  // NOLINT: so is a CUDA device
 #endif
   static DispatchDevice Autodiff(DispatchDevice inner);
 

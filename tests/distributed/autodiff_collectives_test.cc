@@ -17,8 +17,12 @@ using ::kiln::testing::DistributedBackends;
 using ::kiln::testing::TestDevices;
 
 template <class B>
-class AutodiffCollectives : public ::kiln::testing::DistributedTest<B> {
+class AutodiffCollectives : public ::testing::Test {
  protected:
+  void SetUp() override {
+    KILN_SKIP_IF_UNAVAILABLE(B);
+    KILN_SKIP_IF_FEWER_DEVICES(B, ::kiln::testing::kDistributedDevices);
+  }
   using AD = Tensor<Autodiff<B>>;
 
   // Runs f(rank, x) on each member's thread with x = value[rank] (a leaf), takes the sum of the

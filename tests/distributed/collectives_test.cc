@@ -20,8 +20,12 @@ using ::kiln::testing::DistributedBackends;
 using ::kiln::testing::TestDevices;
 
 template <class B>
-class Collectives : public ::kiln::testing::DistributedTest<B> {
+class Collectives : public ::testing::Test {
  protected:
+  void SetUp() override {
+    KILN_SKIP_IF_UNAVAILABLE(B);
+    KILN_SKIP_IF_FEWER_DEVICES(B, ::kiln::testing::kDistributedDevices);
+  }
   using T = Tensor<B>;
   using Device = typename B::Device;
 

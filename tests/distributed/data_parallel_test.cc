@@ -89,7 +89,13 @@ void ExpectMatchesSingleDevice(int devices, int64_t batch) {
 }
 
 template <class B>
-class DataParallelTest : public ::kiln::testing::DistributedTest<B> {};
+class DataParallelTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    KILN_SKIP_IF_UNAVAILABLE(B);
+    KILN_SKIP_IF_FEWER_DEVICES(B, ::kiln::testing::kDistributedDevices);
+  }
+};
 TYPED_TEST_SUITE(DataParallelTest, DistributedBackends, ConfigNames);
 
 TYPED_TEST(DataParallelTest, MatchesSingleDeviceTrainingOn2Devices) {

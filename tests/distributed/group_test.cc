@@ -49,10 +49,15 @@ TEST_F(GroupTest, ParsesAndPrintsDevices) {
 }
 
 TEST_F(GroupTest, RejectsDeviceStringsClearly) {
+  std::string compiled = "cpu";
+#ifdef KILN_WITH_VULKAN
+  compiled += ", vulkan";
+#else
   const auto vulkan = DispatchDevice::Parse("vulkan:1");
   EXPECT_EQ(vulkan.status().code(), absl::StatusCode::kFailedPrecondition);
+#endif
 #ifdef KILN_WITH_CUDA
-  const std::string compiled = "cpu, cuda";
+  compiled += ", cuda";
   // cuda:0 parses where there is a GPU; elsewhere it names why there is none.
   const auto cuda0 = DispatchDevice::Parse("cuda:0");
   if (!cuda0.ok()) {
@@ -61,13 +66,15 @@ TEST_F(GroupTest, RejectsDeviceStringsClearly) {
         << cuda0.status();
   }
 #else
-  const std::string compiled = "cpu";
   EXPECT_EQ(DispatchDevice::Parse("cuda:0").status().message(),
-            "device 'cuda:0': this build has no cuda backend; rebuild with --config=cuda (compiled in: cpu)");
+            "device 'cuda:0': this build has no cuda backend; rebuild with --config=cuda (compiled in: " +
+                compiled + ")");
 #endif
+#ifndef KILN_WITH_VULKAN
   EXPECT_EQ(vulkan.status().message(),
             "device 'vulkan:1': this build has no vulkan backend; rebuild with --config=vulkan "
             "(compiled in: " + compiled + ")");
+#endif
   EXPECT_EQ(DispatchDevice::Parse("gpu:0").status().message(),
             "device 'gpu:0': unknown backend 'gpu'; kiln knows cpu, vulkan and cuda (compiled in: " +
                 compiled + ")");
@@ -82,11 +89,37 @@ TEST_F(GroupTest, RejectsDeviceStringsClearly) {
   EXPECT_FALSE(DispatchDevice::ParseList("cpu:0,,cpu:1").ok());
 }
 
+#ifdef KILN_WITH_VULKAN
+// CPU and Vulkan devices in one list: rejected before any device is touched.
+TEST_F(GroupTest, RejectsMixedCpuAndVulkanLists) {
+  KILN_SKIP_IF_UNAVAILABLE(Vulkan);
+  ASSERT_TRUE(vulkan::Configure({.virtual_devices = 2}).ok());
+  EXPECT_EQ(D("vulkan:1").ToString(), "vulkan:1");
+  EXPECT_EQ(D("vulkan:1").backend(), "vulkan");
+  EXPECT_EQ(DispatchDevice::Parse("vulkan:9").status().message(),
+            "vulkan:9 does not exist: this process has 2 Vulkan devices (vulkan:0..vulkan:1); set "
+            "KILN_VULKAN_VIRTUAL_DEVICES or call kiln::vulkan::Configure for more");
+  const std::vector<DispatchDevice> mixed = {D("cpu:0"), D("vulkan:0")};
+  const absl::Status s = ValidateDevices(mixed, GroupOp::kAllReduce);
+  EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(s.message(), "all_reduce: device 1 is vulkan:0 (vulkan) but device 0 is cpu:0 (cpu); a "
+                         "group's devices share one backend");
+  const std::vector<DispatchDevice> mixed_autodiff = {A("vulkan:0"), A("cpu:1")};
+  EXPECT_EQ(MakeGroup(mixed_autodiff, GroupOp::kGradientSync).status().message(),
+            "gradient sync: device 1 is autodiff(cpu:1) (cpu) but device 0 is autodiff(vulkan:0) "
+            "(vulkan); a group's devices share one backend");
+}
+#endif
+
 // Lists of one backend's devices: rejections whose messages name the devices, and the typed
 // group an accepted list unwraps into.
 template <class B>
-class Groups : public ::kiln::testing::DistributedTest<B> {
+class Groups : public ::testing::Test {
  protected:
+  void SetUp() override {
+    KILN_SKIP_IF_UNAVAILABLE(B);
+    KILN_SKIP_IF_FEWER_DEVICES(B, ::kiln::testing::kDistributedDevices);
+  }
   using Device = typename B::Device;
   static DispatchDevice D(const Device& d) { return DispatchDevice(d); }
   static DispatchDevice A(const Device& d) { return DispatchDevice::Autodiff(DispatchDevice(d)); }

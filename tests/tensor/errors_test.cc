@@ -8,8 +8,9 @@ namespace kiln::testing {
 namespace {
 
 template <class B>
-class Errors : public BackendTest<B> {
+class Errors : public ::testing::Test {
  protected:
+  void SetUp() override { KILN_SKIP_IF_UNAVAILABLE(B); }
   using Tn = Tensor<B>;
   // Runs `f`, which must throw kiln::Error with exactly this code and message.
   static void ExpectError(const std::function<void()>& f, absl::StatusCode code,
@@ -57,7 +58,7 @@ TYPED_TEST(Errors, MismatchedOperandsNameBoth) {
 
 TYPED_TEST(Errors, DifferentDevicesAreRejected) {
   using Tn = typename TestFixture::Tn;
-  if (const std::string why = TestDevices<TypeParam>::Shortage(2); !why.empty()) GTEST_SKIP() << why;
+  KILN_SKIP_IF_FEWER_DEVICES(TypeParam, 2);
   const auto second = TestDevices<TypeParam>::Second();
   const Tn a = Tn::ones({2});
   const Tn b = Tn::ones({2}, DType::kF32, second);

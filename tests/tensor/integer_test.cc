@@ -9,8 +9,9 @@ namespace kiln::testing {
 namespace {
 
 template <class B>
-class Integer : public BackendTest<B> {
+class Integer : public ::testing::Test {
  protected:
+  void SetUp() override { KILN_SKIP_IF_UNAVAILABLE(B); }
   using Tn = Tensor<B>;
   template <class T>
   static Tn Of(std::vector<T> v) {
