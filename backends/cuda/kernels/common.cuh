@@ -1,5 +1,5 @@
-// Device-side helpers shared by the kernel files: launch geometry, the dtype switch and the
-// scalar semantics (integer wrap, saturating casts, NaN propagation) the CPU backend defines.
+// Device-side helpers shared by the kernel files: launch geometry and the dtype switch (the
+// per-element semantics are in scalar_ops.h).
 #ifndef KILN_BACKENDS_CUDA_KERNELS_COMMON_CUH_
 #define KILN_BACKENDS_CUDA_KERNELS_COMMON_CUH_
 
@@ -9,6 +9,7 @@
 #include <limits>
 #include <type_traits>
 
+#include "backends/cuda/kernels/scalar_ops.h"
 #include "backends/cuda/kernels/strided_index.h"
 #include "tensor/dtype.h"
 
@@ -42,47 +43,6 @@ decltype(auto) ForDType(DType dtype, F&& f) {
     case DType::kBool: break;
   }
   return f(bool{});
-}
-
-template <class T>
-__device__ __forceinline__ T WrapAdd(T a, T b) {
-  if constexpr (std::is_integral_v<T> && !std::is_same_v<T, bool>) {
-    using U = std::make_unsigned_t<T>;
-    return static_cast<T>(static_cast<U>(a) + static_cast<U>(b));
-  } else {
-    return a + b;
-  }
-}
-
-// max/min that propagate NaN (a + b is NaN when either is), as the CPU backend does.
-template <class T>
-__device__ __forceinline__ T NanMax(T a, T b) {
-  if constexpr (std::is_floating_point_v<T>) {
-    if (isnan(a) || isnan(b)) return a + b;
-  }
-  return a > b ? a : b;
-}
-template <class T>
-__device__ __forceinline__ T NanMin(T a, T b) {
-  if constexpr (std::is_floating_point_v<T>) {
-    if (isnan(a) || isnan(b)) return a + b;
-  }
-  return a < b ? a : b;
-}
-
-// Float -> int saturates and maps NaN to 0; anything -> bool is != 0.
-template <class To, class From>
-__device__ __forceinline__ To Convert(From x) {
-  if constexpr (std::is_same_v<To, bool>) {
-    return x != From(0);
-  } else if constexpr (std::is_floating_point_v<From> && std::is_integral_v<To>) {
-    if (isnan(x)) return To(0);
-    if (x <= static_cast<From>(std::numeric_limits<To>::min())) return std::numeric_limits<To>::min();
-    if (x >= static_cast<From>(std::numeric_limits<To>::max())) return std::numeric_limits<To>::max();
-    return static_cast<To>(x);
-  } else {
-    return static_cast<To>(x);
-  }
 }
 
 }  // namespace kiln::cuda::kernels

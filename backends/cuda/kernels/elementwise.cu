@@ -38,14 +38,7 @@ __device__ __forceinline__ T ApplyUnary(UnaryOp op, T x) {
     }
     return x;
   } else {
-    using U = std::make_unsigned_t<T>;
-    const T neg = static_cast<T>(U(0) - static_cast<U>(x));  // wraps for the minimum
-    switch (op) {
-      case UnaryOp::kNeg: return neg;
-      case UnaryOp::kAbs: return x < 0 ? neg : x;
-      case UnaryOp::kRelu: return x < 0 ? T(0) : x;
-      default: return x;  // float-only ops never reach integer tensors
-    }
+    return IntegerUnary(op, x);
   }
 }
 
@@ -61,45 +54,10 @@ __global__ void UnaryKernel(UnaryOp op, const T* in, T* out, StridedIndex<2> ind
 template <class T>
 __device__ __forceinline__ T ApplyArithmetic(BinaryOp op, T x, T y, int* div_by_zero) {
   if constexpr (std::is_floating_point_v<T>) {
-    switch (op) {
-      case BinaryOp::kAdd: return x + y;
-      case BinaryOp::kSub: return x - y;
-      case BinaryOp::kMul: return x * y;
-      case BinaryOp::kDiv: return x / y;
-      case BinaryOp::kPow: return y == T(2) ? x * x : pow(x, y);
-      case BinaryOp::kMaximum: return NanMax(x, y);
-      case BinaryOp::kMinimum: return NanMin(x, y);
-      default: return x;
-    }
+    if (op == BinaryOp::kPow) return y == T(2) ? x * x : pow(x, y);
+    return FloatBinary(op, x, y);
   } else {
-    using U = std::make_unsigned_t<T>;
-    switch (op) {
-      case BinaryOp::kAdd: return static_cast<T>(U(x) + U(y));
-      case BinaryOp::kSub: return static_cast<T>(U(x) - U(y));
-      case BinaryOp::kMul: return static_cast<T>(U(x) * U(y));
-      case BinaryOp::kDiv:
-        if (y == 0) {
-          *div_by_zero = 1;  // read back by the host, which throws InvalidArgument
-          return T(0);
-        }
-        return y == T(-1) ? static_cast<T>(U(0) - U(x)) : T(x / y);  // min / -1 wraps
-      case BinaryOp::kMaximum: return x > y ? x : y;
-      case BinaryOp::kMinimum: return x < y ? x : y;
-      default: return x;  // pow is float-only
-    }
-  }
-}
-
-template <class T>
-__device__ __forceinline__ bool ApplyCompare(BinaryOp op, T x, T y) {
-  switch (op) {
-    case BinaryOp::kEq: return x == y;
-    case BinaryOp::kNe: return x != y;
-    case BinaryOp::kLt: return x < y;
-    case BinaryOp::kLe: return x <= y;
-    case BinaryOp::kGt: return x > y;
-    case BinaryOp::kGe: return x >= y;
-    default: return false;
+    return IntegerBinary(op, x, y, div_by_zero);  // sets the flag the host reads back
   }
 }
 
@@ -119,7 +77,7 @@ __global__ void CompareKernel(BinaryOp op, const T* a, const T* b, bool* out,
   for (int64_t i = GlobalThread(); i < n; i += GridThreads()) {
     int64_t off[3];
     index.Offsets(i, off);
-    out[off[0]] = ApplyCompare(op, a[off[1]], b[off[2]]);
+    out[off[0]] = Compare(op, a[off[1]], b[off[2]]);
   }
 }
 

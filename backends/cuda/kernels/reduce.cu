@@ -129,11 +129,7 @@ using ShuffleType = std::conditional_t<std::is_same_v<T, bool>, int, T>;
 
 template <class V>
 __device__ __forceinline__ bool Better(V v, int64_t i, V best, int64_t best_i) {
-  if constexpr (std::is_floating_point_v<V>) {
-    const bool n = isnan(v), nb = isnan(best);
-    if (n || nb) return n && (!nb || i < best_i);
-  }
-  return v > best || (v == best && i < best_i);
+  return ArgmaxBetter(v, i, best, best_i);
 }
 
 template <class V>
