@@ -16,7 +16,7 @@ tests=(
   //tests/distributed/...
 )
 # Only the CUDA cases of the shared suites (typed names: cuda_f32, autodiff_cuda_f64, cuda).
-filter='*cuda*:*Cuda*:*Nccl*:*OneGpu*:*StridedIndex*:*CachingAllocator*'
+filter='*cuda*:*Cuda*:*Nccl*:*OneGpu*:*StridedIndex*:*CachingAllocator*:*ScalarOps*'
 
 echo "== GPUs"
 nvidia-smi -L 2>&1 || echo "(nvidia-smi not found)"
