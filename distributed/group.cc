@@ -25,8 +25,7 @@ const DispatchDevice& Unwrapped(const DispatchDevice& d) {
 }
 
 // Whether `backend` can run `op`: every compiled-in backend runs every op (the Vulkan one
-// stages through host memory).
-// CUDA groups run NCCL.
+// stages through host memory, the CUDA one runs NCCL).
 bool Supports(const std::string& backend, GroupOp) {
   return backend == "cpu" || backend == "vulkan" || backend == "cuda";
 }
