@@ -13,6 +13,9 @@ namespace kiln::distributed {
 enum class ReduceKind { kSum, kMean, kMax, kMin };
 const char* ReduceKindName(ReduceKind kind);
 
+// Where a backend's staged tensors live, and so which process groups can carry them.
+enum class BufferMemory { kHost, kDevice };
+
 template <class B>
 struct CollectiveKernels;  // no collectives for backends that do not specialise this
 
@@ -21,6 +24,8 @@ struct CollectiveKernels;  // no collectives for backends that do not specialise
 // a backend that stages through the host calls this from each member's own thread.
 void ReduceOnHost(ReduceKind kind, DType dtype, const std::vector<const void*>& inputs, void* out,
                   int64_t begin, int64_t end);
+// data[begin, end) /= by (the division of a mean, after a cross-process sum).
+void DivideOnHost(DType dtype, void* data, int64_t begin, int64_t end, int64_t by);
 
 // A backend's collectives exchange `Staged` tensors: dense buffers that every member's thread
 // (and, across processes, the network engine) can address. The CPU backend stages in place;
@@ -29,6 +34,7 @@ template <>
 struct CollectiveKernels<Cpu> {
   using P = Cpu::Primitive;
   using Staged = cpu::StridedTensor;
+  static constexpr BufferMemory kMemory = BufferMemory::kHost;
   // A dense form of `t` whose data the other members may read until the round's departure.
   static Staged Stage(const P& t) { return Cpu::contiguous(t); }
   static const void* Data(const Staged& dense) {
@@ -47,6 +53,8 @@ struct CollectiveKernels<Cpu> {
   // ReduceOnHost, split over the device's threads.
   static void Reduce(ReduceKind kind, DType dtype, const std::vector<const void*>& inputs,
                      void* out, int64_t begin, int64_t end, const CpuDevice& device);
+  // data[0, count) /= by, split over the device's threads.
+  static void Divide(DType dtype, void* data, int64_t count, int64_t by, const CpuDevice& device);
   // to[at, at + count) = from[0, count)
   static void CopyInto(DType dtype, const void* from, void* to, int64_t at, int64_t count);
 };
