@@ -12,6 +12,7 @@
 #include "distributed/gloo_store.h"
 #include "gloo/allgather.h"
 #include "gloo/allreduce.h"
+#include "gloo/allreduce_halving_doubling.h"
 #include "gloo/broadcast.h"
 #include "gloo/common/error.h"
 #include "gloo/reduce_scatter.h"
@@ -152,6 +153,21 @@ absl::StatusOr<std::shared_ptr<GlooProcessGroup>> GlooProcessGroup::Connect(cons
   return std::shared_ptr<GlooProcessGroup>(new GlooProcessGroup(o.rank, o.world_size, o.timeout, std::move(context)));
 }
 
+GlooProcessGroup::GlooProcessGroup(int rank, int size, std::chrono::milliseconds timeout,
+                                   std::shared_ptr<gloo::Context> context)
+    : rank_(rank), size_(size), timeout_(timeout), context_(std::move(context)) {
+  if (size_ > 1) {
+    agree_algorithm_ = std::make_unique<gloo::AllreduceHalvingDoubling<int64_t>>(
+        context_, std::vector<int64_t*>{agree_.data()}, 2, gloo::ReductionFunction<int64_t>::max);
+  }
+}
+
+GlooProcessGroup::~GlooProcessGroup() = default;
+
+std::string GlooProcessGroup::Called(absl::string_view op) const {
+  return called_.empty() ? std::string(op) : called_;
+}
+
 std::string GlooProcessGroup::OtherRanks() const {
   std::vector<int> others;
   for (int r = 0; r < size_; ++r) {
@@ -161,7 +177,7 @@ std::string GlooProcessGroup::OtherRanks() const {
 }
 
 template <class F>
-absl::Status GlooProcessGroup::Run(const char* what, F&& op) {
+absl::Status GlooProcessGroup::Run(absl::string_view what, F&& op) {
   if (!broken_.ok()) return broken_;
   std::string why;
   try {
@@ -185,22 +201,28 @@ absl::Status GlooProcessGroup::Run(const char* what, F&& op) {
 absl::Status GlooProcessGroup::Agree(absl::string_view signature) {
   std::lock_guard lock(mu_);
   if (size_ == 1) return broken_;
+  // max(h) == min(h) over the ranks iff all agree; ~ reverses the order, so one max-reduce of
+  // (h, ~h) gives both.
+  const uint64_t mine = Fnv1a(signature);
+  agree_ = {static_cast<int64_t>(mine), static_cast<int64_t>(~mine)};
+  called_ = std::string(signature);
+  const std::string what = absl::StrCat("agreeing on ", signature);
+  absl::Status s = Run(what, [&] { agree_algorithm_->run(); });
+  if (!s.ok()) return s;
+  if (agree_[0] == ~agree_[1]) return absl::OkStatus();
   std::vector<uint64_t> hashes(size_);
-  hashes[rank_] = Fnv1a(signature);
-  absl::Status s = Run("exchanging call signatures", [&] {
+  hashes[rank_] = mine;
+  s = Run(what, [&] {
     gloo::AllgatherOptions opts(context_);
     opts.setOutput(hashes.data(), hashes.size());
     opts.setTimeout(timeout_);
     gloo::allgather(opts);
   });
   if (!s.ok()) return s;
-  bool same = true;
-  for (uint64_t h : hashes) same = same && h == hashes[0];
-  if (same) return absl::OkStatus();
   // Every rank sees the same hashes, so every rank comes here and reports the same thing.
   std::vector<char> all(kSignatureBytes * size_, '\0');
   std::memcpy(all.data() + kSignatureBytes * rank_, signature.data(), std::min(signature.size(), kSignatureBytes - 1));
-  s = Run("exchanging call signatures", [&] {
+  s = Run(what, [&] {
     gloo::AllgatherOptions opts(context_);
     opts.setOutput(all.data(), all.size());
     opts.setTimeout(timeout_);
@@ -223,7 +245,8 @@ absl::Status GlooProcessGroup::AllReduce(const void* in, void* out, int64_t coun
   if (absl::Status s = CheckReducible("all_reduce", dtype, kind); !s.ok()) return s;
   std::lock_guard lock(mu_);
   if (count == 0) return broken_;
-  return Run("all_reduce", [&] {
+  if (count * DTypeSize(dtype) <= kSmallBytes) return SmallAllReduce(in, out, count, dtype, kind);
+  return Run(Called("all_reduce"), [&] {
     gloo::AllreduceOptions opts(context_);
     VisitDType(dtype, [&](auto v) {
       using T = decltype(v);
@@ -241,13 +264,42 @@ absl::Status GlooProcessGroup::AllReduce(const void* in, void* out, int64_t coun
   });
 }
 
+absl::Status GlooProcessGroup::SmallAllReduce(const void* in, void* out, int64_t count, DType dtype,
+                                              ReduceKind kind) {
+  const int64_t bytes = count * DTypeSize(dtype);
+  auto key = std::make_tuple(count, dtype, kind);
+  auto it = small_.find(key);
+  if (it == small_.end()) {
+    if (small_.size() >= 64) small_.clear();  // every rank clears at the same call
+    Small entry;
+    entry.buffer.resize(bytes);
+    absl::Status s = Run(Called("all_reduce"), [&] {
+      VisitDType(dtype, [&](auto v) {
+        using T = decltype(v);
+        if constexpr (!std::is_same_v<T, bool>) {
+          entry.algorithm = std::make_unique<gloo::AllreduceHalvingDoubling<T>>(
+              context_, std::vector<T*>{reinterpret_cast<T*>(entry.buffer.data())}, static_cast<int>(count),
+              GlooReduction<T>(kind));
+        }
+      });
+    });
+    if (!s.ok()) return s;
+    it = small_.emplace(key, std::move(entry)).first;
+  }
+  Small& small = it->second;
+  std::memcpy(small.buffer.data(), in, bytes);
+  absl::Status s = Run(Called("all_reduce"), [&] { small.algorithm->run(); });
+  if (s.ok()) std::memcpy(out, small.buffer.data(), bytes);
+  return s;
+}
+
 absl::Status GlooProcessGroup::Broadcast(void* data, int64_t bytes, int root) {
   if (root < 0 || root >= size_) {
     return absl::InvalidArgumentError(absl::StrCat("broadcast: root rank ", root, " is not in a world of ", size_));
   }
   std::lock_guard lock(mu_);
   if (bytes == 0) return broken_;
-  return Run("broadcast", [&] {
+  return Run(Called("broadcast"), [&] {
     gloo::BroadcastOptions opts(context_);
     opts.setOutput(static_cast<char*>(data), bytes);
     opts.setRoot(root);
@@ -259,7 +311,7 @@ absl::Status GlooProcessGroup::Broadcast(void* data, int64_t bytes, int root) {
 absl::Status GlooProcessGroup::AllGather(void* data, int64_t bytes_per_rank) {
   std::lock_guard lock(mu_);
   if (bytes_per_rank == 0) return broken_;
-  return Run("all_gather", [&] {
+  return Run(Called("all_gather"), [&] {
     gloo::AllgatherOptions opts(context_);
     opts.setOutput(static_cast<char*>(data), bytes_per_rank * size_);
     opts.setTimeout(timeout_);
@@ -275,7 +327,7 @@ absl::Status GlooProcessGroup::ReduceScatter(void* data, int64_t count, DType dt
   }
   std::lock_guard lock(mu_);
   if (count == 0) return broken_;
-  return Run("reduce_scatter", [&] {
+  return Run(Called("reduce_scatter"), [&] {
     VisitDType(dtype, [&](auto v) {
       using T = decltype(v);
       if constexpr (!std::is_same_v<T, bool>) {

@@ -2,6 +2,11 @@
 // images after every epoch, and prints one JSON line with the result as its last output.
 //
 //   ./bazelw run //examples:train -- --model=mlp --epochs=10
+//
+// Under a launcher (tools/launch, srun, mpirun; see distributed/launch_env.h) every process
+// trains data-parallel over its --devices and joins the others through a Gloo process group:
+// the global batch is split over every device of every process. Rank 0 evaluates, prints and
+// writes the checkpoint.
 #include <unistd.h>
 
 #include <chrono>
@@ -24,7 +29,9 @@
 #include "backends/dispatch/dispatch_device.h"
 #include "data/idx.h"
 #include "distributed/data_parallel.h"
+#include "distributed/gloo_process_group.h"
 #include "distributed/group.h"
+#include "distributed/launch_env.h"
 #include "examples/progress.h"
 #include "nn/activation.h"
 #include "nn/checkpoint.h"
@@ -47,6 +54,8 @@ ABSL_FLAG(int, threads, 0, "threads per device (0: the cores shared fairly)");
 ABSL_FLAG(std::string, checkpoint, "", "safetensors file written after every epoch");
 ABSL_FLAG(int, train_limit, 0, "use only the first N training images (0: all)");
 ABSL_FLAG(bool, cosine, true, "cosine learning-rate decay over the run");
+ABSL_FLAG(double, collective_timeout, 60,
+          "seconds a collective (and the rendezvous) may wait for the other devices and processes");
 
 namespace kiln {
 namespace {
@@ -84,7 +93,7 @@ void CheckFlags(int argc, char** argv) {
 
 // --devices: logical CPU devices are made to exist first (as many as the highest index
 // needs, the cores shared among those listed), then the list is validated as a whole.
-std::vector<CpuDevice> ParseDevices(const std::string& spec) {
+std::vector<CpuDevice> ParseDevices(const std::string& spec, int processes_here) {
   int highest = 0, listed = 0;
   for (absl::string_view part : absl::StrSplit(spec, ',')) {
     int index = 0;
@@ -96,7 +105,7 @@ std::vector<CpuDevice> ParseDevices(const std::string& spec) {
     ++listed;
   }
   const int threads = absl::GetFlag(FLAGS_threads) > 0 ? absl::GetFlag(FLAGS_threads)
-                                                        : std::max(1, cpu::HardwareThreads() / listed);
+                                                        : std::max(1, cpu::HardwareThreads() / (listed * processes_here));
   if (absl::Status s = cpu::Configure({.devices = highest + 1, .threads_per_device = threads}); !s.ok()) {
     throw UsageError{absl::StrCat("--devices=", spec, ": ", s.message())};
   }
@@ -186,10 +195,32 @@ int Train() {
       absl::GetFlag(FLAGS_train_limit) < 0 || absl::GetFlag(FLAGS_threads) < 0) {
     throw UsageError{"--batch_size must be >= 1; --epochs, --lr, --train_limit, --threads >= 0"};
   }
-  const std::vector<CpuDevice> devices = ParseDevices(absl::GetFlag(FLAGS_devices));
+  // A launcher's environment makes this process one rank of several.
+  const auto launch = distributed::ReadLaunchEnv();
+  if (!launch.ok()) throw UsageError{std::string(launch.status().message())};
+  const std::vector<CpuDevice> devices =
+      ParseDevices(absl::GetFlag(FLAGS_devices), launch->has_value() ? (*launch)->local_world_size : 1);
   const CpuDevice device = devices[0];
-  if (batch < static_cast<int>(devices.size())) {
-    throw UsageError{absl::StrCat("--batch_size=", batch, " is smaller than the ", devices.size(), " devices")};
+  const double timeout_s = absl::GetFlag(FLAGS_collective_timeout);
+  if (!(timeout_s > 0)) throw UsageError{"--collective_timeout must be > 0"};
+  distributed::GroupOptions group_options{
+      .timeout = std::chrono::milliseconds(static_cast<int64_t>(timeout_s * 1000))};
+  int rank = 0, processes = 1;
+  if (launch->has_value()) {
+    auto world = distributed::GlooProcessGroup::Connect(
+        distributed::ProcessGroupOptions::From(**launch, group_options.timeout));
+    if (!world.ok()) {
+      std::fprintf(stderr, "train: %s\n", std::string(world.status().message()).c_str());
+      return 1;
+    }
+    group_options.process_group = *world;
+    rank = (*world)->rank();
+    processes = (*world)->world_size();
+  }
+  const bool lead = rank == 0;  // evaluates, prints and writes the checkpoint
+  const int64_t members = static_cast<int64_t>(devices.size()) * processes;
+  if (batch < members) {
+    throw UsageError{absl::StrCat("--batch_size=", batch, " is smaller than the ", members, " devices")};
   }
 
   auto train = data::LoadFashionMnist(absl::GetFlag(FLAGS_data_dir), "train");
@@ -216,7 +247,7 @@ int Train() {
     return std::make_unique<nn::AdamW<Cpu>>(lr, nn::AdamWOptions{.weight_decay = weight_decay});
   };
   // One replica per device (one device is the same code with a group of one).
-  auto group = std::make_shared<distributed::DeviceGroup<AD>>(devices);
+  auto group = std::make_shared<distributed::DeviceGroup<AD>>(devices, group_options);
   auto dp = distributed::DataParallel<Cpu>::Create(*initial, group, make_optimizer);
   if (!dp.ok()) throw UsageError{std::string(dp.status().message())};
   nn::Module<AD>& model = (*dp)->replica(0);
@@ -225,7 +256,7 @@ int Train() {
   const int64_t n = train_x.size(0);
   const int64_t steps_per_epoch = (n + batch - 1) / batch;
   const nn::CosineSchedule schedule{.base_lr = lr, .total_steps = steps_per_epoch * epochs, .min_lr = lr * 0.01};
-  Progress progress(isatty(STDOUT_FILENO), steps_per_epoch, epochs);
+  Progress progress(lead && isatty(STDOUT_FILENO), steps_per_epoch, epochs);
   double last_loss = 0, accuracy = 0, train_seconds = 0;
   int64_t step = 0;
   for (int epoch = 1; epoch <= epochs; ++epoch) {
@@ -237,7 +268,7 @@ int Train() {
         for (int r = 0; r < (*dp)->size(); ++r) (*dp)->optimizer(r).set_lr(schedule(step));
       }
       const Tensor<Cpu> idx = order.slice(0, b * batch, std::min(n, (b + 1) * batch));
-      if (idx.size(0) < (*dp)->size()) continue;  // a last batch too small to split
+      if (idx.size(0) < members) continue;  // a last batch too small to split
       const absl::StatusOr<double> loss = (*dp)->Step(train_x.index_select(0, idx), train_y.index_select(0, idx), loss_fn);
       if (!loss.ok()) {
         std::fprintf(stderr, "train: %s\n", std::string(loss.status().message()).c_str());
@@ -246,10 +277,11 @@ int Train() {
       last_loss = *loss;
       loss_sum += last_loss;
       const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-      progress.Step(epoch, b + 1, loss_sum / (b + 1), std::min(n, (b + 1) * batch) / std::max(seconds, 1e-9));
+      if (lead) progress.Step(epoch, b + 1, loss_sum / (b + 1), std::min(n, (b + 1) * batch) / std::max(seconds, 1e-9));
     }
     train_seconds += std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
     last_loss = loss_sum / steps_per_epoch;
+    if (!lead) continue;
     accuracy = Evaluate(model, test_x, test_y);
     progress.EndEpoch(epoch, last_loss, accuracy);
     if (const std::string path = absl::GetFlag(FLAGS_checkpoint); !path.empty()) {
@@ -259,12 +291,14 @@ int Train() {
       }
     }
   }
+  if (!lead) return 0;
   std::vector<std::string> names;
   for (const CpuDevice& d : devices) names.push_back(absl::StrCat("\"", d.ToString(), "\""));
   std::printf("{\"test_accuracy\":%.4f,\"train_loss\":%.4f,\"epochs\":%d,\"steps\":%lld,"
-              "\"samples_per_sec\":%.1f,\"devices\":[%s]}\n",
+              "\"samples_per_sec\":%.1f,\"devices\":[%s]%s}\n",
               accuracy, last_loss, epochs, static_cast<long long>(step),
-              static_cast<double>(n) * epochs / std::max(train_seconds, 1e-9), absl::StrJoin(names, ",").c_str());
+              static_cast<double>(n) * epochs / std::max(train_seconds, 1e-9), absl::StrJoin(names, ",").c_str(),
+              processes > 1 ? absl::StrCat(",\"processes\":", processes).c_str() : "");
   return 0;
 }
 
