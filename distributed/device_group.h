@@ -92,16 +92,13 @@ class DeviceGroup {
                 n * (rank + 1) / size(), devices_[rank]);
       return Leave(rank, shared_);
     }
-    // Sum locally, sum across processes, divide once for a mean. With one local member the
-    // process group reads its input directly (no local copy).
+    // Sum locally (with one member: a copy, split over the device's threads, as a collective
+    // leaves its input untouched), sum across processes in place, divide once for a mean.
     const ReduceKind local = kind == ReduceKind::kMean ? ReduceKind::kSum : kind;
-    if (size() > 1) {
-      K::Reduce(local, t.dtype(), Inputs(), K::MutableData(shared_), n * rank / size(),
-                n * (rank + 1) / size(), devices_[rank]);
-    }
+    K::Reduce(local, t.dtype(), Inputs(), K::MutableData(shared_), n * rank / size(), n * (rank + 1) / size(),
+              devices_[rank]);
     s = AcrossProcesses(rank, sig, [&] {
-      const void* in = size() > 1 ? K::Data(shared_) : K::Data(slots_[0]);
-      absl::Status st = world_->AllReduce(in, K::MutableData(shared_), n, t.dtype(), local);
+      absl::Status st = world_->AllReduce(K::Data(shared_), K::MutableData(shared_), n, t.dtype(), local);
       if (st.ok() && kind == ReduceKind::kMean) K::Divide(t.dtype(), K::MutableData(shared_), n, global_size(), devices_[rank]);
       return st;
     });

@@ -249,7 +249,14 @@ int Train() {
   // One replica per device (one device is the same code with a group of one).
   auto group = std::make_shared<distributed::DeviceGroup<AD>>(devices, group_options);
   auto dp = distributed::DataParallel<Cpu>::Create(*initial, group, make_optimizer);
-  if (!dp.ok()) throw UsageError{std::string(dp.status().message())};
+  if (!dp.ok()) {
+    // The first broadcast already crosses processes: a peer that fails there is no usage error.
+    if (dp.status().code() != absl::StatusCode::kInvalidArgument) {
+      std::fprintf(stderr, "train: %s\n", std::string(dp.status().message()).c_str());
+      return 1;
+    }
+    throw UsageError{std::string(dp.status().message())};
+  }
   nn::Module<AD>& model = (*dp)->replica(0);
   const auto loss_fn = [](nn::Module<AD>& m, const T& x, const T& y) { return nn::CrossEntropy(m(x), y); };
 
