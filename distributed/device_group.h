@@ -97,8 +97,8 @@ class DeviceGroup {
     const ReduceKind local = kind == ReduceKind::kMean ? ReduceKind::kSum : kind;
     K::Reduce(local, t.dtype(), Inputs(), K::MutableData(shared_), n * rank / size(), n * (rank + 1) / size(),
               devices_[rank]);
-    s = AcrossProcesses(rank, sig, [&] {
-      absl::Status st = world_->AllReduce(K::Data(shared_), K::MutableData(shared_), n, t.dtype(), local);
+    s = AcrossProcesses(rank, sig, [&](const std::string& call) {
+      absl::Status st = world_->AllReduce(call, K::Data(shared_), K::MutableData(shared_), n, t.dtype(), local);
       if (st.ok() && kind == ReduceKind::kMean) K::Divide(t.dtype(), K::MutableData(shared_), n, global_size(), devices_[rank]);
       return st;
     });
@@ -121,9 +121,9 @@ class DeviceGroup {
     const bool sending = world_->rank() == root_process;
     if (!sending) rendezvous_.Once([&] { shared_ = K::Allocate(t.shape(), t.dtype(), devices_[0]); });
     const Staged& result = sending ? slots_[root_member] : shared_;
-    s = AcrossProcesses(rank, sig, [&] {
+    s = AcrossProcesses(rank, sig, [&](const std::string& call) {
       void* data = sending ? const_cast<void*>(K::Data(result)) : K::MutableData(result);
-      return world_->Broadcast(data, t.numel() * DTypeSize(t.dtype()), root_process);
+      return world_->Broadcast(call, data, t.numel() * DTypeSize(t.dtype()), root_process);
     });
     if (!s.ok()) return s;
     return Leave(rank, result);
@@ -143,8 +143,8 @@ class DeviceGroup {
     const int64_t n = t.numel();
     K::CopyInto(t.dtype(), K::Data(slots_[rank]), K::MutableData(shared_), global_rank(rank) * n, n);
     if (world_) {
-      s = AcrossProcesses(rank, sig, [&] {
-        return world_->AllGather(K::MutableData(shared_), size() * n * DTypeSize(t.dtype()));
+      s = AcrossProcesses(rank, sig, [&](const std::string& call) {
+        return world_->AllGather(call, K::MutableData(shared_), size() * n * DTypeSize(t.dtype()));
       });
       if (!s.ok()) return s;
     }
@@ -194,7 +194,8 @@ class DeviceGroup {
   }
 
   // The cross-process stage, run by the last local member to get here once every local member
-  // has done its part: the ranks agree on the call (nothing moves if they do not), then `op`.
+  // has done its part: op(call), where the process group compares `call` across the ranks
+  // before it moves anything.
   template <class F>
   absl::Status AcrossProcesses(int rank, const std::string& signature, F op) {
     return rendezvous_.Together(rank, [&]() -> absl::Status {
@@ -204,8 +205,7 @@ class DeviceGroup {
             " buffers, but this backend stages its tensors in ", K::kMemory == BufferMemory::kHost ? "host" : "device",
             " memory; use a process group for this backend"));
       }
-      absl::Status s = world_->Agree(absl::StrCat(signature, " on ", size(), " local device(s)"));
-      return s.ok() ? op() : s;
+      return op(absl::StrCat(signature, " on ", size(), " local device(s)"));
     });
   }
 
@@ -219,8 +219,8 @@ class DeviceGroup {
     rendezvous_.Once([&] { shared_ = K::Allocate(t.shape(), t.dtype(), devices_[0]); });
     K::Reduce(local, t.dtype(), Inputs(), K::MutableData(shared_), n * rank / size(), n * (rank + 1) / size(),
               devices_[rank]);
-    absl::Status s = AcrossProcesses(rank, sig, [&] {
-      absl::Status st = world_->ReduceScatter(K::MutableData(shared_), n, t.dtype(), local);
+    absl::Status s = AcrossProcesses(rank, sig, [&](const std::string& call) {
+      absl::Status st = world_->ReduceScatter(call, K::MutableData(shared_), n, t.dtype(), local);
       if (st.ok() && kind == ReduceKind::kMean) {
         K::Divide(t.dtype(), K::MutableData(shared_), n / processes(), global_size(), devices_[rank]);
       }

@@ -59,11 +59,12 @@ class GlooProcessGroup : public ProcessGroup {
   BufferMemory memory() const override { return BufferMemory::kHost; }
   std::chrono::milliseconds timeout() const { return timeout_; }
 
-  absl::Status Agree(absl::string_view signature) override;
-  absl::Status AllReduce(const void* in, void* out, int64_t count, DType dtype, ReduceKind kind) override;
-  absl::Status Broadcast(void* data, int64_t bytes, int root) override;
-  absl::Status AllGather(void* data, int64_t bytes_per_rank) override;
-  absl::Status ReduceScatter(void* data, int64_t count, DType dtype, ReduceKind kind) override;
+  absl::Status AllReduce(absl::string_view call, const void* in, void* out, int64_t count, DType dtype,
+                         ReduceKind kind) override;
+  absl::Status Broadcast(absl::string_view call, void* data, int64_t bytes, int root) override;
+  absl::Status AllGather(absl::string_view call, void* data, int64_t bytes_per_rank) override;
+  absl::Status ReduceScatter(absl::string_view call, void* data, int64_t count, DType dtype,
+                             ReduceKind kind) override;
 
   // Gloo's context, for benchmarks that time raw Gloo on the same connections.
   const std::shared_ptr<gloo::Context>& context() const { return context_; }
@@ -79,7 +80,9 @@ class GlooProcessGroup : public ProcessGroup {
   template <class F>
   absl::Status Run(absl::string_view what, F&& op);
   std::string OtherRanks() const;
-  // The call being made, as Agree() last saw it (for messages), or `op`.
+  // Compares `call` across the ranks (mu_ held).
+  absl::Status Agree(absl::string_view call);
+  // The call being made (for messages), or `op`.
   std::string Called(absl::string_view op) const;
 
   const int rank_, size_;
@@ -88,7 +91,7 @@ class GlooProcessGroup : public ProcessGroup {
   std::mutex mu_;  // one collective at a time: Gloo's context is not for concurrent use
   absl::Status broken_;
   std::string called_;
-  // Agree(): max over ranks of (hash, ~hash), by a halving-doubling instance made once.
+  // Agree: max over ranks of (hash, ~hash), by a halving-doubling instance made once.
   std::array<int64_t, 2> agree_{};
   std::unique_ptr<gloo::Algorithm> agree_algorithm_;
   // Small all-reduces: an instance and its buffer per (elements, dtype, kind). Made in call

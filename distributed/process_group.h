@@ -10,7 +10,7 @@
 // whose memory differs from its backend's staged memory (CollectiveKernels<B>::kMemory).
 //
 // Every rank must make the same calls in the same order (as with NCCL or torch.distributed).
-// Agree() checks that before any data moves. After a failed collective (a peer gone, a
+// Each call is compared across the ranks before any of its data moves. After a failed collective (a peer gone, a
 // timeout) the process group is unusable: every later call returns the same status.
 #ifndef KILN_DISTRIBUTED_PROCESS_GROUP_H_
 #define KILN_DISTRIBUTED_PROCESS_GROUP_H_
@@ -34,23 +34,24 @@ class ProcessGroup {
   virtual const char* engine() const = 0;      // "gloo"
   virtual BufferMemory memory() const = 0;     // where the buffers below must live
 
-  // Every rank passes a description of its next collective (op, tag, dtype, shape, local
-  // device count); InvalidArgument on every rank, naming the first rank that differs from
-  // rank 0 and both calls, if they differ. Nothing else is exchanged.
-  virtual absl::Status Agree(absl::string_view signature) = 0;
+  // Every collective first compares `call` (op, tag, dtype, shape, local device count) across
+  // the ranks: if they differ, InvalidArgument on every rank, naming the first rank that
+  // differs from rank 0 and both calls, and nothing else is exchanged. Arguments are checked
+  // after that, so every rank reports the same error.
 
   // out = reduce(in) over the ranks, element-wise (kSum, kMax or kMin; kMean is a kSum the
   // caller divides). `in` may equal `out`. Every rank gets the same bits.
-  virtual absl::Status AllReduce(const void* in, void* out, int64_t count, DType dtype,
-                                 ReduceKind kind) = 0;
+  virtual absl::Status AllReduce(absl::string_view call, const void* in, void* out, int64_t count,
+                                 DType dtype, ReduceKind kind) = 0;
   // data = root's data, on every rank (the root's buffer is only read).
-  virtual absl::Status Broadcast(void* data, int64_t bytes, int root) = 0;
+  virtual absl::Status Broadcast(absl::string_view call, void* data, int64_t bytes, int root) = 0;
   // In place: rank r's part is data[r * bytes_per_rank, (r + 1) * bytes_per_rank) on entry;
   // every part is there on return.
-  virtual absl::Status AllGather(void* data, int64_t bytes_per_rank) = 0;
+  virtual absl::Status AllGather(absl::string_view call, void* data, int64_t bytes_per_rank) = 0;
   // In place: data holds `count` elements on every rank; on return, data[0, count / world)
   // is the reduction of part `rank` (count divides by the world size).
-  virtual absl::Status ReduceScatter(void* data, int64_t count, DType dtype, ReduceKind kind) = 0;
+  virtual absl::Status ReduceScatter(absl::string_view call, void* data, int64_t count, DType dtype,
+                                     ReduceKind kind) = 0;
 };
 
 }  // namespace kiln::distributed
