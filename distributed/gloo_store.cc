@@ -80,6 +80,15 @@ absl::StatusOr<std::unique_ptr<RendezvousStore>> RendezvousStore::Open(const std
     host = std::string(rest.substr(0, colon));
     (void)absl::SimpleAtoi(rest.substr(colon + 1), &port);  // checked by CheckRendezvousAddress
   }
+  // Connect once first: Gloo's RedisStore leaks its hiredis context when the connection fails.
+  const struct timeval wait = {.tv_sec = 2, .tv_usec = 0};
+  redisContext* probe = redisConnectWithTimeout(host.c_str(), port, wait);
+  if (probe == nullptr || probe->err != 0) {
+    const std::string why = probe == nullptr ? "out of memory" : probe->errstr;
+    if (probe != nullptr) redisFree(probe);
+    return absl::UnavailableError(absl::StrCat("rendezvous store ", address, " is unreachable: ", why));
+  }
+  redisFree(probe);
   try {
     auto store = std::make_unique<gloo::rendezvous::RedisStore>(host, port);
     auto* raw = store.get();

@@ -49,7 +49,7 @@ for r in 0 1; do
   pids[$r]=$!
 done
 # Mid-training: after rank 0 reported its first steps.
-for _ in $(seq 300); do grep -q '^epoch 1/3 step' "$tmp/kill0.out" && break; sleep 0.1; done
+for _ in $(seq 900); do grep -q '^epoch 1/3 step' "$tmp/kill0.out" && break; sleep 0.2; done
 grep -q '^epoch 1/3 step' "$tmp/kill0.out" || fail "training did not start: $(cat "$tmp/kill0.out")"
 kill -9 "${pids[1]}"
 killed=$(date +%s%N)
@@ -66,7 +66,7 @@ echo "survivor: $(grep '^train:' "$tmp/kill0.out") after $elapsed_ms ms"
 # The same under the launcher: it reports the killed rank, stops the other and exits non-zero.
 "$launch" --nproc=2 -- "$train" "${long[@]}" >"$tmp/launch-kill.out" 2>&1 &
 launcher=$!
-for _ in $(seq 300); do grep -q '^\[rank 0\] epoch 1/3 step' "$tmp/launch-kill.out" && break; sleep 0.1; done
+for _ in $(seq 900); do grep -q '^\[rank 0\] epoch 1/3 step' "$tmp/launch-kill.out" && break; sleep 0.2; done
 ranks=$(pgrep -P $launcher)
 victim=$(tail -n 1 <<<"$ranks")
 kill -9 "$victim"
