@@ -35,6 +35,9 @@ struct CollectiveKernels<Cpu> {
   using P = Cpu::Primitive;
   using Staged = cpu::StridedTensor;
   static constexpr BufferMemory kMemory = BufferMemory::kHost;
+  // Unstage shares the staged memory rather than copying it, so members need not wait for
+  // each other's parts of a shared output before they unstage it.
+  static constexpr bool kUnstageCopies = false;
   // A dense form of `t` whose data the other members may read until the round's departure.
   static Staged Stage(const P& t) { return Cpu::contiguous(t); }
   static const void* Data(const Staged& dense) {

@@ -19,6 +19,9 @@
 #include "absl/types/span.h"
 #include "distributed/collective_kernels.h"
 #include "distributed/process_group.h"
+#ifdef KILN_WITH_VULKAN
+#include "distributed/vulkan_collectives.h"
+#endif
 #include "distributed/rendezvous.h"
 #include "tensor/tensor.h"
 
@@ -90,7 +93,7 @@ class DeviceGroup {
     if (!world_) {
       K::Reduce(kind, t.dtype(), Inputs(), K::MutableData(shared_), n * rank / size(),
                 n * (rank + 1) / size(), devices_[rank]);
-      return Leave(rank, shared_);
+      return LeaveShared(rank);
     }
     // Sum locally (with one member: a copy, split over the device's threads, as a collective
     // leaves its input untouched), sum across processes in place, divide once for a mean.
@@ -103,7 +106,7 @@ class DeviceGroup {
       return st;
     });
     if (!s.ok()) return s;
-    return Leave(rank, shared_);
+    return Leave(rank, shared_);  // the cross-process stage was a meeting: every part is written
   }
 
   // The root's tensor on every member.
@@ -147,8 +150,9 @@ class DeviceGroup {
         return world_->AllGather(call, K::MutableData(shared_), size() * n * DTypeSize(t.dtype()));
       });
       if (!s.ok()) return s;
+      return Leave(rank, shared_);  // the cross-process stage was a meeting
     }
-    return Leave(rank, shared_);
+    return LeaveShared(rank);
   }
 
   // Member r gets the reduction over all members of rows [r*d/N, (r+1)*d/N) of dim 0.
@@ -250,6 +254,14 @@ class DeviceGroup {
     std::vector<const void*> out;
     for (const Staged& p : slots_) out.push_back(K::Data(p));
     return out;
+  }
+
+  // Leave with the round's shared output, which every member wrote a part of.
+  absl::StatusOr<Tensor<B>> LeaveShared(int rank) {
+    if constexpr (K::kUnstageCopies) {
+      if (absl::Status s = rendezvous_.Settle(rank); !s.ok()) return s;
+    }
+    return Leave(rank, shared_);
   }
 
   // Waits until every member is done reading the others' inputs, then releases this one's.

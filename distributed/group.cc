@@ -1,6 +1,7 @@
 #include "distributed/group.h"
 
 #include "absl/strings/str_cat.h"
+#include "backends/dispatch/dispatch_backend.h"
 
 namespace kiln::distributed {
 
@@ -23,8 +24,30 @@ const DispatchDevice& Unwrapped(const DispatchDevice& d) {
   return d;
 }
 
-// Whether `backend` can run `op`; every op runs on the CPU backend.
-bool Supports(const std::string& backend, GroupOp) { return backend == "cpu"; }
+// Whether `backend` can run `op`: every compiled-in backend runs every op (the Vulkan one
+// stages through host memory).
+bool Supports(const std::string& backend, GroupOp) { return backend == "cpu" || backend == "vulkan"; }
+
+absl::Status CheckExists(const CpuDevice& d) { return cpu::CheckDevice(d); }
+#ifdef KILN_WITH_VULKAN
+absl::Status CheckExists(const VulkanDevice& d) { return vulkan::CheckDevice(d); }
+#endif
+
+// The group of backend B over `devices` (validated: all of B, all autodiff or none).
+template <class B>
+absl::StatusOr<AnyGroup> MakeTyped(absl::Span<const DispatchDevice> devices, GroupOptions options) {
+  using D = typename B::Device;
+  std::vector<D> list;
+  for (const DispatchDevice& d : devices) {
+    const D device = std::get<D>(Unwrapped(d).variant());
+    if (absl::Status s = CheckExists(device); !s.ok()) return s;
+    list.push_back(device);
+  }
+  if (devices[0].is_autodiff()) {
+    return AnyGroup(std::make_shared<DeviceGroup<Autodiff<B>>>(std::move(list), options));
+  }
+  return AnyGroup(std::make_shared<DeviceGroup<B>>(std::move(list), options));
+}
 
 }  // namespace
 
@@ -69,17 +92,14 @@ absl::Status ValidateDevices(absl::Span<const DispatchDevice> devices, GroupOp o
 absl::StatusOr<AnyGroup> MakeGroup(absl::Span<const DispatchDevice> devices, GroupOp op,
                                    GroupOptions options) {
   if (absl::Status s = ValidateDevices(devices, op); !s.ok()) return s;
-  std::vector<CpuDevice> cpu;
-  for (const DispatchDevice& d : devices) {
-    const DispatchDevice& inner = Unwrapped(d);
-    const CpuDevice device = std::get<CpuDevice>(inner.variant());
-    if (absl::Status s = cpu::CheckDevice(device); !s.ok()) return s;
-    cpu.push_back(device);
-  }
-  if (devices[0].is_autodiff()) {
-    return AnyGroup(std::make_shared<DeviceGroup<Autodiff<Cpu>>>(std::move(cpu), options));
-  }
-  return AnyGroup(std::make_shared<DeviceGroup<Cpu>>(std::move(cpu), options));
+  return std::visit([&](const auto& d) -> absl::StatusOr<AnyGroup> {
+    using D = std::decay_t<decltype(d)>;
+    if constexpr (std::is_same_v<D, AutodiffDevice>) {
+      return absl::InternalError("nested autodiff passed validation");
+    } else {
+      return MakeTyped<typename BackendOfDevice<D>::type>(devices, options);
+    }
+  }, Unwrapped(devices[0]).variant());
 }
 
 }  // namespace kiln::distributed

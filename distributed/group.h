@@ -23,7 +23,12 @@ const char* GroupOpName(GroupOp op);
 
 // One alternative per compiled-in backend, plain and autodiff.
 using AnyGroup = std::variant<std::shared_ptr<DeviceGroup<Cpu>>,
-                              std::shared_ptr<DeviceGroup<Autodiff<Cpu>>>>;
+                              std::shared_ptr<DeviceGroup<Autodiff<Cpu>>>
+#ifdef KILN_WITH_VULKAN
+                              , std::shared_ptr<DeviceGroup<Vulkan>>,
+                              std::shared_ptr<DeviceGroup<Autodiff<Vulkan>>>
+#endif
+                              >;
 
 // Every rejection names the offending index, what was expected and what was found.
 // InvalidArgument: an empty list, a duplicate, mixed backends, mixed autodiff, nested

@@ -80,6 +80,11 @@ absl::Status Rendezvous::Together(int rank, const std::function<absl::Status()>&
   return Meet(lock, rank, "cross-process stage", &fn);
 }
 
+absl::Status Rendezvous::Settle(int rank) {
+  std::unique_lock lock(mu_);
+  return Meet(lock, rank, "completion");
+}
+
 absl::Status Rendezvous::Depart(int rank) {
   std::unique_lock lock(mu_);
   return Meet(lock, rank, "departure");

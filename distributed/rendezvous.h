@@ -25,7 +25,10 @@ class Rendezvous {
   // the call (op, tag, shape, dtype); signatures that differ fail the round for every member
   // with InvalidArgument naming them. (Members publish their data in their own slots first.)
   absl::Status Arrive(int rank, std::string signature);
-  // The second meeting of a round: nobody leaves (and frees what the others read) before all
+  // A meeting inside a round: every member has written its part of a shared output (for
+  // backends whose members then copy that output rather than share it).
+  absl::Status Settle(int rank);
+  // The last meeting of a round: nobody leaves (and frees what the others read) before all
   // have finished their part.
   absl::Status Depart(int rank);
   // A meeting for work that needs every member's part done first (the cross-process stage of

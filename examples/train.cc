@@ -6,7 +6,7 @@
 // Under a launcher (tools/launch, srun, mpirun; see distributed/launch_env.h) every process
 // trains data-parallel over its --devices and joins the others through a Gloo process group:
 // the global batch is split over every device of every process. Rank 0 evaluates, prints and
-// writes the checkpoint.
+// writes the checkpoint (the others wait for it at their next collective).
 #include <unistd.h>
 
 #include <chrono>
@@ -26,7 +26,7 @@
 #include "absl/strings/strip.h"
 #include "autodiff/autodiff.h"
 #include "backends/cpu/cpu_backend.h"
-#include "backends/dispatch/dispatch_device.h"
+#include "backends/dispatch/dispatch_backend.h"
 #include "data/idx.h"
 #include "distributed/data_parallel.h"
 #include "distributed/gloo_process_group.h"
@@ -60,9 +60,6 @@ ABSL_FLAG(double, collective_timeout, 60,
 namespace kiln {
 namespace {
 
-using AD = Autodiff<Cpu>;
-using T = Tensor<AD>;
-
 struct UsageError {
   std::string message;
 };
@@ -92,8 +89,10 @@ void CheckFlags(int argc, char** argv) {
 }
 
 // --devices: logical CPU devices are made to exist first (as many as the highest index
-// needs, the cores shared among those listed), then the list is validated as a whole.
-std::vector<CpuDevice> ParseDevices(const std::string& spec, int processes_here) {
+// needs, the cores shared among those listed), then the list is validated as a whole. The
+// plain devices come back (training always records gradients, so autodiff(cpu:N) and cpu:N
+// mean the same here).
+std::vector<DispatchDevice> ParseDevices(const std::string& spec, int processes_here) {
   int highest = 0, listed = 0;
   for (absl::string_view part : absl::StrSplit(spec, ',')) {
     int index = 0;
@@ -114,38 +113,39 @@ std::vector<CpuDevice> ParseDevices(const std::string& spec, int processes_here)
   if (absl::Status s = distributed::ValidateDevices(*devices, distributed::GroupOp::kGradientSync); !s.ok()) {
     throw UsageError{absl::StrCat("--devices=", spec, ": ", s.message())};
   }
-  // Training always records gradients, so autodiff(cpu:N) and cpu:N mean the same here.
-  std::vector<CpuDevice> out;
+  std::vector<DispatchDevice> out;
   for (const DispatchDevice& d : *devices) {
     const auto* wrapped = std::get_if<AutodiffDevice>(&d.variant());
-    out.push_back(std::get<CpuDevice>((wrapped ? *wrapped->inner : d).variant()));
+    out.push_back(wrapped ? *wrapped->inner : d);
   }
   return out;
 }
 
-std::unique_ptr<nn::Sequential<AD>> BuildModel(const std::string& kind, Generator& gen,
-                                               const CpuDevice& device) {
+template <Backend B>
+std::unique_ptr<nn::Sequential<Autodiff<B>>> BuildModel(const std::string& kind, Generator& gen,
+                                                        const typename B::Device& device) {
+  using AD = Autodiff<B>;
   auto net = std::make_unique<nn::Sequential<AD>>();
   if (kind == "mlp") {
-    net->add<nn::Flatten<AD>>()
-        .add<nn::Linear<AD>>(784, 256, gen, nn::LinearOptions{}, device)
-        .add<nn::ReLU<AD>>()
-        .add<nn::Linear<AD>>(256, 256, gen, nn::LinearOptions{}, device)
-        .add<nn::ReLU<AD>>()
-        .add<nn::Linear<AD>>(256, 10, gen, nn::LinearOptions{}, device);
+    net->template add<nn::Flatten<AD>>()
+        .template add<nn::Linear<AD>>(784, 256, gen, nn::LinearOptions{}, device)
+        .template add<nn::ReLU<AD>>()
+        .template add<nn::Linear<AD>>(256, 256, gen, nn::LinearOptions{}, device)
+        .template add<nn::ReLU<AD>>()
+        .template add<nn::Linear<AD>>(256, 10, gen, nn::LinearOptions{}, device);
   } else if (kind == "cnn") {
     const nn::Conv2dOptions same{.padding = 1};
-    net->add<nn::Conv2d<AD>>(1, 16, 3, gen, same, device)
-        .add<nn::ReLU<AD>>()
-        .add<nn::MaxPool2d<AD>>(2)
-        .add<nn::Conv2d<AD>>(16, 32, 3, gen, same, device)
-        .add<nn::ReLU<AD>>()
-        .add<nn::MaxPool2d<AD>>(2)
-        .add<nn::Flatten<AD>>()
-        .add<nn::Linear<AD>>(32 * 7 * 7, 128, gen, nn::LinearOptions{}, device)
-        .add<nn::ReLU<AD>>()
-        .add<nn::Dropout<AD>>(0.25, gen.NextU64())
-        .add<nn::Linear<AD>>(128, 10, gen, nn::LinearOptions{}, device);
+    net->template add<nn::Conv2d<AD>>(1, 16, 3, gen, same, device)
+        .template add<nn::ReLU<AD>>()
+        .template add<nn::MaxPool2d<AD>>(2)
+        .template add<nn::Conv2d<AD>>(16, 32, 3, gen, same, device)
+        .template add<nn::ReLU<AD>>()
+        .template add<nn::MaxPool2d<AD>>(2)
+        .template add<nn::Flatten<AD>>()
+        .template add<nn::Linear<AD>>(32 * 7 * 7, 128, gen, nn::LinearOptions{}, device)
+        .template add<nn::ReLU<AD>>()
+        .template add<nn::Dropout<AD>>(0.25, gen.NextU64())
+        .template add<nn::Linear<AD>>(128, 10, gen, nn::LinearOptions{}, device);
   } else {
     throw UsageError{absl::StrCat("--model=", kind, ": expected mlp or cnn")};
   }
@@ -153,102 +153,73 @@ std::unique_ptr<nn::Sequential<AD>> BuildModel(const std::string& kind, Generato
 }
 
 // Images as the model takes them: [N, 784] rows reshaped by the model, [N, 1, 28, 28] for a CNN.
-Tensor<Cpu> Images(const TensorData& images, const std::string& model, const CpuDevice& device) {
-  const Tensor<Cpu> t = Tensor<Cpu>::from_data(images, device);
+template <Backend B>
+Tensor<B> Images(const TensorData& images, const std::string& model, const typename B::Device& device) {
+  const Tensor<B> t = Tensor<B>::from_data(images, device);
   return model == "cnn" ? t.unsqueeze(1) : t;
 }
 
-double Evaluate(nn::Module<AD>& model, const Tensor<Cpu>& images, const Tensor<Cpu>& labels) {
+template <Backend B>
+double Evaluate(nn::Module<Autodiff<B>>& model, const Tensor<B>& images, const Tensor<B>& labels) {
+  using T = Tensor<Autodiff<B>>;
   NoGradScope no_grad;
   model.eval();
   int64_t correct = 0;
   const int64_t n = images.size(0);
   for (int64_t start = 0; start < n; start += 1000) {
     const int64_t end = std::min(n, start + 1000);
-    const Tensor<Cpu> logits = model(T::from_inner(images.slice(0, start, end))).inner();
-    correct += logits.argmax(1).eq(labels.slice(0, start, end)).sum().item<int64_t>();
+    const Tensor<B> logits = model(T::from_inner(images.slice(0, start, end))).inner();
+    correct += logits.argmax(1).eq(labels.slice(0, start, end)).sum().template item<int64_t>();
   }
   model.train();
   return static_cast<double>(correct) / static_cast<double>(n);
 }
 
 // A permutation of 0..n-1 from the run's generator (Fisher-Yates).
-Tensor<Cpu> Shuffle(int64_t n, Generator& gen, const CpuDevice& device) {
+template <Backend B>
+Tensor<B> Shuffle(int64_t n, Generator& gen, const typename B::Device& device) {
   std::vector<int64_t> order(n);
   for (int64_t i = 0; i < n; ++i) order[i] = i;
   for (int64_t i = n - 1; i > 0; --i) std::swap(order[i], order[gen.NextU64() % (i + 1)]);
-  return Tensor<Cpu>::from_vector(order, {n}, device);
+  return Tensor<B>::from_vector(order, {n}, device);
 }
 
-int Train() {
-  const std::string kind = absl::GetFlag(FLAGS_model);
-  if (kind != "mlp" && kind != "cnn") throw UsageError{absl::StrCat("--model=", kind, ": expected mlp or cnn")};
-  const int epochs = absl::GetFlag(FLAGS_epochs) > 0 ? absl::GetFlag(FLAGS_epochs) : (kind == "mlp" ? 10 : 4);
-  const int batch = absl::GetFlag(FLAGS_batch_size);
-  const std::string opt_name = !absl::GetFlag(FLAGS_optimizer).empty() ? absl::GetFlag(FLAGS_optimizer)
-                               : kind == "mlp" ? "sgd" : "adamw";
-  if (opt_name != "sgd" && opt_name != "adamw") {
-    throw UsageError{absl::StrCat("--optimizer=", opt_name, ": expected sgd or adamw")};
-  }
-  const double lr = absl::GetFlag(FLAGS_lr) > 0 ? absl::GetFlag(FLAGS_lr) : (opt_name == "sgd" ? 0.05 : 0.001);
-  if (batch < 1 || absl::GetFlag(FLAGS_epochs) < 0 || absl::GetFlag(FLAGS_lr) < 0 ||
-      absl::GetFlag(FLAGS_train_limit) < 0 || absl::GetFlag(FLAGS_threads) < 0) {
-    throw UsageError{"--batch_size must be >= 1; --epochs, --lr, --train_limit, --threads >= 0"};
-  }
-  // A launcher's environment makes this process one rank of several.
-  const auto launch = distributed::ReadLaunchEnv();
-  if (!launch.ok()) throw UsageError{std::string(launch.status().message())};
-  const std::vector<CpuDevice> devices =
-      ParseDevices(absl::GetFlag(FLAGS_devices), launch->has_value() ? (*launch)->local_world_size : 1);
-  const CpuDevice device = devices[0];
-  const double timeout_s = absl::GetFlag(FLAGS_collective_timeout);
-  if (!(timeout_s > 0)) throw UsageError{"--collective_timeout must be > 0"};
-  distributed::GroupOptions group_options{
-      .timeout = std::chrono::milliseconds(static_cast<int64_t>(timeout_s * 1000))};
-  int rank = 0, processes = 1;
-  if (launch->has_value()) {
-    auto world = distributed::GlooProcessGroup::Connect(
-        distributed::ProcessGroupOptions::From(**launch, group_options.timeout));
-    if (!world.ok()) {
-      std::fprintf(stderr, "train: %s\n", std::string(world.status().message()).c_str());
-      return 1;
-    }
-    group_options.process_group = *world;
-    rank = (*world)->rank();
-    processes = (*world)->world_size();
-  }
-  const bool lead = rank == 0;  // evaluates, prints and writes the checkpoint
-  const int64_t members = static_cast<int64_t>(devices.size()) * processes;
-  if (batch < members) {
-    throw UsageError{absl::StrCat("--batch_size=", batch, " is smaller than the ", members, " devices")};
-  }
+// Training proper, with backend B's tensors on `devices` (one replica each), one rank of
+// `processes` (group_options carries the process group when there are several).
+template <Backend B>
+int TrainOn(const std::string& kind, int epochs, int batch, const std::string& opt_name, double lr,
+            const std::vector<typename B::Device>& devices, const distributed::GroupOptions& group_options,
+            int rank, int processes) {
+  using AD = Autodiff<B>;
+  using T = Tensor<AD>;
+  const auto device = devices[0];
 
   auto train = data::LoadFashionMnist(absl::GetFlag(FLAGS_data_dir), "train");
   if (!train.ok()) throw UsageError{std::string(train.status().message())};
   auto test = data::LoadFashionMnist(absl::GetFlag(FLAGS_data_dir), "t10k");
   if (!test.ok()) throw UsageError{std::string(test.status().message())};
 
-  Tensor<Cpu> train_x = Images(train->images, kind, device);
-  Tensor<Cpu> train_y = Tensor<Cpu>::from_data(train->labels, device);
+  Tensor<B> train_x = Images<B>(train->images, kind, device);
+  Tensor<B> train_y = Tensor<B>::from_data(train->labels, device);
   if (const int limit = absl::GetFlag(FLAGS_train_limit); limit > 0 && limit < train_x.size(0)) {
     train_x = train_x.slice(0, 0, limit);
     train_y = train_y.slice(0, 0, limit);
   }
-  const Tensor<Cpu> test_x = Images(test->images, kind, device);
-  const Tensor<Cpu> test_y = Tensor<Cpu>::from_data(test->labels, device);
+  const Tensor<B> test_x = Images<B>(test->images, kind, device);
+  const Tensor<B> test_y = Tensor<B>::from_data(test->labels, device);
 
   Generator gen(absl::GetFlag(FLAGS_seed));
-  const auto initial = BuildModel(kind, gen, device);
+  const auto initial = BuildModel<B>(kind, gen, device);
   const double weight_decay = absl::GetFlag(FLAGS_weight_decay);
-  auto make_optimizer = [&]() -> std::unique_ptr<nn::Optimizer<Cpu>> {
+  auto make_optimizer = [&]() -> std::unique_ptr<nn::Optimizer<B>> {
     if (opt_name == "sgd") {
-      return std::make_unique<nn::Sgd<Cpu>>(lr, nn::SgdOptions{.momentum = 0.9, .weight_decay = weight_decay});
+      return std::make_unique<nn::Sgd<B>>(lr, nn::SgdOptions{.momentum = 0.9, .weight_decay = weight_decay});
     }
-    return std::make_unique<nn::AdamW<Cpu>>(lr, nn::AdamWOptions{.weight_decay = weight_decay});
+    return std::make_unique<nn::AdamW<B>>(lr, nn::AdamWOptions{.weight_decay = weight_decay});
   };
   // One replica per device (one device is the same code with a group of one).
   auto group = std::make_shared<distributed::DeviceGroup<AD>>(devices, group_options);
-  auto dp = distributed::DataParallel<Cpu>::Create(*initial, group, make_optimizer);
+  auto dp = distributed::DataParallel<B>::Create(*initial, group, make_optimizer);
   if (!dp.ok()) {
     // The first broadcast already crosses processes: a peer that fails there is no usage error.
     if (dp.status().code() != absl::StatusCode::kInvalidArgument) {
@@ -257,6 +228,8 @@ int Train() {
     }
     throw UsageError{std::string(dp.status().message())};
   }
+  const bool lead = rank == 0;  // evaluates, prints and writes the checkpoint
+  const int64_t members = static_cast<int64_t>(devices.size()) * processes;
   nn::Module<AD>& model = (*dp)->replica(0);
   const auto loss_fn = [](nn::Module<AD>& m, const T& x, const T& y) { return nn::CrossEntropy(m(x), y); };
 
@@ -267,14 +240,14 @@ int Train() {
   double last_loss = 0, accuracy = 0, train_seconds = 0;
   int64_t step = 0;
   for (int epoch = 1; epoch <= epochs; ++epoch) {
-    const Tensor<Cpu> order = Shuffle(n, gen, device);
+    const Tensor<B> order = Shuffle<B>(n, gen, device);
     const auto start = std::chrono::steady_clock::now();
     double loss_sum = 0;
     for (int64_t b = 0; b < steps_per_epoch; ++b, ++step) {
       if (absl::GetFlag(FLAGS_cosine)) {
         for (int r = 0; r < (*dp)->size(); ++r) (*dp)->optimizer(r).set_lr(schedule(step));
       }
-      const Tensor<Cpu> idx = order.slice(0, b * batch, std::min(n, (b + 1) * batch));
+      const Tensor<B> idx = order.slice(0, b * batch, std::min(n, (b + 1) * batch));
       if (idx.size(0) < members) continue;  // a last batch too small to split
       const absl::StatusOr<double> loss = (*dp)->Step(train_x.index_select(0, idx), train_y.index_select(0, idx), loss_fn);
       if (!loss.ok()) {
@@ -300,13 +273,67 @@ int Train() {
   }
   if (!lead) return 0;
   std::vector<std::string> names;
-  for (const CpuDevice& d : devices) names.push_back(absl::StrCat("\"", d.ToString(), "\""));
+  for (const auto& d : devices) names.push_back(absl::StrCat("\"", d.ToString(), "\""));
   std::printf("{\"test_accuracy\":%.4f,\"train_loss\":%.4f,\"epochs\":%d,\"steps\":%lld,"
               "\"samples_per_sec\":%.1f,\"devices\":[%s]%s}\n",
               accuracy, last_loss, epochs, static_cast<long long>(step),
               static_cast<double>(n) * epochs / std::max(train_seconds, 1e-9), absl::StrJoin(names, ",").c_str(),
               processes > 1 ? absl::StrCat(",\"processes\":", processes).c_str() : "");
   return 0;
+}
+
+int Train() {
+  const std::string kind = absl::GetFlag(FLAGS_model);
+  if (kind != "mlp" && kind != "cnn") throw UsageError{absl::StrCat("--model=", kind, ": expected mlp or cnn")};
+  const int epochs = absl::GetFlag(FLAGS_epochs) > 0 ? absl::GetFlag(FLAGS_epochs) : (kind == "mlp" ? 10 : 4);
+  const int batch = absl::GetFlag(FLAGS_batch_size);
+  const std::string opt_name = !absl::GetFlag(FLAGS_optimizer).empty() ? absl::GetFlag(FLAGS_optimizer)
+                               : kind == "mlp" ? "sgd" : "adamw";
+  if (opt_name != "sgd" && opt_name != "adamw") {
+    throw UsageError{absl::StrCat("--optimizer=", opt_name, ": expected sgd or adamw")};
+  }
+  const double lr = absl::GetFlag(FLAGS_lr) > 0 ? absl::GetFlag(FLAGS_lr) : (opt_name == "sgd" ? 0.05 : 0.001);
+  if (batch < 1 || absl::GetFlag(FLAGS_epochs) < 0 || absl::GetFlag(FLAGS_lr) < 0 ||
+      absl::GetFlag(FLAGS_train_limit) < 0 || absl::GetFlag(FLAGS_threads) < 0) {
+    throw UsageError{"--batch_size must be >= 1; --epochs, --lr, --train_limit, --threads >= 0"};
+  }
+  // A launcher's environment makes this process one rank of several.
+  const auto launch = distributed::ReadLaunchEnv();
+  if (!launch.ok()) throw UsageError{std::string(launch.status().message())};
+  const std::vector<DispatchDevice> devices =
+      ParseDevices(absl::GetFlag(FLAGS_devices), launch->has_value() ? (*launch)->local_world_size : 1);
+  const double timeout_s = absl::GetFlag(FLAGS_collective_timeout);
+  if (!(timeout_s > 0)) throw UsageError{"--collective_timeout must be > 0"};
+  distributed::GroupOptions group_options{
+      .timeout = std::chrono::milliseconds(static_cast<int64_t>(timeout_s * 1000))};
+  int rank = 0, processes = 1;
+  if (launch->has_value()) {
+    auto world = distributed::GlooProcessGroup::Connect(
+        distributed::ProcessGroupOptions::From(**launch, group_options.timeout));
+    if (!world.ok()) {
+      std::fprintf(stderr, "train: %s\n", std::string(world.status().message()).c_str());
+      return 1;
+    }
+    group_options.process_group = *world;
+    rank = (*world)->rank();
+    processes = (*world)->world_size();
+  }
+  const int64_t members = static_cast<int64_t>(devices.size()) * processes;
+  if (batch < members) {
+    throw UsageError{absl::StrCat("--batch_size=", batch, " is smaller than the ", members, " devices")};
+  }
+  // The list is one backend (validated): train with that backend's tensors.
+  return std::visit([&](const auto& first) -> int {
+    using D = std::decay_t<decltype(first)>;
+    if constexpr (std::is_same_v<D, AutodiffDevice>) {
+      throw UsageError{"internal: an autodiff device survived ParseDevices"};
+    } else {
+      std::vector<D> typed;
+      for (const DispatchDevice& d : devices) typed.push_back(std::get<D>(d.variant()));
+      return TrainOn<typename BackendOfDevice<D>::type>(kind, epochs, batch, opt_name, lr, typed, group_options,
+                                                        rank, processes);
+    }
+  }, devices[0].variant());
 }
 
 }  // namespace

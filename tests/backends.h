@@ -5,9 +5,16 @@
 
 #include <gtest/gtest.h>
 
+#include <cstdlib>
+#include <string>
+#include <vector>
+
 #include "autodiff/autodiff.h"
 #include "backends/cpu/cpu_backend.h"
 #include "backends/dispatch/dispatch_backend.h"
+#ifdef KILN_WITH_VULKAN
+#include "backends/vulkan/vulkan_backend.h"
+#endif
 
 namespace kiln::testing {
 
@@ -18,16 +25,31 @@ struct Config {
   using T = Float;
 };
 
+// The optional backends' entries in the lists below, empty when not compiled in.
+#ifdef KILN_WITH_VULKAN
+#define KILN_VULKAN_CONFIGS \
+  , Config<Vulkan, float>, Config<Vulkan, double>, Config<Autodiff<Vulkan>, float>
+#define KILN_VULKAN_BACKENDS , Vulkan
+#else
+#define KILN_VULKAN_CONFIGS
+#define KILN_VULKAN_BACKENDS
+#endif
+
 // Every backend, plain and wrapped in Autodiff: the wrapper must not change a single value.
 using FloatConfigs =
     ::testing::Types<Config<Cpu, float>, Config<Cpu, double>, Config<Autodiff<Cpu>, float>,
                      Config<Autodiff<Cpu>, double>, Config<Dispatch, float>,
-                     Config<Autodiff<Dispatch>, double>>;
-using AllBackends = ::testing::Types<Cpu, Autodiff<Cpu>, Dispatch>;
+                     Config<Autodiff<Dispatch>, double> KILN_VULKAN_CONFIGS>;
+using AllBackends = ::testing::Types<Cpu, Autodiff<Cpu>, Dispatch KILN_VULKAN_BACKENDS>;
 // The backends gradients are checked on (each is wrapped in Autodiff by the test).
-using InnerBackends = ::testing::Types<Cpu, Dispatch>;
+using InnerBackends = ::testing::Types<Cpu, Dispatch KILN_VULKAN_BACKENDS>;
+// The backends tests/distributed runs on, plain (tests wrap them in Autodiff where they need
+// gradients). A backend that specialises distributed::CollectiveKernels joins here, behind
+// its build config (Vulkan under #ifdef KILN_WITH_VULKAN, CUDA under #ifdef KILN_WITH_CUDA),
+// together with a TestDevices<B>::Provide.
+using DistributedBackends = ::testing::Types<Cpu KILN_VULKAN_BACKENDS>;
 
-// Names typed tests "Cpu_f32" rather than "0".
+// Names typed tests "cpu_f32" (a Config) or "cpu" (a backend) rather than "0".
 struct ConfigNames {
   template <class C>
   static std::string GetName(int) {
@@ -40,14 +62,44 @@ struct ConfigNames {
 };
 
 // Devices a backend-generic test needs beyond the default one.
+//   Second(), Missing(), kMissingMessage: for the conformance and error suites.
+//   Provide(n): makes sure at least n devices of the backend exist and returns the first n,
+//     distinct and in index order (the distributed suite's group members); a backend that
+//     cannot provide n throws kiln::Error, which fails the test rather than skipping it.
 template <class B>
 struct TestDevices;
 
 template <class B>
 struct TestDevices<Autodiff<B>> : TestDevices<B> {};
 
+// Why backend B cannot run on this machine (no device at all), or OK. Tests skip with that
+// reason, unless KILN_REQUIRE_ALL_BACKENDS is set (CI sets it: there, a skip would hide a
+// broken install).
+template <class B>
+absl::Status BackendStatus() {
+  if constexpr (requires { TestDevices<B>::Available(); }) {
+    return TestDevices<B>::Available();
+  } else {
+    return absl::OkStatus();
+  }
+}
+
+#define KILN_SKIP_IF_UNAVAILABLE(B)                                                         \
+  if (const absl::Status kiln_status = ::kiln::testing::BackendStatus<B>(); !kiln_status.ok()) { \
+    if (std::getenv("KILN_REQUIRE_ALL_BACKENDS") != nullptr) FAIL() << kiln_status;       \
+    GTEST_SKIP() << B::Name() << " is not available here: " << kiln_status;              \
+  }
+
 template <>
 struct TestDevices<Cpu> {
+  using Device = CpuDevice;
+  // Exactly n logical devices of one thread each, so that members do not share cores.
+  static std::vector<Device> Provide(int n) {
+    ThrowIfError(cpu::Configure({.devices = n, .threads_per_device = 1}));
+    std::vector<Device> out;
+    for (int i = 0; i < n; ++i) out.push_back(CpuDevice(i));
+    return out;
+  }
   // A second device of the same backend (configures two logical CPU devices).
   static CpuDevice Second() {
     ThrowIfError(cpu::Configure({.devices = 2}));
@@ -61,12 +113,37 @@ struct TestDevices<Cpu> {
 
 template <>
 struct TestDevices<Dispatch> {
+  using Device = DispatchDevice;  // Provide: the CPU devices
+  static std::vector<Device> Provide(int n) {
+    const std::vector<CpuDevice> cpu = TestDevices<Cpu>::Provide(n);
+    return std::vector<Device>(cpu.begin(), cpu.end());
+  }
   static DispatchDevice Second() { return TestDevices<Cpu>::Second(); }
   static DispatchDevice Missing() { return TestDevices<Cpu>::Missing(); }
   static constexpr const char* kMissingMessage =
       "cpu:99 does not exist: this process has 2 logical CPU devices (cpu:0..cpu:1); set "
       "KILN_CPU_DEVICES or call kiln::cpu::Configure for more";
 };
+
+#ifdef KILN_WITH_VULKAN
+template <>
+struct TestDevices<Vulkan> {
+  using Device = VulkanDevice;
+  static absl::Status Available() { return vulkan::Available(); }
+  // Virtual devices on the first physical device (enough of them are configured).
+  static std::vector<Device> Provide(int n) {
+    if (*vulkan::DeviceCount() < n) ThrowIfError(vulkan::Configure({.virtual_devices = n}));
+    std::vector<Device> out;
+    for (int i = 0; i < n; ++i) out.push_back(VulkanDevice(i));
+    return out;
+  }
+  static VulkanDevice Second() { return Provide(2)[1]; }
+  static VulkanDevice Missing() { return VulkanDevice(99); }
+  static constexpr const char* kMissingMessage =
+      "vulkan:99 does not exist: this process has 2 Vulkan devices (vulkan:0..vulkan:1); set "
+      "KILN_VULKAN_VIRTUAL_DEVICES or call kiln::vulkan::Configure for more";
+};
+#endif
 
 }  // namespace kiln::testing
 

@@ -10,6 +10,9 @@
 
 #include "backends/cpu/cpu_backend.h"
 #include "backends/dispatch/dispatch_device.h"
+#ifdef KILN_WITH_VULKAN
+#include "backends/vulkan/vulkan_backend.h"
+#endif
 #include "tensor/backend.h"
 
 namespace kiln {
@@ -21,13 +24,34 @@ template <>
 struct BackendOf<cpu::StridedTensor> {
   using type = Cpu;
 };
+// The backend whose device is D.
+template <class D>
+struct BackendOfDevice;
+template <>
+struct BackendOfDevice<CpuDevice> {
+  using type = Cpu;
+};
+#ifdef KILN_WITH_VULKAN
+template <>
+struct BackendOf<vulkan::VulkanTensor> {
+  using type = Vulkan;
+};
+template <>
+struct BackendOfDevice<VulkanDevice> {
+  using type = Vulkan;
+};
+#endif
 
 struct Dispatch {
  public:
   using Device = DispatchDevice;
   // One alternative per compiled-in backend (Vulkan and CUDA join under their configs).
   struct Primitive {
-    std::variant<Cpu::Primitive> v;
+    std::variant<Cpu::Primitive
+#ifdef KILN_WITH_VULKAN
+                 , Vulkan::Primitive
+#endif
+                 > v;
   };
 
  private:
@@ -66,7 +90,7 @@ struct Dispatch {
                              "gradients use Tensor<Autodiff<Dispatch>> on %s)", dev.ToString(),
                              d.inner->ToString());
       } else {
-        return f(Tag<Cpu>{}, d);
+        return f(Tag<typename BackendOfDevice<D>::type>{}, d);
       }
     }, dev.variant());
   }

@@ -17,7 +17,11 @@ struct KnownBackend {
 
 constexpr KnownBackend kBackends[] = {
     {"cpu", nullptr, true},
+#ifdef KILN_WITH_VULKAN
+    {"vulkan", "vulkan", true},
+#else
     {"vulkan", "vulkan", false},
+#endif
     {"cuda", "cuda", false},
 };
 
@@ -64,6 +68,13 @@ absl::StatusOr<DispatchDevice> DispatchDevice::Parse(absl::string_view text) {
       if (absl::Status s = cpu::CheckDevice(device); !s.ok()) return s;
       return DispatchDevice(device);
     }
+#ifdef KILN_WITH_VULKAN
+    if (name == "vulkan") {
+      const VulkanDevice device(index);
+      if (absl::Status s = vulkan::CheckDevice(device); !s.ok()) return s;
+      return DispatchDevice(device);
+    }
+#endif
   }
   return absl::InvalidArgumentError(absl::StrCat("device '", text, "': unknown backend '", name,
                                                  "'; kiln knows cpu, vulkan and cuda (compiled in: ",
@@ -81,13 +92,25 @@ absl::StatusOr<std::vector<DispatchDevice>> DispatchDevice::ParseList(absl::stri
 }
 
 std::string DispatchDevice::backend() const {
-  if (const auto* a = std::get_if<AutodiffDevice>(&v_)) return a->inner->backend();
-  return "cpu";
+  return std::visit([](const auto& d) -> std::string {
+    using D = std::decay_t<decltype(d)>;
+    if constexpr (std::is_same_v<D, AutodiffDevice>) {
+      return d.inner->backend();
+    } else {
+      const std::string name = d.ToString();
+      return name.substr(0, name.find(':'));
+    }
+  }, v_);
 }
 
 std::string DispatchDevice::ToString() const {
-  if (const auto* a = std::get_if<AutodiffDevice>(&v_)) return absl::StrCat("autodiff(", a->inner->ToString(), ")");
-  return std::get<CpuDevice>(v_).ToString();
+  return std::visit([](const auto& d) -> std::string {
+    if constexpr (std::is_same_v<std::decay_t<decltype(d)>, AutodiffDevice>) {
+      return absl::StrCat("autodiff(", d.inner->ToString(), ")");
+    } else {
+      return d.ToString();
+    }
+  }, v_);
 }
 
 bool operator==(const AutodiffDevice& a, const AutodiffDevice& b) { return *a.inner == *b.inner; }

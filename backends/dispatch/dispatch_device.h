@@ -12,6 +12,9 @@
 
 #include "absl/status/statusor.h"
 #include "backends/cpu/cpu_device.h"
+#ifdef KILN_WITH_VULKAN
+#include "backends/vulkan/vulkan_device.h"
+#endif
 
 namespace kiln {
 
@@ -25,12 +28,18 @@ struct AutodiffDevice {
 
 class DispatchDevice {
  public:
-  // One alternative per backend compiled in, plus the autodiff wrapper. The Vulkan and CUDA
-  // devices join here under --config=vulkan / --config=cuda.
-  using Variant = std::variant<CpuDevice, AutodiffDevice>;
+  // One alternative per backend compiled in, plus the autodiff wrapper.
+  using Variant = std::variant<CpuDevice,
+#ifdef KILN_WITH_VULKAN
+                               VulkanDevice,
+#endif
+                               AutodiffDevice>;
 
   DispatchDevice() : v_(CpuDevice(0)) {}
   DispatchDevice(CpuDevice d) : v_(d) {}  // NOLINT: a CPU device is a dispatch device
+#ifdef KILN_WITH_VULKAN
+  DispatchDevice(VulkanDevice d) : v_(d) {}  // NOLINT: so is a Vulkan device
+#endif
   static DispatchDevice Autodiff(DispatchDevice inner);
 
   // "cpu:0", "autodiff(cpu:1)". A backend this build lacks is FailedPrecondition naming the

@@ -10,6 +10,7 @@ namespace {
 template <class B>
 class GradCheckTest : public ::testing::Test {
  protected:
+  void SetUp() override { KILN_SKIP_IF_UNAVAILABLE(B); }
   using AD = Tensor<Autodiff<B>>;
   using Args = std::vector<AD>;
   static void Check(const AdFn<B>& f, const std::vector<TensorData>& inputs) {

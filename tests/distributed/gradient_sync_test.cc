@@ -1,39 +1,52 @@
-// Gradient all-reduce as a backward op: synced gradients equal the sum / mean of the
-// per-device gradients, whatever the graph, the bucket size or the unused parameters.
+// Gradient all-reduce as a backward op, on every backend with collective kernels: synced
+// gradients equal the sum / mean of the per-device gradients, whatever the graph, the bucket
+// size or the unused parameters.
 #include <gtest/gtest.h>
 
+#include <chrono>
 #include <functional>
+#include <memory>
 #include <thread>
+#include <utility>
+#include <vector>
 
 #include "distributed/gradient_sync.h"
 #include "nn/linear.h"
 #include "nn/sequential.h"
+#include "tests/backends.h"
 
 namespace kiln::distributed {
 namespace {
 
-using ADB = Autodiff<Cpu>;
-using AD = Tensor<ADB>;
-using Graph = std::function<AD(const AD& w, const AD& x)>;
+using ::kiln::testing::ConfigNames;
+using ::kiln::testing::DistributedBackends;
+using ::kiln::testing::TestDevices;
+
+template <class B>
+using Graph = std::function<Tensor<Autodiff<B>>(const Tensor<Autodiff<B>>& w, const Tensor<Autodiff<B>>& x)>;
 
 // One used parameter W [3,3] and one never used, V.
-class Probe : public nn::Module<ADB> {
+template <class B>
+class Probe : public nn::Module<Autodiff<B>> {
  public:
-  Probe(Generator& gen, Graph graph) : graph_(std::move(graph)) {
-    add_parameter("w", AD::uniform({3, 3}, -1, 1, gen, DType::kF64));
-    add_parameter("unused", AD::uniform({2}, -1, 1, gen, DType::kF64));
+  using AD = Tensor<Autodiff<B>>;
+  Probe(Generator& gen, Graph<B> graph, const typename B::Device& device) : graph_(std::move(graph)) {
+    this->add_parameter("w", AD::uniform({3, 3}, -1, 1, gen, DType::kF64, device));
+    this->add_parameter("unused", AD::uniform({2}, -1, 1, gen, DType::kF64, device));
   }
-  AD forward(const AD& x) override { return graph_(param(0), x); }
-  std::unique_ptr<nn::Module<ADB>> clone() const override { return CloneAs<Probe>(); }
-  const AD& w() const { return param(0); }
-  const AD& unused() const { return param(1); }
+  AD forward(const AD& x) override { return graph_(this->param(0), x); }
+  std::unique_ptr<nn::Module<Autodiff<B>>> clone() const override { return this->template CloneAs<Probe>(); }
+  const AD& w() const { return this->param(0); }
+  const AD& unused() const { return this->param(1); }
 
  private:
-  Graph graph_;
+  Graph<B> graph_;
 };
 
-const std::vector<std::pair<const char*, Graph>>& Graphs() {
-  static const auto* graphs = new std::vector<std::pair<const char*, Graph>>{
+template <class B>
+const std::vector<std::pair<const char*, Graph<B>>>& Graphs() {
+  using AD = Tensor<Autodiff<B>>;
+  static const auto* graphs = new std::vector<std::pair<const char*, Graph<B>>>{
       {"matmul", [](const AD& w, const AD& x) { return w.matmul(x); }},
       {"residual", [](const AD& w, const AD& x) { return w.matmul(x) + w; }},
       {"activation", [](const AD& w, const AD& x) { return w.matmul(x).tanh(); }},
@@ -45,23 +58,29 @@ const std::vector<std::pair<const char*, Graph>>& Graphs() {
   return *graphs;
 }
 
+template <class B>
 class GradientSyncTest : public ::testing::Test {
  protected:
-  void SetUp() override { ASSERT_TRUE(cpu::Configure({.devices = 2, .threads_per_device = 1}).ok()); }
+  void SetUp() override { KILN_SKIP_IF_UNAVAILABLE(B); }
 };
+TYPED_TEST_SUITE(GradientSyncTest, DistributedBackends, ConfigNames);
 
-TEST_F(GradientSyncTest, SyncedEqualsTheReductionOfLocalGradients) {
-  for (const auto& [name, graph] : Graphs()) {
+TYPED_TEST(GradientSyncTest, SyncedEqualsTheReductionOfLocalGradients) {
+  using B = TypeParam;
+  using ADB = Autodiff<B>;
+  using AD = Tensor<ADB>;
+  const auto d = TestDevices<B>::Provide(2);
+  for (const auto& [name, graph] : Graphs<B>()) {
     for (ReduceKind kind : {ReduceKind::kSum, ReduceKind::kMean}) {
       SCOPED_TRACE(std::string(name) + " " + ReduceKindName(kind));
       Generator gen(1);
-      Probe model(gen, graph);
-      DeviceGroup<Cpu> group({CpuDevice(0), CpuDevice(1)});
+      Probe<B> model(gen, graph, d[0]);
+      DeviceGroup<B> group(d);
       std::vector<std::unique_ptr<nn::Module<ADB>>> replicas;
-      std::vector<std::unique_ptr<GradientSync<Cpu>>> syncs;
+      std::vector<std::unique_ptr<GradientSync<B>>> syncs;
       for (int r = 0; r < 2; ++r) {
-        replicas.push_back(model.clone_to(CpuDevice(r)));
-        syncs.push_back(std::make_unique<GradientSync<Cpu>>(group, r, *replicas[r], SyncOptions{.reduce = kind}));
+        replicas.push_back(model.clone_to(d[r]));
+        syncs.push_back(std::make_unique<GradientSync<B>>(group, r, *replicas[r], SyncOptions{.reduce = kind}));
       }
       for (int step = 0; step < 20; ++step) {
         std::vector<std::vector<double>> local(2), synced(2), unused(2);
@@ -69,8 +88,8 @@ TEST_F(GradientSyncTest, SyncedEqualsTheReductionOfLocalGradients) {
         for (int r = 0; r < 2; ++r) {
           threads.emplace_back([&, r] {
             Generator data(100 * step + r);
-            auto& m = static_cast<Probe&>(*replicas[r]);
-            const AD x = AD::uniform({3, 3}, -1, 1, data, DType::kF64, CpuDevice(r));
+            auto& m = static_cast<Probe<B>&>(*replicas[r]);
+            const AD x = AD::uniform({3, 3}, -1, 1, data, DType::kF64, d[r]);
             const auto grads = m(x).sum().backward();
             local[r] = grads.get(m.w())->to_data().ToDoubles();
             auto s = syncs[r]->Finish(grads);
@@ -93,20 +112,24 @@ TEST_F(GradientSyncTest, SyncedEqualsTheReductionOfLocalGradients) {
 
 // Trains the same two replicas with two bucket sizes: every bit of every gradient agrees, and
 // with small buckets several are full (handed to communication) while backward still runs.
-TEST_F(GradientSyncTest, BucketsOverlapBackwardAndChangeNoResult) {
+TYPED_TEST(GradientSyncTest, BucketsOverlapBackwardAndChangeNoResult) {
+  using B = TypeParam;
+  using ADB = Autodiff<B>;
+  using AD = Tensor<ADB>;
+  const auto d = TestDevices<B>::Provide(2);
   std::vector<std::vector<double>> results;
   for (int64_t bucket_bytes : {int64_t{1}, int64_t{25} << 20}) {
     Generator gen(2);
     nn::Sequential<ADB> model;
-    model.add<nn::Linear<ADB>>(6, 16, gen, nn::LinearOptions{.dtype = DType::kF64})
-        .add<nn::Linear<ADB>>(16, 16, gen, nn::LinearOptions{.dtype = DType::kF64})
-        .add<nn::Linear<ADB>>(16, 2, gen, nn::LinearOptions{.dtype = DType::kF64});
-    DeviceGroup<Cpu> group({CpuDevice(0), CpuDevice(1)});
+    model.template add<nn::Linear<ADB>>(6, 16, gen, nn::LinearOptions{.dtype = DType::kF64}, d[0])
+        .template add<nn::Linear<ADB>>(16, 16, gen, nn::LinearOptions{.dtype = DType::kF64}, d[0])
+        .template add<nn::Linear<ADB>>(16, 2, gen, nn::LinearOptions{.dtype = DType::kF64}, d[0]);
+    DeviceGroup<B> group(d);
     std::vector<std::unique_ptr<nn::Module<ADB>>> replicas;
-    std::vector<std::unique_ptr<GradientSync<Cpu>>> syncs;
+    std::vector<std::unique_ptr<GradientSync<B>>> syncs;
     for (int r = 0; r < 2; ++r) {
-      replicas.push_back(model.clone_to(CpuDevice(r)));
-      syncs.push_back(std::make_unique<GradientSync<Cpu>>(group, r, *replicas[r], SyncOptions{.bucket_bytes = bucket_bytes}));
+      replicas.push_back(model.clone_to(d[r]));
+      syncs.push_back(std::make_unique<GradientSync<B>>(group, r, *replicas[r], SyncOptions{.bucket_bytes = bucket_bytes}));
     }
     EXPECT_EQ(syncs[0]->bucket_count(), bucket_bytes == 1 ? 6 : 1);
     std::vector<double> flat;
@@ -114,7 +137,7 @@ TEST_F(GradientSyncTest, BucketsOverlapBackwardAndChangeNoResult) {
     for (int r = 0; r < 2; ++r) {
       threads.emplace_back([&, r] {
         Generator data(7 + r);
-        const AD x = AD::uniform({5, 6}, -1, 1, data, DType::kF64, CpuDevice(r));
+        const AD x = AD::uniform({5, 6}, -1, 1, data, DType::kF64, d[r]);
         auto s = syncs[r]->Finish((*replicas[r])(x).tanh().sum().backward());
         ASSERT_TRUE(s.ok()) << s.status();
         if (r == 0) {
@@ -131,26 +154,30 @@ TEST_F(GradientSyncTest, BucketsOverlapBackwardAndChangeNoResult) {
   EXPECT_EQ(results[0], results[1]);
 }
 
-TEST_F(GradientSyncTest, AccumulatesMicroBatchesAndSyncsOnTheLast) {
+TYPED_TEST(GradientSyncTest, AccumulatesMicroBatchesAndSyncsOnTheLast) {
+  using B = TypeParam;
+  using ADB = Autodiff<B>;
+  using AD = Tensor<ADB>;
+  const auto d = TestDevices<B>::Provide(2);
   Generator gen(3);
-  Probe model(gen, Graphs()[2].second);
-  DeviceGroup<Cpu> group({CpuDevice(0), CpuDevice(1)});
+  Probe<B> model(gen, Graphs<B>()[2].second, d[0]);
+  DeviceGroup<B> group(d);
   std::vector<std::unique_ptr<nn::Module<ADB>>> replicas;
-  std::vector<std::unique_ptr<GradientSync<Cpu>>> syncs;
+  std::vector<std::unique_ptr<GradientSync<B>>> syncs;
   for (int r = 0; r < 2; ++r) {
-    replicas.push_back(model.clone_to(CpuDevice(r)));
-    syncs.push_back(std::make_unique<GradientSync<Cpu>>(group, r, *replicas[r], SyncOptions{.reduce = ReduceKind::kSum}));
+    replicas.push_back(model.clone_to(d[r]));
+    syncs.push_back(std::make_unique<GradientSync<B>>(group, r, *replicas[r], SyncOptions{.reduce = ReduceKind::kSum}));
   }
   std::vector<std::vector<double>> total(2), synced(2);
   std::vector<std::thread> threads;
   for (int r = 0; r < 2; ++r) {
     threads.emplace_back([&, r] {
-      auto& m = static_cast<Probe&>(*replicas[r]);
-      Gradients<Cpu> sum;
+      auto& m = static_cast<Probe<B>&>(*replicas[r]);
+      Gradients<B> sum;
       for (int micro = 0; micro < 3; ++micro) {
         syncs[r]->set_sync_enabled(micro == 2);
         Generator data(10 * r + micro);
-        const auto grads = m(AD::uniform({3, 3}, -1, 1, data, DType::kF64, CpuDevice(r))).sum().backward();
+        const auto grads = m(AD::uniform({3, 3}, -1, 1, data, DType::kF64, d[r])).sum().backward();
         sum.accumulate(grads);
         auto s = syncs[r]->Finish(grads);
         ASSERT_TRUE(s.ok());
@@ -163,21 +190,25 @@ TEST_F(GradientSyncTest, AccumulatesMicroBatchesAndSyncsOnTheLast) {
   for (size_t i = 0; i < total[0].size(); ++i) EXPECT_NEAR(synced[0][i], total[0][i] + total[1][i], 1e-12);
 }
 
-TEST_F(GradientSyncTest, AnExtraBackwardCannotMixRounds) {
+TYPED_TEST(GradientSyncTest, AnExtraBackwardCannotMixRounds) {
+  using B = TypeParam;
+  using ADB = Autodiff<B>;
+  using AD = Tensor<ADB>;
+  const auto d = TestDevices<B>::Provide(2);
   Generator gen(4);
-  Probe model(gen, Graphs()[0].second);
-  DeviceGroup<Cpu> group({CpuDevice(0), CpuDevice(1)}, {.timeout = std::chrono::milliseconds(500)});
+  Probe<B> model(gen, Graphs<B>()[0].second, d[0]);
+  DeviceGroup<B> group(d, {.timeout = std::chrono::milliseconds(500)});
   std::vector<std::unique_ptr<nn::Module<ADB>>> replicas;
-  std::vector<std::unique_ptr<GradientSync<Cpu>>> syncs;
+  std::vector<std::unique_ptr<GradientSync<B>>> syncs;
   for (int r = 0; r < 2; ++r) {
-    replicas.push_back(model.clone_to(CpuDevice(r)));
-    syncs.push_back(std::make_unique<GradientSync<Cpu>>(group, r, *replicas[r]));
+    replicas.push_back(model.clone_to(d[r]));
+    syncs.push_back(std::make_unique<GradientSync<B>>(group, r, *replicas[r]));
   }
   std::vector<absl::Status> statuses(2);
   std::vector<std::thread> threads;
   for (int r = 0; r < 2; ++r) {
     threads.emplace_back([&, r] {
-      const AD x = AD::ones({3, 2}, DType::kF64, CpuDevice(r));
+      const AD x = AD::ones({3, 2}, DType::kF64, d[r]);
       auto first = (*replicas[r])(x).sum().backward();
       auto second = (*replicas[r])(x).sum().backward();  // no Finish in between
       statuses[r] = syncs[r]->Finish(second).status();

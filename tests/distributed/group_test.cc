@@ -2,27 +2,41 @@
 // and the typed group each accepted list unwraps into.
 #include <gtest/gtest.h>
 
+#include <memory>
+#include <string>
+#include <variant>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
 #include "distributed/group.h"
+#include "tests/backends.h"
 
 namespace kiln::distributed {
 namespace {
 
+using ::kiln::testing::ConfigNames;
+using ::kiln::testing::DistributedBackends;
+using ::kiln::testing::TestDevices;
+
+void ExpectRejected(std::vector<DispatchDevice> devices, absl::StatusCode code,
+                    const std::string& message) {
+  const auto group = MakeGroup(devices, GroupOp::kAllReduce);
+  ASSERT_FALSE(group.ok());
+  EXPECT_EQ(group.status().code(), code);
+  EXPECT_EQ(group.status().message(), message);
+}
+
+// Device strings, which name CPU devices.
 class GroupTest : public ::testing::Test {
  protected:
   void SetUp() override { ASSERT_TRUE(cpu::Configure({.devices = 4}).ok()); }
   static DispatchDevice D(const char* text) { return *DispatchDevice::Parse(text); }
   static DispatchDevice A(const char* text) { return DispatchDevice::Autodiff(D(text)); }
-  static void ExpectRejected(std::vector<DispatchDevice> devices, absl::StatusCode code,
-                             const std::string& message) {
-    const auto group = MakeGroup(devices, GroupOp::kAllReduce);
-    ASSERT_FALSE(group.ok());
-    EXPECT_EQ(group.status().code(), code);
-    EXPECT_EQ(group.status().message(), message);
-  }
 };
 
 TEST_F(GroupTest, ParsesAndPrintsDevices) {
   EXPECT_EQ(D("cpu:3").ToString(), "cpu:3");
+  EXPECT_EQ(CpuDevice(1).ToString(), "cpu:1");  // what the typed suites' messages are built from
   EXPECT_EQ(A("cpu:1").ToString(), "autodiff(cpu:1)");
   EXPECT_EQ(*DispatchDevice::Parse("autodiff(cpu:1)"), A("cpu:1"));
   EXPECT_EQ(D("cpu:2").backend(), "cpu");
@@ -34,15 +48,22 @@ TEST_F(GroupTest, ParsesAndPrintsDevices) {
 }
 
 TEST_F(GroupTest, RejectsDeviceStringsClearly) {
+#ifdef KILN_WITH_VULKAN
+  const std::string compiled = "cpu, vulkan";
+#else
+  const std::string compiled = "cpu";
   const auto vulkan = DispatchDevice::Parse("vulkan:1");
   EXPECT_EQ(vulkan.status().code(), absl::StatusCode::kFailedPrecondition);
   EXPECT_EQ(vulkan.status().message(),
             "device 'vulkan:1': this build has no vulkan backend; rebuild with --config=vulkan "
             "(compiled in: cpu)");
+#endif
   EXPECT_EQ(DispatchDevice::Parse("cuda:0").status().message(),
-            "device 'cuda:0': this build has no cuda backend; rebuild with --config=cuda (compiled in: cpu)");
+            "device 'cuda:0': this build has no cuda backend; rebuild with --config=cuda (compiled in: " +
+                compiled + ")");
   EXPECT_EQ(DispatchDevice::Parse("gpu:0").status().message(),
-            "device 'gpu:0': unknown backend 'gpu'; kiln knows cpu, vulkan and cuda (compiled in: cpu)");
+            "device 'gpu:0': unknown backend 'gpu'; kiln knows cpu, vulkan and cuda (compiled in: " +
+                compiled + ")");
   EXPECT_EQ(DispatchDevice::Parse("cpu").status().message(),
             "device 'cpu' is not of the form backend:index (e.g. cpu:0)");
   EXPECT_EQ(DispatchDevice::Parse("cpu:-1").status().code(), absl::StatusCode::kInvalidArgument);
@@ -54,34 +75,77 @@ TEST_F(GroupTest, RejectsDeviceStringsClearly) {
   EXPECT_FALSE(DispatchDevice::ParseList("cpu:0,,cpu:1").ok());
 }
 
-TEST_F(GroupTest, RejectsEveryBadList) {
+#ifdef KILN_WITH_VULKAN
+// CPU and Vulkan devices in one list: rejected before any device is touched.
+TEST_F(GroupTest, RejectsMixedCpuAndVulkanLists) {
+  KILN_SKIP_IF_UNAVAILABLE(Vulkan);
+  ASSERT_TRUE(vulkan::Configure({.virtual_devices = 2}).ok());
+  EXPECT_EQ(D("vulkan:1").ToString(), "vulkan:1");
+  EXPECT_EQ(D("vulkan:1").backend(), "vulkan");
+  EXPECT_EQ(DispatchDevice::Parse("vulkan:9").status().message(),
+            "vulkan:9 does not exist: this process has 2 Vulkan devices (vulkan:0..vulkan:1); set "
+            "KILN_VULKAN_VIRTUAL_DEVICES or call kiln::vulkan::Configure for more");
+  const std::vector<DispatchDevice> mixed = {D("cpu:0"), D("vulkan:0")};
+  const absl::Status s = ValidateDevices(mixed, GroupOp::kAllReduce);
+  EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(s.message(), "all_reduce: device 1 is vulkan:0 (vulkan) but device 0 is cpu:0 (cpu); a "
+                         "group's devices share one backend");
+  const std::vector<DispatchDevice> mixed_autodiff = {A("vulkan:0"), A("cpu:1")};
+  EXPECT_EQ(MakeGroup(mixed_autodiff, GroupOp::kGradientSync).status().message(),
+            "gradient sync: device 1 is autodiff(cpu:1) (cpu) but device 0 is autodiff(vulkan:0) "
+            "(vulkan); a group's devices share one backend");
+}
+#endif
+
+// Lists of one backend's devices: rejections whose messages name the devices, and the typed
+// group an accepted list unwraps into.
+template <class B>
+class Groups : public ::testing::Test {
+ protected:
+  void SetUp() override { KILN_SKIP_IF_UNAVAILABLE(B); }
+  using Device = typename B::Device;
+  static DispatchDevice D(const Device& d) { return DispatchDevice(d); }
+  static DispatchDevice A(const Device& d) { return DispatchDevice::Autodiff(DispatchDevice(d)); }
+  // The expected printing of A(d): spelled out rather than taken from DispatchDevice::ToString.
+  static std::string AName(const Device& d) { return absl::StrCat("autodiff(", d.ToString(), ")"); }
+};
+TYPED_TEST_SUITE(Groups, DistributedBackends, ConfigNames);
+
+TYPED_TEST(Groups, RejectsEveryBadList) {
   constexpr auto kInvalid = absl::StatusCode::kInvalidArgument;
+  const auto d = TestDevices<TypeParam>::Provide(2);
+  const std::string d0 = d[0].ToString(), d1 = d[1].ToString();
   ExpectRejected({}, kInvalid, "all_reduce: the device list is empty; give at least one device");
-  ExpectRejected({D("cpu:0"), D("cpu:1"), D("cpu:0")}, kInvalid,
-                 "all_reduce: device 2 is cpu:0, the same device as device 0; each device may appear once");
-  ExpectRejected({D("cpu:0"), A("cpu:1")}, kInvalid,
-                 "all_reduce: device 1 is autodiff(cpu:1) but device 0 is cpu:0; a group's devices "
-                 "are all autodiff or none");
-  ExpectRejected({A("cpu:0"), D("cpu:1")}, kInvalid,
-                 "all_reduce: device 1 is cpu:1 but device 0 is autodiff(cpu:0); a group's devices "
-                 "are all autodiff or none");
-  ExpectRejected({A("cpu:0"), DispatchDevice::Autodiff(A("cpu:1"))}, kInvalid,
-                 "all_reduce: device 1 is autodiff(autodiff(cpu:1)), autodiff inside autodiff; wrap "
-                 "a device in autodiff once");
-  ExpectRejected({A("cpu:0"), A("cpu:0")}, kInvalid,
-                 "all_reduce: device 1 is autodiff(cpu:0), the same device as device 0; each device "
-                 "may appear once");
+  ExpectRejected({this->D(d[0]), this->D(d[1]), this->D(d[0])}, kInvalid,
+                 absl::StrCat("all_reduce: device 2 is ", d0,
+                              ", the same device as device 0; each device may appear once"));
+  ExpectRejected({this->D(d[0]), this->A(d[1])}, kInvalid,
+                 absl::StrCat("all_reduce: device 1 is ", this->AName(d[1]), " but device 0 is ", d0,
+                              "; a group's devices are all autodiff or none"));
+  ExpectRejected({this->A(d[0]), this->D(d[1])}, kInvalid,
+                 absl::StrCat("all_reduce: device 1 is ", d1, " but device 0 is ", this->AName(d[0]),
+                              "; a group's devices are all autodiff or none"));
+  ExpectRejected({this->A(d[0]), DispatchDevice::Autodiff(this->A(d[1]))}, kInvalid,
+                 absl::StrCat("all_reduce: device 1 is autodiff(", this->AName(d[1]),
+                              "), autodiff inside autodiff; wrap a device in autodiff once"));
+  ExpectRejected({this->A(d[0]), this->A(d[0])}, kInvalid,
+                 absl::StrCat("all_reduce: device 1 is ", this->AName(d[0]),
+                              ", the same device as device 0; each device may appear once"));
 }
 
-TEST_F(GroupTest, UnwrapsIntoTheTypedGroup) {
-  const auto plain = MakeGroup({D("cpu:0"), D("cpu:1")}, GroupOp::kAllReduce);
-  ASSERT_TRUE(plain.ok());
-  ASSERT_TRUE(std::holds_alternative<std::shared_ptr<DeviceGroup<Cpu>>>(*plain));
-  EXPECT_EQ(std::get<std::shared_ptr<DeviceGroup<Cpu>>>(*plain)->devices(),
-            (std::vector<CpuDevice>{CpuDevice(0), CpuDevice(1)}));
-  const auto ad = MakeGroup({A("cpu:2"), A("cpu:0")}, GroupOp::kGradientSync);
-  ASSERT_TRUE(ad.ok());
-  ASSERT_TRUE(std::holds_alternative<std::shared_ptr<DeviceGroup<Autodiff<Cpu>>>>(*ad));
+TYPED_TEST(Groups, UnwrapsIntoTheTypedGroup) {
+  using B = TypeParam;
+  const auto d = TestDevices<B>::Provide(3);
+  const auto plain = MakeGroup({this->D(d[0]), this->D(d[1])}, GroupOp::kAllReduce);
+  ASSERT_TRUE(plain.ok()) << plain.status();
+  ASSERT_TRUE(std::holds_alternative<std::shared_ptr<DeviceGroup<B>>>(*plain));
+  EXPECT_EQ(std::get<std::shared_ptr<DeviceGroup<B>>>(*plain)->devices(),
+            (std::vector<typename B::Device>{d[0], d[1]}));
+  const auto ad = MakeGroup({this->A(d[2]), this->A(d[0])}, GroupOp::kGradientSync);
+  ASSERT_TRUE(ad.ok()) << ad.status();
+  ASSERT_TRUE(std::holds_alternative<std::shared_ptr<DeviceGroup<Autodiff<B>>>>(*ad));
+  EXPECT_EQ(std::get<std::shared_ptr<DeviceGroup<Autodiff<B>>>>(*ad)->devices(),
+            (std::vector<typename B::Device>{d[2], d[0]}));
   // One visit reaches code written once per backend.
   const int size = std::visit([](const auto& g) { return g->size(); }, *ad);
   EXPECT_EQ(size, 2);

@@ -3,6 +3,7 @@
 # JSON line, the same seed gives the same result, and a checkpoint is written.
 set -uo pipefail
 train="$1"
+backends="${2:-cpu}"  # the backends this build has, e.g. "cpu,vulkan"
 tmp="${TEST_TMPDIR:-$(mktemp -d)}"
 failures=0
 
@@ -23,7 +24,12 @@ expect_error "--model=resnet: expected mlp or cnn" --model=resnet
 expect_error "--optimizer=adam: expected sgd or adamw" --optimizer=adam
 expect_error "--batch_size must be >= 1" --batch_size=0
 expect_error "gradient sync: device 1 is cpu:0, the same device as device 0; each device may appear once" --devices=cpu:0,cpu:0
-expect_error "this build has no vulkan backend; rebuild with --config=vulkan" --devices=cpu:0,vulkan:0
+if [[ "$backends" == *vulkan* ]]; then
+  expect_error "gradient sync: device 1 is vulkan:0 (vulkan) but device 0 is cpu:0 (cpu); a group's devices share one backend" --devices=cpu:0,vulkan:0
+  expect_error "vulkan:5 does not exist" --devices=vulkan:5
+else
+  expect_error "this build has no vulkan backend; rebuild with --config=vulkan" --devices=cpu:0,vulkan:0
+fi
 expect_error "device 1 is autodiff(cpu:1) but device 0 is cpu:0; a group's devices are all autodiff or none" "--devices=cpu:0,autodiff(cpu:1)"
 expect_error "rebuild with --config=cuda" --devices=cuda:0
 expect_error "unknown backend 'gpu'" --devices=gpu:0
@@ -51,6 +57,18 @@ out3=$(run --seed=2)
 # Data-parallel over two devices trains too, and says so.
 out4=$(run --devices=cpu:0,cpu:1) || fail "two-device run exited $?: $out4"
 [[ "$(echo "$out4" | tail -n 1)" == *'"devices":["cpu:0","cpu:1"]}' ]] || fail "two-device summary: $(echo "$out4" | tail -n 1)"
+
+# On Vulkan (lavapipe in CI: two virtual devices on the CPU), data-parallel training over two
+# devices gives the CPU's result: same loss and accuracy to the printed digits.
+if [[ "$backends" == *vulkan* ]]; then
+  small() { "$train" --train_limit=640 --batch_size=64 --epochs=1 --threads=1 "$@" 2>&1; }
+  cpu=$(small --devices=cpu:0,cpu:1) || fail "cpu run exited $?: $cpu"
+  vk=$(KILN_VULKAN_VIRTUAL_DEVICES=2 small --devices=vulkan:0,vulkan:1) || fail "vulkan run exited $?: $vk"
+  last_vk=$(echo "$vk" | tail -n 1)
+  [[ "$last_vk" == *'"devices":["vulkan:0","vulkan:1"]}' ]] || fail "vulkan summary: $last_vk"
+  [[ "$(strip "$cpu" | sed 's/"devices".*//')" == "$(strip "$vk" | sed 's/"devices".*//')" ]] ||
+    fail "vulkan and cpu disagree: $(strip "$vk") vs $(strip "$cpu")"
+fi
 
 if ((failures)); then echo "$failures failed"; exit 1; fi
 echo "all train_test checks passed"

@@ -18,6 +18,7 @@ template <class C>
 class Conformance : public ::testing::Test {
  protected:
   using B = typename C::B;
+  void SetUp() override { KILN_SKIP_IF_UNAVAILABLE(B); }
   using T = typename C::T;
   using Tn = Tensor<B>;
   static constexpr DType kDType = DTypeOf<T>();

@@ -10,6 +10,7 @@ namespace {
 template <class B>
 class Errors : public ::testing::Test {
  protected:
+  void SetUp() override { KILN_SKIP_IF_UNAVAILABLE(B); }
   using Tn = Tensor<B>;
   // Runs `f`, which must throw kiln::Error with exactly this code and message.
   static void ExpectError(const std::function<void()>& f, absl::StatusCode code,

@@ -11,6 +11,7 @@ namespace {
 template <class B>
 class Integer : public ::testing::Test {
  protected:
+  void SetUp() override { KILN_SKIP_IF_UNAVAILABLE(B); }
   using Tn = Tensor<B>;
   template <class T>
   static Tn Of(std::vector<T> v) {

@@ -1,0 +1,420 @@
+#include "backends/vulkan/context.h"
+
+#include <cstring>
+#include <unordered_map>
+
+#include "absl/strings/str_cat.h"
+#include "backends/vulkan/shaders.h"
+#include "tensor/error.h"
+
+namespace kiln::vulkan {
+namespace {
+
+constexpr int64_t kBlockBytes = int64_t{64} << 20;
+// Dispatches per command buffer: enough to amortise a submit, few enough that freed memory
+// comes back soon and the device starts early.
+constexpr int kBatch = 64;
+// Submissions the host may run ahead of the device before it waits.
+constexpr size_t kMaxInFlight = 8;
+constexpr uint32_t kParamsBytes = 128;  // Vulkan's guaranteed push-constant space
+
+// Size classes: four per power of two from 256 bytes (at most 25% slack), so freed chunks
+// fit later requests of nearby sizes.
+int64_t SizeClass(int64_t bytes) {
+  int64_t c = 256;
+  while (c < bytes) c <<= 1;
+  if (c <= 1024) return c;
+  const int64_t quarter = c / 8;  // c/2 < bytes <= c: try c/2 + k * c/8
+  for (int64_t k = 1; k < 4; ++k) {
+    if (c / 2 + k * quarter >= bytes) return c / 2 + k * quarter;
+  }
+  return c;
+}
+
+std::optional<uint32_t> FindMemoryType(const VkPhysicalDeviceMemoryProperties& props, uint32_t allowed,
+                                       VkMemoryPropertyFlags want) {
+  for (uint32_t i = 0; i < props.memoryTypeCount; ++i) {
+    if ((allowed & (1u << i)) && (props.memoryTypes[i].propertyFlags & want) == want) return i;
+  }
+  return std::nullopt;
+}
+
+const std::unordered_map<std::string, int>& KernelIds() {
+  static const auto* ids = [] {
+    auto* m = new std::unordered_map<std::string, int>;
+    for (int i = 0; i < static_cast<int>(std::size(spirv::kAll)); ++i) (*m)[spirv::kAll[i].name] = i;
+    return m;
+  }();
+  return *ids;
+}
+
+}  // namespace
+
+int KernelId(absl::string_view name) {
+  const auto& ids = KernelIds();
+  auto it = ids.find(std::string(name));
+  if (it == ids.end()) ThrowIfError(absl::InternalError(absl::StrCat("no Vulkan kernel ", name)));
+  return it->second;
+}
+
+Chunk::~Chunk() { context_->Release(block_, offset_, bytes_); }
+
+absl::StatusOr<std::unique_ptr<Context>> Context::Create(VkPhysicalDevice physical, bool force_staging) {
+  const Functions& vk = Vk();
+  auto c = std::make_unique<Context>();
+  c->physical_ = physical;
+  VkPhysicalDeviceProperties props;
+  vk.vkGetPhysicalDeviceProperties(physical, &props);
+  c->name_ = props.deviceName;
+  c->max_groups_x_ = props.limits.maxComputeWorkGroupCount[0];
+  c->max_groups_y_ = props.limits.maxComputeWorkGroupCount[1];
+  // A GPU needs thousands of invocations per core to hide latency; a CPU implementation
+  // (lavapipe) pays per workgroup and wants a few per thread.
+  c->fill_groups_ = props.deviceType == VK_PHYSICAL_DEVICE_TYPE_CPU ? 16 : 2048;
+  if (props.apiVersion < VK_API_VERSION_1_2) {
+    return absl::UnavailableError(absl::StrCat(c->name_, " supports Vulkan ", VK_API_VERSION_MAJOR(props.apiVersion),
+                                               ".", VK_API_VERSION_MINOR(props.apiVersion), "; kiln needs 1.2"));
+  }
+  if (props.limits.maxPushConstantsSize < kParamsBytes) {
+    return absl::UnavailableError(absl::StrCat(c->name_, " has ", props.limits.maxPushConstantsSize,
+                                               " bytes of push constants; kiln needs ", kParamsBytes));
+  }
+
+  VkPhysicalDeviceVulkan12Features f12{.sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_VULKAN_1_2_FEATURES};
+  VkPhysicalDeviceFeatures2 f2{.sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_FEATURES_2, .pNext = &f12};
+  vk.vkGetPhysicalDeviceFeatures2(physical, &f2);
+  if (!f12.bufferDeviceAddress || !f2.features.shaderInt64) {
+    return absl::UnavailableError(absl::StrCat(
+        c->name_, " lacks ", !f12.bufferDeviceAddress ? "bufferDeviceAddress" : "shaderInt64",
+        ", which kiln's kernels need"));
+  }
+  c->has_f64_ = f2.features.shaderFloat64;
+  c->has_int64_atomics_ = f12.shaderBufferInt64Atomics;
+  VkPhysicalDeviceVulkan12Features enable12{.sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_VULKAN_1_2_FEATURES,
+                                            .shaderBufferInt64Atomics = f12.shaderBufferInt64Atomics,
+                                            .bufferDeviceAddress = VK_TRUE};
+  VkPhysicalDeviceFeatures2 enable{.sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_FEATURES_2, .pNext = &enable12};
+  enable.features.shaderInt64 = VK_TRUE;
+  enable.features.shaderFloat64 = f2.features.shaderFloat64;
+
+  uint32_t families = 0;
+  vk.vkGetPhysicalDeviceQueueFamilyProperties(physical, &families, nullptr);
+  std::vector<VkQueueFamilyProperties> family_props(families);
+  vk.vkGetPhysicalDeviceQueueFamilyProperties(physical, &families, family_props.data());
+  std::optional<uint32_t> family;
+  for (uint32_t i = 0; i < families; ++i) {
+    if (family_props[i].queueFlags & VK_QUEUE_COMPUTE_BIT) {
+      family = i;
+      break;
+    }
+  }
+  if (!family) return absl::UnavailableError(absl::StrCat(c->name_, " has no compute queue"));
+  const float priority = 1.0f;
+  VkDeviceQueueCreateInfo queue{.sType = VK_STRUCTURE_TYPE_DEVICE_QUEUE_CREATE_INFO,
+                                .queueFamilyIndex = *family, .queueCount = 1, .pQueuePriorities = &priority};
+  VkDeviceCreateInfo info{.sType = VK_STRUCTURE_TYPE_DEVICE_CREATE_INFO, .pNext = &enable,
+                          .queueCreateInfoCount = 1, .pQueueCreateInfos = &queue};
+  if (absl::Status s = Check(vk.vkCreateDevice(physical, &info, nullptr, &c->device_), "vkCreateDevice"); !s.ok()) {
+    return s;
+  }
+  vk.vkGetDeviceQueue(c->device_, *family, 0, &c->queue_);
+  VkCommandPoolCreateInfo pool{.sType = VK_STRUCTURE_TYPE_COMMAND_POOL_CREATE_INFO,
+                               .flags = VK_COMMAND_POOL_CREATE_RESET_COMMAND_BUFFER_BIT,
+                               .queueFamilyIndex = *family};
+  if (absl::Status s = Check(vk.vkCreateCommandPool(c->device_, &pool, nullptr, &c->command_pool_), "vkCreateCommandPool"); !s.ok()) {
+    return s;
+  }
+  VkPushConstantRange range{.stageFlags = VK_SHADER_STAGE_COMPUTE_BIT, .offset = 0, .size = kParamsBytes};
+  VkPipelineLayoutCreateInfo layout{.sType = VK_STRUCTURE_TYPE_PIPELINE_LAYOUT_CREATE_INFO,
+                                    .pushConstantRangeCount = 1, .pPushConstantRanges = &range};
+  if (absl::Status s = Check(vk.vkCreatePipelineLayout(c->device_, &layout, nullptr, &c->layout_), "vkCreatePipelineLayout"); !s.ok()) {
+    return s;
+  }
+  c->pipelines_.assign(std::size(spirv::kAll), VK_NULL_HANDLE);
+
+  // Device memory: device-local. On a device that shares memory with the host (an integrated
+  // GPU, lavapipe) it is host-visible too, and transfers are plain copies; a discrete GPU goes
+  // through host-visible staging memory and copies on the queue.
+  VkPhysicalDeviceMemoryProperties memory;
+  vk.vkGetPhysicalDeviceMemoryProperties(physical, &memory);
+  const bool unified = props.deviceType == VK_PHYSICAL_DEVICE_TYPE_INTEGRATED_GPU ||
+                       props.deviceType == VK_PHYSICAL_DEVICE_TYPE_CPU;
+  const VkMemoryPropertyFlags host = VK_MEMORY_PROPERTY_HOST_VISIBLE_BIT | VK_MEMORY_PROPERTY_HOST_COHERENT_BIT;
+  const auto unified_type = FindMemoryType(memory, ~0u, VK_MEMORY_PROPERTY_DEVICE_LOCAL_BIT | host);
+  const auto local_type = FindMemoryType(memory, ~0u, VK_MEMORY_PROPERTY_DEVICE_LOCAL_BIT);
+  auto staging_type = FindMemoryType(memory, ~0u, host | VK_MEMORY_PROPERTY_HOST_CACHED_BIT);
+  if (!staging_type) staging_type = FindMemoryType(memory, ~0u, host);
+  if (!staging_type) return absl::UnavailableError(absl::StrCat(c->name_, " has no host-visible memory"));
+  c->mapped_ = unified && unified_type && !force_staging;
+  c->device_pool_.memory_type = c->mapped_ ? *unified_type : local_type.value_or(*staging_type);
+  c->device_pool_.host_visible = c->mapped_;
+  c->staging_pool_.memory_type = *staging_type;
+  c->staging_pool_.host_visible = true;
+  return c;
+}
+
+Block* Context::NewBlock(Pool& pool, int64_t size) {
+  const Functions& vk = Vk();
+  auto block = std::make_unique<Block>();
+  block->size = size;
+  VkBufferCreateInfo info{.sType = VK_STRUCTURE_TYPE_BUFFER_CREATE_INFO, .size = static_cast<VkDeviceSize>(size),
+                          .usage = VK_BUFFER_USAGE_STORAGE_BUFFER_BIT | VK_BUFFER_USAGE_TRANSFER_SRC_BIT |
+                                   VK_BUFFER_USAGE_TRANSFER_DST_BIT | VK_BUFFER_USAGE_SHADER_DEVICE_ADDRESS_BIT,
+                          .sharingMode = VK_SHARING_MODE_EXCLUSIVE};
+  ThrowIfFailed(vk.vkCreateBuffer(device_, &info, nullptr, &block->buffer), "vkCreateBuffer");
+  VkMemoryRequirements req;
+  vk.vkGetBufferMemoryRequirements(device_, block->buffer, &req);
+  VkMemoryAllocateFlagsInfo flags{.sType = VK_STRUCTURE_TYPE_MEMORY_ALLOCATE_FLAGS_INFO,
+                                  .flags = VK_MEMORY_ALLOCATE_DEVICE_ADDRESS_BIT};
+  VkMemoryAllocateInfo alloc{.sType = VK_STRUCTURE_TYPE_MEMORY_ALLOCATE_INFO, .pNext = &flags,
+                             .allocationSize = req.size, .memoryTypeIndex = pool.memory_type};
+  const VkResult r = vk.vkAllocateMemory(device_, &alloc, nullptr, &block->memory);
+  if (r != VK_SUCCESS) {
+    ThrowIfError(absl::ResourceExhaustedError(absl::StrCat(
+        "vulkan: allocating ", size, " bytes on ", name_, " failed (VkResult ", r, "); ",
+        device_pool_.blocks.size(), " blocks are in use")));
+  }
+  ThrowIfFailed(vk.vkBindBufferMemory(device_, block->buffer, block->memory, 0), "vkBindBufferMemory");
+  VkBufferDeviceAddressInfo address{.sType = VK_STRUCTURE_TYPE_BUFFER_DEVICE_ADDRESS_INFO, .buffer = block->buffer};
+  block->address = vk.vkGetBufferDeviceAddress(device_, &address);
+  if (pool.host_visible) {
+    void* p = nullptr;
+    ThrowIfFailed(vk.vkMapMemory(device_, block->memory, 0, VK_WHOLE_SIZE, 0, &p), "vkMapMemory");
+    block->mapped = static_cast<std::byte*>(p);
+  }
+  pool.blocks.push_back(std::move(block));
+  return pool.blocks.back().get();
+}
+
+void Context::Reclaim(Pool& pool) {
+  Poll();
+  auto& pending = pool.pending;
+  size_t kept = 0;
+  for (Pending& p : pending) {
+    if (p.after <= completed_) {
+      pool.free[p.size_class].push_back(p.span);
+    } else {
+      pending[kept++] = p;
+    }
+  }
+  pending.resize(kept);
+}
+
+std::shared_ptr<Chunk> Context::AllocateFrom(Pool& pool, int64_t bytes) {
+  const int64_t size = SizeClass(bytes);
+  Reclaim(pool);
+  if (auto it = pool.free.find(size); it != pool.free.end() && !it->second.empty()) {
+    const Span span = it->second.back();
+    it->second.pop_back();
+    return std::make_shared<Chunk>(this, span.block, span.offset, size);
+  }
+  Block* block = nullptr;
+  if (size > kBlockBytes / 2) {
+    block = NewBlock(pool, size);  // a block of its own
+  } else {
+    if (pool.blocks.empty() || pool.blocks.back()->size - pool.blocks.back()->used < size) {
+      NewBlock(pool, kBlockBytes);
+    }
+    // Dedicated blocks are pushed after shared ones; find the newest shared block.
+    for (auto it = pool.blocks.rbegin(); it != pool.blocks.rend(); ++it) {
+      if ((*it)->size == kBlockBytes && (*it)->size - (*it)->used >= size) {
+        block = it->get();
+        break;
+      }
+    }
+    if (block == nullptr) block = NewBlock(pool, kBlockBytes);
+  }
+  const int64_t offset = block->used;
+  block->used += size;
+  return std::make_shared<Chunk>(this, block, offset, size);
+}
+
+std::shared_ptr<Chunk> Context::Allocate(int64_t bytes) {
+  std::lock_guard lock(mu_);
+  return AllocateFrom(device_pool_, std::max<int64_t>(bytes, 4));
+}
+
+int64_t Context::reserved_bytes() {
+  std::lock_guard lock(mu_);
+  int64_t total = 0;
+  for (const auto& b : device_pool_.blocks) total += b->size;
+  return total;
+}
+
+void Context::Release(Block* block, int64_t offset, int64_t bytes) {
+  std::lock_guard lock(mu_);
+  Pool& pool = block->mapped && !mapped_ ? staging_pool_ : device_pool_;
+  // Work recorded so far may still read it: free after the batch it is in (or, with nothing
+  // recorded, after the last submission).
+  const uint64_t after = open_ != VK_NULL_HANDLE ? next_seq_ : next_seq_ - 1;
+  pool.pending.push_back({{block, offset}, bytes, after});
+}
+
+Groups Context::Linear(int64_t items) const {
+  return Exact(std::min<int64_t>(items, fill_groups_ * 256), 256);
+}
+
+Groups Context::Exact(int64_t items, int64_t per_group) const {
+  const int64_t groups = std::max<int64_t>(1, (items + per_group - 1) / per_group);
+  Groups g;
+  g.x = static_cast<uint32_t>(std::min<int64_t>(groups, max_groups_x_));
+  g.y = static_cast<uint32_t>((groups + g.x - 1) / g.x);
+  if (g.y > max_groups_y_) {
+    ThrowIfError(absl::InvalidArgumentError(absl::StrCat(
+        "vulkan: ", items, " elements exceed what one launch on ", name_, " can cover")));
+  }
+  return g;
+}
+
+VkPipeline Context::Pipeline(int kernel) {
+  VkPipeline& pipeline = pipelines_[kernel];
+  if (pipeline != VK_NULL_HANDLE) return pipeline;
+  const Functions& vk = Vk();
+  const spirv::Code& code = spirv::kAll[kernel];
+  VkShaderModuleCreateInfo module_info{.sType = VK_STRUCTURE_TYPE_SHADER_MODULE_CREATE_INFO,
+                                       .codeSize = code.bytes, .pCode = code.words};
+  VkShaderModule module;
+  ThrowIfFailed(vk.vkCreateShaderModule(device_, &module_info, nullptr, &module), "vkCreateShaderModule");
+  VkComputePipelineCreateInfo info{
+      .sType = VK_STRUCTURE_TYPE_COMPUTE_PIPELINE_CREATE_INFO,
+      .stage = {.sType = VK_STRUCTURE_TYPE_PIPELINE_SHADER_STAGE_CREATE_INFO,
+                .stage = VK_SHADER_STAGE_COMPUTE_BIT, .module = module, .pName = "main"},
+      .layout = layout_};
+  const VkResult r = vk.vkCreateComputePipelines(device_, VK_NULL_HANDLE, 1, &info, nullptr, &pipeline);
+  vk.vkDestroyShaderModule(device_, module, nullptr);
+  ThrowIfFailed(r, "vkCreateComputePipelines");
+  return pipeline;
+}
+
+VkCommandBuffer Context::Open() {
+  if (open_ != VK_NULL_HANDLE) return open_;
+  const Functions& vk = Vk();
+  if (spare_commands_.empty()) {
+    VkCommandBufferAllocateInfo info{.sType = VK_STRUCTURE_TYPE_COMMAND_BUFFER_ALLOCATE_INFO,
+                                     .commandPool = command_pool_,
+                                     .level = VK_COMMAND_BUFFER_LEVEL_PRIMARY, .commandBufferCount = 1};
+    VkCommandBuffer commands;
+    ThrowIfFailed(vk.vkAllocateCommandBuffers(device_, &info, &commands), "vkAllocateCommandBuffers");
+    spare_commands_.push_back(commands);
+  }
+  open_ = spare_commands_.back();
+  spare_commands_.pop_back();
+  VkCommandBufferBeginInfo begin{.sType = VK_STRUCTURE_TYPE_COMMAND_BUFFER_BEGIN_INFO,
+                                 .flags = VK_COMMAND_BUFFER_USAGE_ONE_TIME_SUBMIT_BIT};
+  ThrowIfFailed(vk.vkBeginCommandBuffer(open_, &begin), "vkBeginCommandBuffer");
+  return open_;
+}
+
+// Every command may read what the one before wrote: a full compute/transfer barrier after each
+// (kernels are rarely independent in a training step). The last one makes results visible to
+// the host.
+void Context::Barrier(VkCommandBuffer commands, bool to_host) {
+  const VkPipelineStageFlags work = VK_PIPELINE_STAGE_COMPUTE_SHADER_BIT | VK_PIPELINE_STAGE_TRANSFER_BIT;
+  VkMemoryBarrier barrier{.sType = VK_STRUCTURE_TYPE_MEMORY_BARRIER,
+                          .srcAccessMask = VK_ACCESS_SHADER_WRITE_BIT | VK_ACCESS_TRANSFER_WRITE_BIT,
+                          .dstAccessMask = static_cast<VkAccessFlags>(
+                              to_host ? VK_ACCESS_HOST_READ_BIT
+                                      : VK_ACCESS_SHADER_READ_BIT | VK_ACCESS_SHADER_WRITE_BIT |
+                                            VK_ACCESS_TRANSFER_READ_BIT | VK_ACCESS_TRANSFER_WRITE_BIT)};
+  Vk().vkCmdPipelineBarrier(commands, work, to_host ? VK_PIPELINE_STAGE_HOST_BIT : work, 0, 1, &barrier, 0,
+                            nullptr, 0, nullptr);
+}
+
+void Context::Launch(int kernel, const void* params, uint32_t params_size, Groups groups) {
+  std::lock_guard lock(mu_);
+  const Functions& vk = Vk();
+  VkCommandBuffer commands = Open();
+  vk.vkCmdBindPipeline(commands, VK_PIPELINE_BIND_POINT_COMPUTE, Pipeline(kernel));
+  vk.vkCmdPushConstants(commands, layout_, VK_SHADER_STAGE_COMPUTE_BIT, 0, params_size, params);
+  vk.vkCmdDispatch(commands, groups.x, groups.y, groups.z);
+  Barrier(commands, false);
+  if (++open_ops_ >= kBatch) Submit();
+}
+
+void Context::Submit() {
+  if (open_ == VK_NULL_HANDLE) return;
+  const Functions& vk = Vk();
+  Barrier(open_, true);
+  ThrowIfFailed(vk.vkEndCommandBuffer(open_), "vkEndCommandBuffer");
+  VkFence fence;
+  if (spare_fences_.empty()) {
+    VkFenceCreateInfo info{.sType = VK_STRUCTURE_TYPE_FENCE_CREATE_INFO};
+    ThrowIfFailed(vk.vkCreateFence(device_, &info, nullptr, &fence), "vkCreateFence");
+  } else {
+    fence = spare_fences_.back();
+    spare_fences_.pop_back();
+  }
+  VkSubmitInfo submit{.sType = VK_STRUCTURE_TYPE_SUBMIT_INFO, .commandBufferCount = 1, .pCommandBuffers = &open_};
+  ThrowIfFailed(vk.vkQueueSubmit(queue_, 1, &submit, fence), "vkQueueSubmit");
+  in_flight_.push_back({next_seq_++, open_, fence});
+  open_ = VK_NULL_HANDLE;
+  open_ops_ = 0;
+  if (in_flight_.size() > kMaxInFlight) WaitFor(in_flight_.front().seq);
+}
+
+void Context::Poll() {
+  const Functions& vk = Vk();
+  while (!in_flight_.empty()) {
+    Submission& s = in_flight_.front();
+    const VkResult r = vk.vkGetFenceStatus(device_, s.fence);
+    if (r == VK_NOT_READY) return;
+    ThrowIfFailed(r, "vkGetFenceStatus");
+    ThrowIfFailed(vk.vkResetFences(device_, 1, &s.fence), "vkResetFences");
+    ThrowIfFailed(vk.vkResetCommandBuffer(s.commands, 0), "vkResetCommandBuffer");
+    spare_fences_.push_back(s.fence);
+    spare_commands_.push_back(s.commands);
+    completed_ = s.seq;
+    in_flight_.pop_front();
+  }
+}
+
+void Context::WaitFor(uint64_t seq) {
+  const Functions& vk = Vk();
+  for (const Submission& s : in_flight_) {
+    if (s.seq > seq) break;
+    ThrowIfFailed(vk.vkWaitForFences(device_, 1, &s.fence, VK_TRUE, UINT64_MAX), "vkWaitForFences");
+  }
+  Poll();
+}
+
+void Context::Finish() {
+  std::lock_guard lock(mu_);
+  Submit();
+  if (!in_flight_.empty()) WaitFor(in_flight_.back().seq);
+}
+
+void Context::Upload(const Chunk& dst, const void* src, int64_t bytes) {
+  if (bytes == 0) return;
+  if (std::byte* p = dst.mapped()) {
+    std::memcpy(p, src, bytes);  // no queued work touches a fresh chunk
+    return;
+  }
+  std::lock_guard lock(mu_);
+  const std::shared_ptr<Chunk> staging = AllocateFrom(staging_pool_, bytes);
+  std::memcpy(staging->mapped(), src, bytes);
+  VkCommandBuffer commands = Open();
+  VkBufferCopy region{.srcOffset = static_cast<VkDeviceSize>(staging->offset()),
+                      .dstOffset = static_cast<VkDeviceSize>(dst.offset()), .size = static_cast<VkDeviceSize>(bytes)};
+  Vk().vkCmdCopyBuffer(commands, staging->buffer(), dst.buffer(), 1, &region);
+  Barrier(commands, false);
+  ++open_ops_;
+}  // the staging chunk is released after the batch holding the copy
+
+void Context::Download(const Chunk& src, int64_t offset, void* dst, int64_t bytes) {
+  if (bytes == 0) return;
+  std::lock_guard lock(mu_);
+  if (const std::byte* p = src.mapped()) {
+    Finish();
+    std::memcpy(dst, p + offset, bytes);
+    return;
+  }
+  const std::shared_ptr<Chunk> staging = AllocateFrom(staging_pool_, bytes);
+  VkCommandBuffer commands = Open();
+  VkBufferCopy region{.srcOffset = static_cast<VkDeviceSize>(src.offset() + offset),
+                      .dstOffset = static_cast<VkDeviceSize>(staging->offset()), .size = static_cast<VkDeviceSize>(bytes)};
+  Vk().vkCmdCopyBuffer(commands, src.buffer(), staging->buffer(), 1, &region);
+  Finish();
+  std::memcpy(dst, staging->mapped(), bytes);
+}
+
+}  // namespace kiln::vulkan

@@ -1,0 +1,170 @@
+// Context: one kiln Vulkan device (a logical device and its queue) and everything that runs on
+// it. Kernels are recorded into a command buffer that is submitted in batches, with a barrier
+// between dependent dispatches, not submitted and waited for one at a time; the host waits
+// only when it reads a result. Memory comes from large blocks carved into size classes;
+// a freed range is reused once the GPU work that may still touch it has completed.
+#ifndef KILN_BACKENDS_VULKAN_CONTEXT_H_
+#define KILN_BACKENDS_VULKAN_CONTEXT_H_
+
+#include <cstddef>
+#include <cstdint>
+#include <deque>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
+#include "backends/vulkan/vk.h"
+#include "backends/vulkan/vulkan_device.h"
+
+namespace kiln::vulkan {
+
+class Context;
+
+// One device allocation, cut into chunks; a device address covers it whole.
+struct Block {
+  VkDeviceMemory memory = VK_NULL_HANDLE;
+  VkBuffer buffer = VK_NULL_HANDLE;
+  uint64_t address = 0;
+  std::byte* mapped = nullptr;  // host view, when the memory is host-visible
+  int64_t size = 0, used = 0;
+};
+
+// A tensor's memory: `bytes` at `offset` of a block. Freed (for reuse) when the last tensor
+// viewing it goes and the work queued before that has run.
+class Chunk {
+ public:
+  Chunk(Context* context, Block* block, int64_t offset, int64_t bytes)
+      : context_(context), block_(block), offset_(offset), bytes_(bytes) {}
+  ~Chunk();
+  Chunk(const Chunk&) = delete;
+  Chunk& operator=(const Chunk&) = delete;
+
+  Context& context() const { return *context_; }
+  uint64_t address() const { return block_->address + offset_; }
+  VkBuffer buffer() const { return block_->buffer; }
+  int64_t offset() const { return offset_; }
+  int64_t bytes() const { return bytes_; }
+  std::byte* mapped() const { return block_->mapped ? block_->mapped + offset_ : nullptr; }
+
+  // [min, max] of the values an integer tensor was created with on the host, if known: index
+  // and divisor checks then need no round trip to the device.
+  std::optional<std::pair<int64_t, int64_t>> known_range;
+
+ private:
+  Context* context_;
+  Block* block_;
+  int64_t offset_, bytes_;
+};
+
+// Workgroup counts for `items` invocations in groups of `per_group`, spilling into y past the
+// device's x limit (kernels rebuild the linear index; see common.glsl).
+struct Groups {
+  uint32_t x = 1, y = 1, z = 1;
+};
+
+class Context {
+ public:
+  // The context of an existing device; throws kiln::Error (with CheckDevice's status).
+  static Context& Of(const VulkanDevice& device);
+
+  const std::string& name() const { return name_; }
+  bool has_f64() const { return has_f64_; }
+  bool has_int64_atomics() const { return has_int64_atomics_; }
+  // Device memory held in blocks (in use or cached for reuse).
+  int64_t reserved_bytes();
+
+  // Uninitialised device memory of at least `bytes` (> 0).
+  std::shared_ptr<Chunk> Allocate(int64_t bytes);
+
+  // Records kernel `kernel` (a name from compile_shaders.sh) with push constants `params`.
+  void Launch(int kernel, const void* params, uint32_t params_size, Groups groups);
+  // Workgroups of 256 for a kernel that loops over `items` (see Stride() in common.glsl):
+  // enough to fill the device, no more. `Exact` gives one workgroup per `per_group` items,
+  // for kernels whose workgroups each own a piece of the output.
+  Groups Linear(int64_t items) const;
+  Groups Exact(int64_t items, int64_t per_group) const;
+
+  // Host <-> device. Upload targets a chunk no queued work uses (a fresh one); Download
+  // waits for the queued work, then copies.
+  void Upload(const Chunk& dst, const void* src, int64_t bytes);
+  void Download(const Chunk& src, int64_t offset, void* dst, int64_t bytes);
+  // Submits what is recorded and waits for all of it.
+  void Finish();
+
+  // Called by ~Chunk.
+  void Release(Block* block, int64_t offset, int64_t bytes);
+
+  // A logical device with one compute queue on `physical`; Unavailable when it lacks what
+  // kiln needs (Vulkan 1.2 buffer device addresses, 64-bit integers in shaders).
+  static absl::StatusOr<std::unique_ptr<Context>> Create(VkPhysicalDevice physical, bool force_staging);
+  Context() = default;
+  Context(const Context&) = delete;
+  Context& operator=(const Context&) = delete;
+
+ private:
+  struct Span {
+    Block* block;
+    int64_t offset;
+  };
+  struct Pending {
+    Span span;
+    int64_t size_class;
+    uint64_t after;  // reusable once submission `after` has completed
+  };
+  struct Submission {
+    uint64_t seq;
+    VkCommandBuffer commands;
+    VkFence fence;
+  };
+  struct Pool {
+    uint32_t memory_type = 0;
+    bool host_visible = false;
+    std::vector<std::unique_ptr<Block>> blocks;
+    std::map<int64_t, std::vector<Span>> free;  // by size class
+    std::vector<Pending> pending;
+  };
+
+  std::shared_ptr<Chunk> AllocateFrom(Pool& pool, int64_t bytes);
+  Block* NewBlock(Pool& pool, int64_t size);
+  void Reclaim(Pool& pool);
+  VkCommandBuffer Open();
+  void Barrier(VkCommandBuffer commands, bool to_host);
+  void Submit();
+  void Poll();
+  void WaitFor(uint64_t seq);
+  VkPipeline Pipeline(int kernel);
+
+  std::recursive_mutex mu_;
+  VkPhysicalDevice physical_ = VK_NULL_HANDLE;
+  VkDevice device_ = VK_NULL_HANDLE;
+  VkQueue queue_ = VK_NULL_HANDLE;
+  VkCommandPool command_pool_ = VK_NULL_HANDLE;
+  VkPipelineLayout layout_ = VK_NULL_HANDLE;
+  std::vector<VkPipeline> pipelines_;  // by kernel id, created on first use
+  std::string name_;
+  bool has_f64_ = false, has_int64_atomics_ = false;
+  uint32_t max_groups_x_ = 65535, max_groups_y_ = 65535;
+  int64_t fill_groups_ = 1024;  // workgroups that keep every core of the device busy
+  bool mapped_ = false;  // device memory is host-visible: transfers are plain copies
+  Pool device_pool_, staging_pool_;
+
+  VkCommandBuffer open_ = VK_NULL_HANDLE;
+  int open_ops_ = 0;
+  uint64_t next_seq_ = 1, completed_ = 0;
+  std::deque<Submission> in_flight_;
+  std::vector<VkCommandBuffer> spare_commands_;
+  std::vector<VkFence> spare_fences_;
+};
+
+// The id of a compiled kernel variant, e.g. KernelId("unary_f32"); throws Internal if absent.
+int KernelId(absl::string_view name);
+
+}  // namespace kiln::vulkan
+
+#endif  // KILN_BACKENDS_VULKAN_CONTEXT_H_

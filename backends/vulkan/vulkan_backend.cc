@@ -1,0 +1,198 @@
+// The Vulkan backend's creation, transfer and view operations.
+#include "backends/vulkan/vulkan_backend.h"
+
+#include <algorithm>
+#include <bit>
+#include <cstring>
+
+#include "backends/vulkan/launch.h"
+
+namespace kiln {
+
+using vulkan::Context;
+using vulkan::DeviceSize;
+using vulkan::VulkanTensor;
+
+namespace vulkan {
+
+VulkanTensor VulkanTensor::Empty(const Shape& shape, DType dtype, const VulkanDevice& device) {
+  CheckSize(shape, "allocate");
+  Context& context = Context::Of(device);
+  VulkanTensor t;
+  t.chunk = context.Allocate(shape.numel() * DeviceSize(dtype));
+  t.shape = shape;
+  t.strides = shape.ContiguousStrides();
+  t.dtype = dtype;
+  t.device = device;
+  return t;
+}
+
+bool VulkanTensor::IsContiguous() const {
+  if (shape.numel() == 0) return true;
+  int64_t expected = 1;
+  for (int64_t i = shape.rank() - 1; i >= 0; --i) {
+    if (shape[i] != 1 && strides[i] != expected) return false;
+    expected *= shape[i];
+  }
+  return true;
+}
+
+}  // namespace vulkan
+
+namespace {
+
+struct FillParams {
+  uint64_t dst, bits;
+  int32_t n;
+};
+
+uint64_t Bits(Scalar value, DType dtype) {
+  switch (dtype) {
+    case DType::kF32: return std::bit_cast<uint32_t>(value.as<float>());
+    case DType::kF64: return std::bit_cast<uint64_t>(value.as<double>());
+    case DType::kI32: return static_cast<uint32_t>(value.as<int32_t>());
+    case DType::kI64: return static_cast<uint64_t>(value.as<int64_t>());
+    case DType::kBool: return value.as<bool>() ? 1 : 0;
+  }
+  return 0;
+}
+
+}  // namespace
+
+namespace vulkan {
+
+VulkanTensor FromHost(const void* host, const Shape& shape, DType dtype, const VulkanDevice& device) {
+  VulkanTensor t = VulkanTensor::Empty(shape, dtype, device);
+  const int64_t n = shape.numel();
+  Context& c = t.context();
+  if (dtype == DType::kBool) {  // 1 byte on the host, 4 on the device
+    std::vector<uint32_t> wide(n);
+    const auto* b = static_cast<const unsigned char*>(host);
+    for (int64_t i = 0; i < n; ++i) wide[i] = b[i] != 0;
+    c.Upload(*t.chunk, wide.data(), n * 4);
+    return t;
+  }
+  if (IsInteger(dtype) && n > 0) {  // remember the range: index checks need no read-back
+    VisitDType(dtype, [&](auto v) {
+      using T = decltype(v);
+      if constexpr (std::is_same_v<T, int32_t> || std::is_same_v<T, int64_t>) {
+        const T* values = static_cast<const T*>(host);
+        const auto [lo, hi] = std::minmax_element(values, values + n);
+        t.chunk->known_range = std::make_pair(int64_t{*lo}, int64_t{*hi});
+      }
+    });
+  }
+  c.Upload(*t.chunk, host, n * DTypeSize(dtype));
+  return t;
+}
+
+void ToHost(const VulkanTensor& t, void* host) {
+  const VulkanTensor c = Vulkan::contiguous(t);
+  const int64_t n = c.shape.numel();
+  const int64_t at = c.offset * DeviceSize(c.dtype);
+  if (c.dtype != DType::kBool) {
+    c.context().Download(*c.chunk, at, host, n * DTypeSize(c.dtype));
+    return;
+  }
+  std::vector<uint32_t> wide(n);
+  c.context().Download(*c.chunk, at, wide.data(), n * 4);
+  auto* out = static_cast<unsigned char*>(host);
+  for (int64_t i = 0; i < n; ++i) out[i] = wide[i] != 0;
+}
+
+}  // namespace vulkan
+
+Vulkan::Primitive Vulkan::from_data(const TensorData& data, const Device& device) {
+  return vulkan::FromHost(const_cast<TensorData&>(data).raw(), data.shape(), data.dtype(), device);
+}
+
+TensorData Vulkan::to_data(const Primitive& p) {
+  TensorData data(p.shape, p.dtype);
+  vulkan::ToHost(p, data.raw());
+  return data;
+}
+
+Vulkan::Primitive Vulkan::full(const Shape& shape, Scalar value, DType dtype, const Device& device) {
+  VulkanTensor t = VulkanTensor::Empty(shape, dtype, device);
+  const int64_t n = shape.numel();
+  if (IsInteger(dtype)) {
+    const int64_t v = dtype == DType::kI32 ? value.as<int32_t>() : value.as<int64_t>();
+    t.chunk->known_range = std::make_pair(v, v);
+  }
+  if (n == 0) return t;
+  FillParams p{.dst = t.address(), .bits = Bits(value, dtype), .n = static_cast<int32_t>(n)};
+  Context& c = t.context();
+  c.Launch(vulkan::WidthKernel("fill", dtype), &p, sizeof(p), c.Linear(n));
+  return t;
+}
+
+// Virtual devices are separate logical devices: a move between them goes through the host.
+Vulkan::Primitive Vulkan::to_device(const Primitive& p, const Device& device) {
+  if (p.device == device) return p;
+  ThrowIfError(vulkan::CheckDevice(device));
+  return from_data(to_data(p), device);
+}
+
+Vulkan::Primitive Vulkan::contiguous(const Primitive& p) {
+  if (p.IsContiguous()) return p;
+  VulkanTensor out = VulkanTensor::Empty(p.shape, p.dtype, p.device);
+  vulkan::CopyInto(out, p);
+  out.chunk->known_range = p.chunk->known_range;  // same values, rearranged
+  return out;
+}
+
+Vulkan::Primitive Vulkan::reshape(const Primitive& p, const Shape& shape) {
+  VulkanTensor t = contiguous(p);
+  t.shape = shape;
+  t.strides = shape.ContiguousStrides();
+  return t;
+}
+
+Vulkan::Primitive Vulkan::permute(const Primitive& p, absl::Span<const int64_t> dims) {
+  VulkanTensor t = p;
+  Dims shape(dims.size());
+  for (size_t i = 0; i < dims.size(); ++i) {
+    shape[i] = p.shape[dims[i]];
+    t.strides[i] = p.strides[dims[i]];
+  }
+  t.shape = Shape(shape);
+  return t;
+}
+
+Vulkan::Primitive Vulkan::expand(const Primitive& p, const Shape& shape) {
+  VulkanTensor t = p;
+  t.strides = vulkan::BroadcastStrides(p, shape);
+  t.shape = shape;
+  return t;
+}
+
+Vulkan::Primitive Vulkan::slice(const Primitive& p, int64_t dim, int64_t start, int64_t end, int64_t step) {
+  VulkanTensor t = p;
+  const int64_t size = (end - start + step - 1) / step;
+  Dims shape(p.shape.dims().begin(), p.shape.dims().end());
+  shape[dim] = size;
+  t.shape = Shape(shape);
+  if (size > 0) t.offset += start * p.strides[dim];
+  t.strides[dim] = p.strides[dim] * step;
+  return t;
+}
+
+Vulkan::Primitive Vulkan::cat(absl::Span<const Primitive> parts, int64_t dim) {
+  const VulkanTensor& first = parts[0];
+  int64_t total = 0;
+  for (const auto& part : parts) total += part.shape[dim];
+  Dims dims(first.shape.dims().begin(), first.shape.dims().end());
+  dims[dim] = total;
+  VulkanTensor out = VulkanTensor::Empty(Shape(dims), first.dtype, first.device);
+  int64_t at = 0;
+  for (const auto& part : parts) {
+    const int64_t size = part.shape[dim];
+    if (size > 0) vulkan::CopyInto(slice(out, dim, at, at + size, 1), part);
+    at += size;
+  }
+  return out;
+}
+
+void Vulkan::synchronize(const Device& device) { Context::Of(device).Finish(); }
+
+}  // namespace kiln
