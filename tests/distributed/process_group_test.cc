@@ -55,7 +55,7 @@ TEST_P(Collectives, DataParallelMatchesOneProcess) {
   ExpectAllPassed(ranks.WaitAll(milliseconds(60000)));
 }
 
-INSTANTIATE_TEST_SUITE_P(Shapes, Collectives, ::testing::Values(Shape{2, 1}, Shape{2, 2}, Shape{3, 1}),
+INSTANTIATE_TEST_SUITE_P(Shapes, Collectives, ::testing::Values(Shape{1, 2}, Shape{2, 1}, Shape{2, 2}, Shape{3, 1}),
                          [](const auto& info) {
                            return absl::StrCat(info.param.processes, "x", info.param.devices);
                          });
