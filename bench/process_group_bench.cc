@@ -9,7 +9,8 @@
 // gloo::allreduce, the classic ring, chunked ring and halving-doubling classes), in place on
 // one buffer, and the best is the reference. kiln's call leaves its input untouched and
 // returns a new tensor (as every kiln collective does), after checking that the ranks agree
-// on the call. Every round runs the variants in a new random order (the same on every rank),
+// on the call; a second kiln variant hands over a fresh input tensor (std::move), which kiln
+// then reduces in place, as it does with gradient sync's buckets. Every round runs the variants in a new random order (the same on every rank),
 // so that drift and order effects hit all alike; medians are reported. Rank 0 prints the
 // table, with each variant's rate relative to the best raw Gloo variant and to raw Gloo's
 // in-place ring (the algorithm kiln runs from 256 KiB up).
@@ -73,6 +74,9 @@ int Main(int argc, char** argv) {
     std::vector<float> buffer(n, 1.0f), second(n, 1.0f);
     float* data = buffer.data();
     const Tensor<Cpu> input = Tensor<Cpu>::full({n}, 1.0f, DType::kF32, CpuDevice(0));
+    // The consuming call's input, made fresh (untimed) before each of its calls, as gradient
+    // sync's buckets are.
+    Tensor<Cpu> fresh = input;
     gloo::AllreduceRing<float> classic_ring(context, {data}, static_cast<int>(n));
     gloo::AllreduceRingChunked<float> chunked(context, {data}, static_cast<int>(n));
     gloo::AllreduceHalvingDoubling<float> halving(context, {data}, static_cast<int>(n));
@@ -104,6 +108,10 @@ int Main(int argc, char** argv) {
              std::exit(1);
            }
          }},
+        {"kiln all_reduce, consuming", [&] {
+           auto out = group.AllReduce(0, std::move(fresh), ReduceKind::kSum);
+           if (!out.ok()) std::exit(1);
+         }},
     };
     std::map<std::string, std::vector<double>> times;
     std::mt19937 order_gen(static_cast<uint32_t>(bytes));  // the same order on every rank
@@ -113,6 +121,7 @@ int Main(int argc, char** argv) {
       std::shuffle(order.begin(), order.end(), order_gen);
       for (size_t v : order) {
         const auto& [name, run] = variants[v];
+        if (name == "kiln all_reduce, consuming") fresh = Tensor<Cpu>::full({n}, 1.0f, DType::kF32, CpuDevice(0));
         const auto start = Clock::now();
         run();
         const double s = std::chrono::duration<double>(Clock::now() - start).count();

@@ -48,6 +48,10 @@ struct CollectiveKernels<Cpu> {
   static Staged Allocate(const Shape& shape, DType dtype, const CpuDevice& device) {
     return cpu::StridedTensor::Empty(shape, dtype, device);
   }
+  // Whether a collective that consumed its input may write its result into `staged`: nothing
+  // refers to that memory but the group's slot and the consumed tensor (a staged view of a
+  // larger buffer is never written).
+  static bool Writable(const Staged& staged) { return staged.offset == 0 && staged.buffer.use_count() <= 2; }
   static P Unstage(const Staged& shared, const CpuDevice& device) {
     P view = shared;
     view.device = device;

@@ -85,28 +85,14 @@ class DeviceGroup {
   // ---- Per-device calls ---------------------------------------------------------------------
   absl::StatusOr<Tensor<B>> AllReduce(int rank, const Tensor<B>& t, ReduceKind kind,
                                       absl::string_view tag = "") {
-    const std::string sig = absl::StrCat("all_reduce(", ReduceKindName(kind), ")", Describe(t, tag));
-    absl::Status s = Enter(rank, t, sig);
-    if (!s.ok()) return s;
-    rendezvous_.Once([&] { shared_ = K::Allocate(t.shape(), t.dtype(), devices_[0]); });
-    const int64_t n = t.numel();
-    if (!world_) {
-      K::Reduce(kind, t.dtype(), Inputs(), K::MutableData(shared_), n * rank / size(),
-                n * (rank + 1) / size(), devices_[rank]);
-      return LeaveShared(rank);
-    }
-    // Sum locally (with one member: a copy, split over the device's threads, as a collective
-    // leaves its input untouched), sum across processes in place, divide once for a mean.
-    const ReduceKind local = kind == ReduceKind::kMean ? ReduceKind::kSum : kind;
-    K::Reduce(local, t.dtype(), Inputs(), K::MutableData(shared_), n * rank / size(), n * (rank + 1) / size(),
-              devices_[rank]);
-    s = AcrossProcesses(rank, sig, [&](const std::string& call) {
-      absl::Status st = world_->AllReduce(call, K::Data(shared_), K::MutableData(shared_), n, t.dtype(), local);
-      if (st.ok() && kind == ReduceKind::kMean) K::Divide(t.dtype(), K::MutableData(shared_), n, global_size(), devices_[rank]);
-      return st;
-    });
-    if (!s.ok()) return s;
-    return Leave(rank, shared_);  // the cross-process stage was a meeting: every part is written
+    return AllReduceImpl(rank, t, kind, tag, /*consumed=*/false);
+  }
+  // The same, consuming `t` (a temporary, such as gradient sync's bucket): across processes
+  // with one local member, when nothing else refers to its memory, the result is reduced in
+  // it, which saves a pass over memory.
+  absl::StatusOr<Tensor<B>> AllReduce(int rank, Tensor<B>&& t, ReduceKind kind, absl::string_view tag = "") {
+    const Tensor<B> mine = std::move(t);
+    return AllReduceImpl(rank, mine, kind, tag, /*consumed=*/true);
   }
 
   // The root's tensor on every member.
@@ -192,6 +178,39 @@ class DeviceGroup {
   }
 
  private:
+  absl::StatusOr<Tensor<B>> AllReduceImpl(int rank, const Tensor<B>& t, ReduceKind kind, absl::string_view tag,
+                                          bool consumed) {
+    const std::string sig = absl::StrCat("all_reduce(", ReduceKindName(kind), ")", Describe(t, tag));
+    absl::Status s = Enter(rank, t, sig);
+    if (!s.ok()) return s;
+    bool in_place = false;
+    if constexpr (requires(const Staged& st) { K::Writable(st); }) {
+      in_place = consumed && world_ && size() == 1 && K::Writable(slots_[0]);
+    }
+    rendezvous_.Once([&] { shared_ = in_place ? slots_[0] : K::Allocate(t.shape(), t.dtype(), devices_[0]); });
+    const int64_t n = t.numel();
+    if (!world_) {
+      K::Reduce(kind, t.dtype(), Inputs(), K::MutableData(shared_), n * rank / size(),
+                n * (rank + 1) / size(), devices_[rank]);
+      return LeaveShared(rank);
+    }
+    // Sum locally (with one member: a copy, split over the device's threads, as a collective
+    // leaves its input untouched, unless that input was consumed), sum across processes in
+    // place, divide once for a mean.
+    const ReduceKind local = kind == ReduceKind::kMean ? ReduceKind::kSum : kind;
+    if (!in_place) {
+      K::Reduce(local, t.dtype(), Inputs(), K::MutableData(shared_), n * rank / size(), n * (rank + 1) / size(),
+                devices_[rank]);
+    }
+    s = AcrossProcesses(rank, sig, [&](const std::string& call) {
+      absl::Status st = world_->AllReduce(call, K::Data(shared_), K::MutableData(shared_), n, t.dtype(), local);
+      if (st.ok() && kind == ReduceKind::kMean) K::Divide(t.dtype(), K::MutableData(shared_), n, global_size(), devices_[rank]);
+      return st;
+    });
+    if (!s.ok()) return s;
+    return Leave(rank, shared_);  // the cross-process stage was a meeting: every part is written
+  }
+
   static std::string Describe(const Tensor<B>& t, absl::string_view tag) {
     return absl::StrCat(tag.empty() ? "" : absl::StrCat(" '", tag, "'"), " of ", DTypeName(t.dtype()),
                         t.shape().ToString());

@@ -119,6 +119,19 @@ int Collectives(const Setup& s) {
     }
     Check(same, absl::StrCat("reduce_scatter(", ReduceKindName(kind), ") = its part of all_reduce"));
   }
+  if (L == 1) {
+    // A consumed input may hold the result; one that something else still refers to does not.
+    const T original = Input(group.global_rank(0), shape, DType::kF32, s.devices[0]);
+    const std::vector<double> before = V(original);
+    T x = original;
+    auto kept = group.AllReduce(0, std::move(x), ReduceKind::kSum);
+    auto want = group.AllReduce(0, original, ReduceKind::kSum);
+    T y = Input(group.global_rank(0), shape, DType::kF32, s.devices[0]) * 1;
+    auto consumed = group.AllReduce(0, std::move(y), ReduceKind::kSum);
+    if (!kept.ok() || !want.ok() || !consumed.ok()) return Status(absl::InternalError("consumed all_reduce failed"));
+    Check(V(original) == before && V(*kept) == V(*want) && V(*consumed) == V(*want),
+          "a consumed all_reduce input: same result, a shared input left untouched");
+  }
   // Errors the caller makes are caught before anything moves, the same on every rank.
   auto bad_root = group.Broadcast(in, G);
   Check(bad_root.status().message() == absl::StrCat("broadcast: root ", G, " is not a member of a group of ", G),
