@@ -169,11 +169,11 @@ Block* Context::NewBlock(Pool& pool, int64_t size) {
   VkMemoryAllocateInfo alloc{.sType = VK_STRUCTURE_TYPE_MEMORY_ALLOCATE_INFO, .pNext = &flags,
                              .allocationSize = req.size, .memoryTypeIndex = pool.memory_type};
   const VkResult r = vk.vkAllocateMemory(device_, &alloc, nullptr, &block->memory);
-  if (r != VK_SUCCESS) {
-    ThrowIfError(absl::ResourceExhaustedError(absl::StrCat(
-        "vulkan: allocating ", size, " bytes on ", name_, " failed (VkResult ", r, "); ",
-        device_pool_.blocks.size(), " blocks are in use")));
+  if (r == VK_ERROR_OUT_OF_DEVICE_MEMORY || r == VK_ERROR_OUT_OF_HOST_MEMORY) {
+    vk.vkDestroyBuffer(device_, block->buffer, nullptr);
+    return nullptr;
   }
+  ThrowIfFailed(r, "vkAllocateMemory");
   ThrowIfFailed(vk.vkBindBufferMemory(device_, block->buffer, block->memory, 0), "vkBindBufferMemory");
   VkBufferDeviceAddressInfo address{.sType = VK_STRUCTURE_TYPE_BUFFER_DEVICE_ADDRESS_INFO, .buffer = block->buffer};
   block->address = vk.vkGetBufferDeviceAddress(device_, &address);
@@ -200,33 +200,39 @@ void Context::Reclaim(Pool& pool) {
   pending.resize(kept);
 }
 
-std::shared_ptr<Chunk> Context::AllocateFrom(Pool& pool, int64_t bytes) {
-  const int64_t size = SizeClass(bytes);
-  Reclaim(pool);
-  if (auto it = pool.free.find(size); it != pool.free.end() && !it->second.empty()) {
-    const Span span = it->second.back();
-    it->second.pop_back();
-    return std::make_shared<Chunk>(this, span.block, span.offset, size);
-  }
-  Block* block = nullptr;
-  if (size > kBlockBytes / 2) {
-    block = NewBlock(pool, size);  // a block of its own
-  } else {
-    if (pool.blocks.empty() || pool.blocks.back()->size - pool.blocks.back()->used < size) {
-      NewBlock(pool, kBlockBytes);
-    }
-    // Dedicated blocks are pushed after shared ones; find the newest shared block.
-    for (auto it = pool.blocks.rbegin(); it != pool.blocks.rend(); ++it) {
-      if ((*it)->size == kBlockBytes && (*it)->size - (*it)->used >= size) {
-        block = it->get();
-        break;
-      }
-    }
-    if (block == nullptr) block = NewBlock(pool, kBlockBytes);
-  }
+std::shared_ptr<Chunk> Context::Carve(Block* block, int64_t size) {
   const int64_t offset = block->used;
   block->used += size;
   return std::make_shared<Chunk>(this, block, offset, size);
+}
+
+std::shared_ptr<Chunk> Context::AllocateFrom(Pool& pool, int64_t bytes) {
+  const int64_t size = SizeClass(bytes);
+  for (int attempt = 0; attempt < 2; ++attempt) {
+    Reclaim(pool);
+    if (auto it = pool.free.find(size); it != pool.free.end() && !it->second.empty()) {
+      const Span span = it->second.back();
+      it->second.pop_back();
+      return std::make_shared<Chunk>(this, span.block, span.offset, size);
+    }
+    if (size > kBlockBytes / 2) {  // a block of its own
+      if (Block* block = NewBlock(pool, size)) return Carve(block, size);
+    } else {
+      if (pool.current == nullptr || pool.current->size - pool.current->used < size) {
+        pool.current = NewBlock(pool, kBlockBytes);
+      }
+      if (pool.current != nullptr) return Carve(pool.current, size);
+    }
+    // Out of device memory: wait for the queued work, whose freed chunks can then be reused.
+    Submit();
+    if (!in_flight_.empty()) WaitFor(in_flight_.back().seq);
+  }
+  int64_t reserved = 0;
+  for (const auto& b : pool.blocks) reserved += b->size;
+  ThrowIfError(absl::ResourceExhaustedError(absl::StrCat(
+      "vulkan: out of memory on ", name_, " allocating ", bytes, " bytes (", reserved,
+      " bytes held by kiln's tensors and cache)")));
+  return nullptr;
 }
 
 std::shared_ptr<Chunk> Context::Allocate(int64_t bytes) {

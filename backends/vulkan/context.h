@@ -126,12 +126,14 @@ class Context {
     uint32_t memory_type = 0;
     bool host_visible = false;
     std::vector<std::unique_ptr<Block>> blocks;
+    Block* current = nullptr;  // the shared block new chunks are carved from
     std::map<int64_t, std::vector<Span>> free;  // by size class
     std::vector<Pending> pending;
   };
 
   std::shared_ptr<Chunk> AllocateFrom(Pool& pool, int64_t bytes);
-  Block* NewBlock(Pool& pool, int64_t size);
+  Block* NewBlock(Pool& pool, int64_t size);  // null when the device is out of memory
+  std::shared_ptr<Chunk> Carve(Block* block, int64_t size);
   void Reclaim(Pool& pool);
   VkCommandBuffer Open();
   void Barrier(VkCommandBuffer commands, bool to_host);

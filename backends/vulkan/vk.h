@@ -22,7 +22,7 @@ namespace kiln::vulkan {
   X(vkCmdDispatch) X(vkCmdPipelineBarrier) X(vkCmdCopyBuffer) X(vkQueueSubmit)            \
   X(vkCreateFence) X(vkResetFences) X(vkWaitForFences) X(vkGetFenceStatus)                \
   X(vkAllocateMemory) X(vkMapMemory) X(vkCreateBuffer) X(vkGetBufferMemoryRequirements)   \
-  X(vkBindBufferMemory) X(vkGetBufferDeviceAddress) X(vkCreateShaderModule)               \
+  X(vkBindBufferMemory) X(vkDestroyBuffer) X(vkGetBufferDeviceAddress) X(vkCreateShaderModule)               \
   X(vkDestroyShaderModule) X(vkCreatePipelineLayout) X(vkCreateComputePipelines)
 
 struct Functions {
