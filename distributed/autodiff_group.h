@@ -27,6 +27,9 @@ class DeviceGroup<Autodiff<B>> {
 
   int size() const { return inner_->size(); }
   const std::vector<Device>& devices() const { return inner_->devices(); }
+  int processes() const { return inner_->processes(); }
+  int global_size() const { return inner_->global_size(); }
+  int global_rank(int rank) const { return inner_->global_rank(rank); }
   // The same devices without gradients (gradient sync runs its buckets here).
   DeviceGroup<B>& inner() { return *inner_; }
 
@@ -58,7 +61,7 @@ class DeviceGroup<Autodiff<B>> {
     const std::string back = absl::StrCat(tag, "/backward");
     return Tensor<AD>(AD::Record(out->primitive(), {t.primitive()}, [=](const P& g, uint32_t) {
       const Tensor<B> sum = Value(group->AllReduce(rank, Tensor<B>(g), ReduceKind::kSum, back));
-      return typename AD::Grads{(rank == root ? sum : sum * 0).primitive()};
+      return typename AD::Grads{(group->global_rank(rank) == root ? sum : sum * 0).primitive()};
     }));
   }
 
@@ -83,7 +86,7 @@ class DeviceGroup<Autodiff<B>> {
     if (!out.ok()) return out.status();
     auto group = inner_;
     const std::string back = absl::StrCat(tag, "/backward");
-    const int n = size();
+    const int n = global_size();
     return Tensor<AD>(AD::Record(out->primitive(), {t.primitive()}, [=](const P& g, uint32_t) {
       Tensor<B> gathered = Value(group->AllGather(rank, Tensor<B>(g), back));
       if (kind == ReduceKind::kMean) gathered = gathered / n;

@@ -13,6 +13,9 @@ namespace kiln::distributed {
 enum class ReduceKind { kSum, kMean, kMax, kMin };
 const char* ReduceKindName(ReduceKind kind);
 
+// Where a backend's staged tensors live, and so which process groups can carry them.
+enum class BufferMemory { kHost, kDevice };
+
 template <class B>
 struct CollectiveKernels;  // no collectives for backends that do not specialise this
 
@@ -21,6 +24,8 @@ struct CollectiveKernels;  // no collectives for backends that do not specialise
 // a backend that stages through the host calls this from each member's own thread.
 void ReduceOnHost(ReduceKind kind, DType dtype, const std::vector<const void*>& inputs, void* out,
                   int64_t begin, int64_t end);
+// data[begin, end) /= by (the division of a mean, after a cross-process sum).
+void DivideOnHost(DType dtype, void* data, int64_t begin, int64_t end, int64_t by);
 
 // A backend's collectives exchange `Staged` tensors: dense buffers that every member's thread
 // (and, across processes, the network engine) can address. The CPU backend stages in place;
@@ -29,6 +34,7 @@ template <>
 struct CollectiveKernels<Cpu> {
   using P = Cpu::Primitive;
   using Staged = cpu::StridedTensor;
+  static constexpr BufferMemory kMemory = BufferMemory::kHost;
   // Unstage shares the staged memory rather than copying it, so members need not wait for
   // each other's parts of a shared output before they unstage it.
   static constexpr bool kUnstageCopies = false;
@@ -42,6 +48,10 @@ struct CollectiveKernels<Cpu> {
   static Staged Allocate(const Shape& shape, DType dtype, const CpuDevice& device) {
     return cpu::StridedTensor::Empty(shape, dtype, device);
   }
+  // Whether a collective that consumed its input may write its result into `staged`: nothing
+  // refers to that memory but the group's slot and the consumed tensor (a staged view of a
+  // larger buffer is never written).
+  static bool Writable(const Staged& staged) { return staged.offset == 0 && staged.buffer.use_count() <= 2; }
   static P Unstage(const Staged& shared, const CpuDevice& device) {
     P view = shared;
     view.device = device;
@@ -50,6 +60,8 @@ struct CollectiveKernels<Cpu> {
   // ReduceOnHost, split over the device's threads.
   static void Reduce(ReduceKind kind, DType dtype, const std::vector<const void*>& inputs,
                      void* out, int64_t begin, int64_t end, const CpuDevice& device);
+  // data[0, count) /= by, split over the device's threads.
+  static void Divide(DType dtype, void* data, int64_t count, int64_t by, const CpuDevice& device);
   // to[at, at + count) = from[0, count)
   static void CopyInto(DType dtype, const void* from, void* to, int64_t at, int64_t count);
 };

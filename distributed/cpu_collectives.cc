@@ -71,6 +71,24 @@ void ReduceOnHost(ReduceKind kind, DType dtype, const std::vector<const void*>& 
   });
 }
 
+void DivideOnHost(DType dtype, void* data, int64_t begin, int64_t end, int64_t by) {
+  VisitDType(dtype, [&](auto v) {
+    using T = decltype(v);
+    if constexpr (!std::is_same_v<T, bool>) {
+      T* p = static_cast<T*>(data);
+      const T n = static_cast<T>(by);
+      for (int64_t i = begin; i < end; ++i) p[i] = p[i] / n;
+    }
+  });
+}
+
+void CollectiveKernels<Cpu>::Divide(DType dtype, void* data, int64_t count, int64_t by,
+                                    const CpuDevice& device) {
+  cpu::ParallelFor(device, count, cpu::kElementwiseGrain, [&](int64_t lo, int64_t hi) {
+    DivideOnHost(dtype, data, lo, hi, by);
+  });
+}
+
 void CollectiveKernels<Cpu>::Reduce(ReduceKind kind, DType dtype,
                                     const std::vector<const void*>& inputs, void* out,
                                     int64_t begin, int64_t end, const CpuDevice& device) {

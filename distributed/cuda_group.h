@@ -3,7 +3,9 @@
 // that they call the same collective on the same shapes, with a deadline), then each member's
 // NCCL call runs on its device's communication stream, fenced against the compute stream so
 // the host thread and the compute stream go on (e.g. with backward) while it runs.
-// List calls drive every rank from one thread in one NCCL group.
+// List calls drive every rank from one thread in one NCCL group. Across processes (a
+// GroupOptions::process_group) CUDA needs an NCCL process group, which is not written yet:
+// such a group reports Unimplemented on every collective (NcclComm::Join is the building block).
 // Included by device_group.h under KILN_WITH_CUDA; not to be included directly.
 #ifndef KILN_DISTRIBUTED_CUDA_GROUP_H_
 #define KILN_DISTRIBUTED_CUDA_GROUP_H_
@@ -17,6 +19,7 @@
 #include "absl/strings/str_cat.h"
 #include "backends/cuda/cuda_backend.h"
 #include "backends/cuda/nccl_comm.h"
+#include "distributed/process_group.h"
 #include "distributed/rendezvous.h"
 
 namespace kiln::distributed {
@@ -29,18 +32,30 @@ class DeviceGroup<Cuda> {
 
   DeviceGroup(std::vector<Device> devices, GroupOptions options = {})
       : devices_(std::move(devices)),
-        rendezvous_(static_cast<int>(devices_.size()), options.timeout) {}
+        rendezvous_(static_cast<int>(devices_.size()), options.timeout),
+        world_(std::move(options.process_group)) {}
   DeviceGroup(const DeviceGroup&) = delete;
   DeviceGroup& operator=(const DeviceGroup&) = delete;
 
   int size() const { return static_cast<int>(devices_.size()); }
   const std::vector<Device>& devices() const { return devices_; }
+  // As DeviceGroup<B>: processes, members over all of them, a local member's global index.
+  int processes() const { return world_ ? world_->world_size() : 1; }
+  int global_size() const { return size() * processes(); }
+  int global_rank(int rank) const { return (world_ ? world_->rank() * size() : 0) + rank; }
+  const std::shared_ptr<ProcessGroup>& process_group() const { return world_; }
 
   // ---- Per-device calls ---------------------------------------------------------------------
   absl::StatusOr<Tensor<Cuda>> AllReduce(int rank, const Tensor<Cuda>& t, ReduceKind kind,
                                          absl::string_view tag = "") {
     return Member(rank, t, absl::StrCat("all_reduce(", ReduceKindName(kind), ")", Describe(t, tag)),
                   cuda::NcclOp::kAllReduce, kind, 0);
+  }
+  // The consuming form of DeviceGroup<B> (NCCL writes a fresh output either way).
+  absl::StatusOr<Tensor<Cuda>> AllReduce(int rank, Tensor<Cuda>&& t, ReduceKind kind,
+                                         absl::string_view tag = "") {
+    const Tensor<Cuda> kept = std::move(t);
+    return AllReduce(rank, kept, kind, tag);
   }
 
   absl::StatusOr<Tensor<Cuda>> Broadcast(int rank, const Tensor<Cuda>& t, int root,
@@ -106,6 +121,11 @@ class DeviceGroup<Cuda> {
   }
 
   absl::Status CheckMember(int rank, const Tensor<Cuda>& t) const {
+    if (world_ != nullptr) {
+      return absl::UnimplementedError(absl::StrCat(
+          "CUDA collectives across processes need an NCCL process group, which kiln does not have "
+          "yet; run the ", world_->world_size(), " processes' devices in one process instead"));
+    }
     if (rank < 0 || rank >= size()) {
       return absl::InvalidArgumentError(absl::StrCat("rank ", rank, " is not a member of a group of ", size()));
     }
@@ -183,6 +203,7 @@ class DeviceGroup<Cuda> {
 
   const std::vector<Device> devices_;
   Rendezvous rendezvous_;
+  const std::shared_ptr<ProcessGroup> world_;
   std::mutex comms_mu_;
   absl::Status comms_status_;
   std::vector<std::unique_ptr<cuda::NcclComm>> comms_;

@@ -3,6 +3,7 @@
 // across replicas. A step splits the global batch along dim 0, runs forward and backward on
 // every replica at once, all-reduces the gradients during backward (GradientSync), and steps
 // every replica's optimizer on the same averaged gradients, so the replicas stay identical.
+// With a process group in the device group, the same holds over every device of every process.
 #ifndef KILN_DISTRIBUTED_DATA_PARALLEL_H_
 #define KILN_DISTRIBUTED_DATA_PARALLEL_H_
 
@@ -48,19 +49,22 @@ class DataParallel {
   GradientSync<B>& sync(int rank) { return *syncs_[rank]; }
 
   // One step on the global batch (x, y on any device); returns the mean loss over the batch.
+  // Across processes (a group with a process group) every process passes the same global
+  // batch and its members take their shards by global member index.
   absl::StatusOr<double> Step(const Tensor<B>& x, const Tensor<B>& y, const LossFn& loss) {
-    const int n = size();
+    const int n = group_->global_size();
     const int64_t total = x.size(0);
     if (y.size(0) != total || total < n) {
       return absl::InvalidArgumentError(absl::StrCat(
           "DataParallel: a batch of ", total, " samples (labels: ", y.size(0),
           ") cannot be split over ", n, " devices"));
     }
-    std::vector<double> losses(n);
+    std::vector<double> losses(size());
     const absl::Status status = threads_.Run([&](int r) -> absl::Status {
       // Shards differ in size by at most one; weighting each replica's mean loss by its share
       // makes the averaged gradient that of the mean over the whole batch.
-      const int64_t begin = total * r / n, end = total * (r + 1) / n;
+      const int g = group_->global_rank(r);
+      const int64_t begin = total * g / n, end = total * (g + 1) / n;
       const auto device = group_->devices()[r];
       const Tensor<AD> xs = Tensor<AD>::from_inner(x.slice(0, begin, end).to(device));
       const Tensor<AD> ys = Tensor<AD>::from_inner(y.slice(0, begin, end).to(device));
@@ -71,9 +75,16 @@ class DataParallel {
       absl::StatusOr<Gradients<B>> synced = syncs_[r]->Finish(local);
       if (!synced.ok()) return synced.status();
       optimizers_[r]->step(*replicas_[r], *synced);
+      if (group_->processes() > 1) {  // the other processes' shares of the loss
+        auto sum = group_->inner().AllReduce(r, Tensor<B>::full({1}, losses[r], DType::kF64, device),
+                                             ReduceKind::kSum, "loss");
+        if (!sum.ok()) return sum.status();
+        losses[r] = sum->template item<double>();
+      }
       return absl::OkStatus();
     });
     if (!status.ok()) return status;
+    if (group_->processes() > 1) return losses[0];
     double sum = 0;
     for (double l : losses) sum += l;
     return sum;

@@ -18,6 +18,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/types/span.h"
 #include "distributed/collective_kernels.h"
+#include "distributed/process_group.h"
 #ifdef KILN_WITH_VULKAN
 #include "distributed/vulkan_collectives.h"
 #endif
@@ -29,6 +30,11 @@ namespace kiln::distributed {
 struct GroupOptions {
   // How long a member waits for the others at each meeting before the group gives up.
   std::chrono::milliseconds timeout{std::chrono::seconds(60)};
+  // Set: this group is one process's part of a world (process_group.h). Its collectives then
+  // run over every member of every process: global member p * size() + r is local member r
+  // of rank p, every process must have the same number of local devices, and roots and
+  // reduce-scatter parts count global members.
+  std::shared_ptr<ProcessGroup> process_group;
 };
 
 // Runs call(rank) for every member of a group of `size` on a thread of its own (rank 0 on
@@ -62,65 +68,94 @@ class DeviceGroup {
 
   DeviceGroup(std::vector<Device> devices, GroupOptions options = {})
       : devices_(std::move(devices)), rendezvous_(static_cast<int>(devices_.size()), options.timeout),
-        slots_(devices_.size()) {}
+        slots_(devices_.size()), world_(std::move(options.process_group)) {}
   DeviceGroup(const DeviceGroup&) = delete;
   DeviceGroup& operator=(const DeviceGroup&) = delete;
 
+  // Members in this process.
   int size() const { return static_cast<int>(devices_.size()); }
   const std::vector<Device>& devices() const { return devices_; }
+  // Processes, and members over all of them (size() when there is no process group).
+  int processes() const { return world_ ? world_->world_size() : 1; }
+  int global_size() const { return size() * processes(); }
+  // The global index of local member `rank`.
+  int global_rank(int rank) const { return (world_ ? world_->rank() * size() : 0) + rank; }
+  const std::shared_ptr<ProcessGroup>& process_group() const { return world_; }
 
   // ---- Per-device calls ---------------------------------------------------------------------
   absl::StatusOr<Tensor<B>> AllReduce(int rank, const Tensor<B>& t, ReduceKind kind,
                                       absl::string_view tag = "") {
-    const std::string sig = absl::StrCat("all_reduce(", ReduceKindName(kind), ")", Describe(t, tag));
-    absl::Status s = Enter(rank, t, sig);
-    if (!s.ok()) return s;
-    rendezvous_.Once([&] { shared_ = K::Allocate(t.shape(), t.dtype(), devices_[0]); });
-    const int64_t n = t.numel();
-    K::Reduce(kind, t.dtype(), Inputs(), K::MutableData(shared_), n * rank / size(),
-              n * (rank + 1) / size(), devices_[rank]);
-    return LeaveShared(rank);
+    return AllReduceImpl(rank, t, kind, tag, /*consumed=*/false);
+  }
+  // The same, consuming `t` (a temporary, such as gradient sync's bucket): across processes
+  // with one local member, when nothing else refers to its memory, the result is reduced in
+  // it, which saves a pass over memory.
+  absl::StatusOr<Tensor<B>> AllReduce(int rank, Tensor<B>&& t, ReduceKind kind, absl::string_view tag = "") {
+    const Tensor<B> mine = std::move(t);
+    return AllReduceImpl(rank, mine, kind, tag, /*consumed=*/true);
   }
 
   // The root's tensor on every member.
   absl::StatusOr<Tensor<B>> Broadcast(int rank, const Tensor<B>& t, int root,
                                       absl::string_view tag = "") {
-    if (root < 0 || root >= size()) {
-      return absl::InvalidArgumentError(absl::StrCat("broadcast: root ", root, " is not a member of a group of ", size()));
+    if (root < 0 || root >= global_size()) {
+      return absl::InvalidArgumentError(absl::StrCat("broadcast: root ", root, " is not a member of a group of ", global_size()));
     }
-    absl::Status s = Enter(rank, t, absl::StrCat("broadcast(root ", root, ")", Describe(t, tag)));
+    const std::string sig = absl::StrCat("broadcast(root ", root, ")", Describe(t, tag));
+    absl::Status s = Enter(rank, t, sig);
     if (!s.ok()) return s;
-    return Leave(rank, slots_[root]);
+    if (!world_) return Leave(rank, slots_[root]);
+    // The root's process sends its member's staged tensor; the others receive into one buffer.
+    const int root_process = root / size(), root_member = root % size();
+    const bool sending = world_->rank() == root_process;
+    if (!sending) rendezvous_.Once([&] { shared_ = K::Allocate(t.shape(), t.dtype(), devices_[0]); });
+    const Staged& result = sending ? slots_[root_member] : shared_;
+    s = AcrossProcesses(rank, sig, [&](const std::string& call) {
+      void* data = sending ? const_cast<void*>(K::Data(result)) : K::MutableData(result);
+      return world_->Broadcast(call, data, t.numel() * DTypeSize(t.dtype()), root_process);
+    });
+    if (!s.ok()) return s;
+    return Leave(rank, result);
   }
 
   // Every member's tensor, concatenated along dim 0 in member order.
   absl::StatusOr<Tensor<B>> AllGather(int rank, const Tensor<B>& t, absl::string_view tag = "") {
     if (t.rank() == 0) return absl::InvalidArgumentError("all_gather: needs a tensor of rank >= 1");
-    absl::Status s = Enter(rank, t, absl::StrCat("all_gather", Describe(t, tag)));
+    const std::string sig = absl::StrCat("all_gather", Describe(t, tag));
+    absl::Status s = Enter(rank, t, sig);
     if (!s.ok()) return s;
     rendezvous_.Once([&] {
       Dims dims(t.shape().dims().begin(), t.shape().dims().end());
-      dims[0] *= size();
+      dims[0] *= global_size();
       shared_ = K::Allocate(Shape(dims), t.dtype(), devices_[0]);
     });
     const int64_t n = t.numel();
-    K::CopyInto(t.dtype(), K::Data(slots_[rank]), K::MutableData(shared_), rank * n, n);
+    K::CopyInto(t.dtype(), K::Data(slots_[rank]), K::MutableData(shared_), global_rank(rank) * n, n);
+    if (world_) {
+      s = AcrossProcesses(rank, sig, [&](const std::string& call) {
+        return world_->AllGather(call, K::MutableData(shared_), size() * n * DTypeSize(t.dtype()));
+      });
+      if (!s.ok()) return s;
+      return Leave(rank, shared_);  // the cross-process stage was a meeting
+    }
     return LeaveShared(rank);
   }
 
   // Member r gets the reduction over all members of rows [r*d/N, (r+1)*d/N) of dim 0.
   absl::StatusOr<Tensor<B>> ReduceScatter(int rank, const Tensor<B>& t, ReduceKind kind,
                                           absl::string_view tag = "") {
-    if (t.rank() == 0 || t.size(0) % size() != 0) {
+    if (t.rank() == 0 || t.size(0) % global_size() != 0) {
       return absl::InvalidArgumentError(absl::StrCat(
-          "reduce_scatter: dim 0 of ", t.Describe(), " must divide into ", size(), " equal parts"));
+          "reduce_scatter: dim 0 of ", t.Describe(), " must divide into ", global_size(), " equal parts"));
     }
-    absl::Status s = Enter(rank, t, absl::StrCat("reduce_scatter(", ReduceKindName(kind), ")", Describe(t, tag)));
+    const std::string sig = absl::StrCat("reduce_scatter(", ReduceKindName(kind), ")", Describe(t, tag));
+    absl::Status s = Enter(rank, t, sig);
     if (!s.ok()) return s;
     Dims dims(t.shape().dims().begin(), t.shape().dims().end());
-    dims[0] /= size();
+    dims[0] /= global_size();
     const Staged out = K::Allocate(Shape(dims), t.dtype(), devices_[rank]);
-    const int64_t part = t.numel() / size();
+    const int64_t part = t.numel() / global_size();
+    if (world_) return ReduceScatterAcrossProcesses(rank, t, kind, sig, out, part);
     const int64_t bytes = part * DTypeSize(t.dtype());
     std::vector<const void*> inputs;
     for (const void* p : Inputs()) inputs.push_back(static_cast<const std::byte*>(p) + rank * bytes);
@@ -143,9 +178,81 @@ class DeviceGroup {
   }
 
  private:
+  absl::StatusOr<Tensor<B>> AllReduceImpl(int rank, const Tensor<B>& t, ReduceKind kind, absl::string_view tag,
+                                          bool consumed) {
+    const std::string sig = absl::StrCat("all_reduce(", ReduceKindName(kind), ")", Describe(t, tag));
+    absl::Status s = Enter(rank, t, sig);
+    if (!s.ok()) return s;
+    bool in_place = false;
+    if constexpr (requires(const Staged& st) { K::Writable(st); }) {
+      in_place = consumed && world_ && size() == 1 && K::Writable(slots_[0]);
+    }
+    rendezvous_.Once([&] { shared_ = in_place ? slots_[0] : K::Allocate(t.shape(), t.dtype(), devices_[0]); });
+    const int64_t n = t.numel();
+    if (!world_) {
+      K::Reduce(kind, t.dtype(), Inputs(), K::MutableData(shared_), n * rank / size(),
+                n * (rank + 1) / size(), devices_[rank]);
+      return LeaveShared(rank);
+    }
+    // Sum locally (with one member: a copy, split over the device's threads, as a collective
+    // leaves its input untouched, unless that input was consumed), sum across processes in
+    // place, divide once for a mean.
+    const ReduceKind local = kind == ReduceKind::kMean ? ReduceKind::kSum : kind;
+    if (!in_place) {
+      K::Reduce(local, t.dtype(), Inputs(), K::MutableData(shared_), n * rank / size(), n * (rank + 1) / size(),
+                devices_[rank]);
+    }
+    s = AcrossProcesses(rank, sig, [&](const std::string& call) {
+      absl::Status st = world_->AllReduce(call, K::Data(shared_), K::MutableData(shared_), n, t.dtype(), local);
+      if (st.ok() && kind == ReduceKind::kMean) K::Divide(t.dtype(), K::MutableData(shared_), n, global_size(), devices_[rank]);
+      return st;
+    });
+    if (!s.ok()) return s;
+    return Leave(rank, shared_);  // the cross-process stage was a meeting: every part is written
+  }
+
   static std::string Describe(const Tensor<B>& t, absl::string_view tag) {
     return absl::StrCat(tag.empty() ? "" : absl::StrCat(" '", tag, "'"), " of ", DTypeName(t.dtype()),
                         t.shape().ToString());
+  }
+
+  // The cross-process stage, run by the last local member to get here once every local member
+  // has done its part: op(call), where the process group compares `call` across the ranks
+  // before it moves anything.
+  template <class F>
+  absl::Status AcrossProcesses(int rank, const std::string& signature, F op) {
+    return rendezvous_.Together(rank, [&]() -> absl::Status {
+      if (world_->memory() != K::kMemory) {
+        return absl::FailedPreconditionError(absl::StrCat(
+            "a ", world_->engine(), " process group takes ", world_->memory() == BufferMemory::kHost ? "host" : "device",
+            " buffers, but this backend stages its tensors in ", K::kMemory == BufferMemory::kHost ? "host" : "device",
+            " memory; use a process group for this backend"));
+      }
+      return op(absl::StrCat(signature, " on ", size(), " local device(s)"));
+    });
+  }
+
+  // Reduce-scatter over processes: every member sums its chunk of the whole tensor locally,
+  // the process group reduce-scatters that by process (this process's part lands first), and
+  // member r takes its part of that.
+  absl::StatusOr<Tensor<B>> ReduceScatterAcrossProcesses(int rank, const Tensor<B>& t, ReduceKind kind,
+                                                         const std::string& sig, const Staged& out, int64_t part) {
+    const ReduceKind local = kind == ReduceKind::kMean ? ReduceKind::kSum : kind;
+    const int64_t n = t.numel();
+    rendezvous_.Once([&] { shared_ = K::Allocate(t.shape(), t.dtype(), devices_[0]); });
+    K::Reduce(local, t.dtype(), Inputs(), K::MutableData(shared_), n * rank / size(), n * (rank + 1) / size(),
+              devices_[rank]);
+    absl::Status s = AcrossProcesses(rank, sig, [&](const std::string& call) {
+      absl::Status st = world_->ReduceScatter(call, K::MutableData(shared_), n, t.dtype(), local);
+      if (st.ok() && kind == ReduceKind::kMean) {
+        K::Divide(t.dtype(), K::MutableData(shared_), n / processes(), global_size(), devices_[rank]);
+      }
+      return st;
+    });
+    if (!s.ok()) return s;
+    const std::byte* mine = static_cast<const std::byte*>(K::Data(shared_)) + rank * part * DTypeSize(t.dtype());
+    K::CopyInto(t.dtype(), mine, K::MutableData(out), 0, part);
+    return Leave(rank, out);
   }
 
   // Checks the member, publishes its dense input and meets the others.
@@ -188,6 +295,7 @@ class DeviceGroup {
   Rendezvous rendezvous_;
   std::vector<Staged> slots_;  // member r's staged input for the current round
   Staged shared_;              // the output of the current round, when members share one
+  std::shared_ptr<ProcessGroup> world_;  // the other processes, if any
 };
 
 }  // namespace kiln::distributed

@@ -13,28 +13,41 @@ std::string Rendezvous::Missing(const std::vector<bool>& here) const {
   return absl::StrJoin(missing, ", ");
 }
 
-absl::Status Rendezvous::Meet(std::unique_lock<std::mutex>& lock, int rank, const char* stage) {
+absl::Status Rendezvous::Meet(std::unique_lock<std::mutex>& lock, int rank, const char* stage,
+                              const std::function<absl::Status()>* fn) {
   if (!broken_.ok()) return broken_;
   if (here_.empty()) here_.assign(size_, false);
   here_[rank] = true;
   const uint64_t phase = phase_;
   if (++waiting_ == size_) {
+    if (fn != nullptr) {
+      running_ = true;
+      lock.unlock();
+      absl::Status s = (*fn)();
+      lock.lock();
+      running_ = false;
+      together_ = s;
+    }
     waiting_ = 0;
     here_.assign(size_, false);
     ++phase_;
     cv_.notify_all();
-    return absl::OkStatus();
+    return fn != nullptr ? together_ : absl::OkStatus();
   }
   const auto deadline = std::chrono::steady_clock::now() + timeout_;
   while (phase_ == phase && broken_.ok()) {
-    if (cv_.wait_until(lock, deadline) == std::cv_status::timeout && phase_ == phase && broken_.ok()) {
+    if (running_) {
+      cv_.wait(lock);
+    } else if (cv_.wait_until(lock, deadline) == std::cv_status::timeout && phase_ == phase && broken_.ok() &&
+               !running_) {
       broken_ = absl::DeadlineExceededError(absl::StrCat(
           "collective ", stage, ": member(s) ", Missing(here_), " of ", size_,
           " did not arrive within ", timeout_.count(), " ms; the group is unusable from now on"));
       cv_.notify_all();
     }
   }
-  return phase_ != phase ? absl::OkStatus() : broken_;
+  if (phase_ == phase) return broken_;
+  return fn != nullptr ? together_ : absl::OkStatus();
 }
 
 absl::Status Rendezvous::Arrive(int rank, std::string signature) {
@@ -60,6 +73,11 @@ void Rendezvous::Once(const std::function<void()>& fn) {
     fn();
     once_done_ = true;
   }
+}
+
+absl::Status Rendezvous::Together(int rank, const std::function<absl::Status()>& fn) {
+  std::unique_lock lock(mu_);
+  return Meet(lock, rank, "cross-process stage", &fn);
 }
 
 absl::Status Rendezvous::Settle(int rank) {

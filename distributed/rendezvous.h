@@ -31,6 +31,11 @@ class Rendezvous {
   // The last meeting of a round: nobody leaves (and frees what the others read) before all
   // have finished their part.
   absl::Status Depart(int rank);
+  // A meeting for work that needs every member's part done first (the cross-process stage of
+  // a collective): when all have arrived, the last to arrive runs `fn` while the others wait
+  // without a deadline (fn has its own), and every member returns fn's status. Only the
+  // arrival has a deadline.
+  absl::Status Together(int rank, const std::function<absl::Status()>& fn);
   // Runs once per round, by the first member to call it, while the others wait; for work
   // that must happen once (allocating a shared output).
   void Once(const std::function<void()>& fn);
@@ -41,7 +46,8 @@ class Rendezvous {
  private:
   // A barrier with a deadline; `phase` counts meetings so that a fast member's next round
   // cannot be mistaken for this one.
-  absl::Status Meet(std::unique_lock<std::mutex>& lock, int rank, const char* stage);
+  absl::Status Meet(std::unique_lock<std::mutex>& lock, int rank, const char* stage,
+                    const std::function<absl::Status()>* fn = nullptr);
   std::string Missing(const std::vector<bool>& here) const;
 
   const int size_;
@@ -53,6 +59,8 @@ class Rendezvous {
   std::vector<bool> here_;
   std::vector<std::string> signatures_;
   bool once_done_ = false;
+  bool running_ = false;       // the last member is running Together's fn
+  absl::Status together_;      // its result, for the others
   absl::Status broken_;
 };
 

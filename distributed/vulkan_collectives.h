@@ -17,6 +17,8 @@ struct CollectiveKernels<Vulkan> {
   using Staged = cpu::StridedTensor;
   using Host = CollectiveKernels<Cpu>;
   static constexpr bool kUnstageCopies = true;  // uploads: every part must be written first
+  // Staged in host memory: a Gloo process group carries it across processes.
+  static constexpr BufferMemory kMemory = BufferMemory::kHost;
 
   static Staged Stage(const P& t) {
     Staged host = cpu::StridedTensor::Empty(t.shape, t.dtype, CpuDevice(0));
@@ -35,6 +37,9 @@ struct CollectiveKernels<Vulkan> {
   static void Reduce(ReduceKind kind, DType dtype, const std::vector<const void*>& inputs, void* out,
                      int64_t begin, int64_t end, const VulkanDevice&) {
     ReduceOnHost(kind, dtype, inputs, out, begin, end);
+  }
+  static void Divide(DType dtype, void* data, int64_t count, int64_t by, const VulkanDevice&) {
+    DivideOnHost(dtype, data, 0, count, by);
   }
   static void CopyInto(DType dtype, const void* from, void* to, int64_t at, int64_t count) {
     Host::CopyInto(dtype, from, to, at, count);

@@ -2,6 +2,11 @@
 // images after every epoch, and prints one JSON line with the result as its last output.
 //
 //   ./bazelw run //examples:train -- --model=mlp --epochs=10
+//
+// Under a launcher (tools/launch, srun, mpirun; see distributed/launch_env.h) every process
+// trains data-parallel over its --devices and joins the others through a Gloo process group:
+// the global batch is split over every device of every process. Rank 0 evaluates, prints and
+// writes the checkpoint (the others wait for it at their next collective).
 #include <unistd.h>
 
 #include <chrono>
@@ -24,7 +29,9 @@
 #include "backends/dispatch/dispatch_backend.h"
 #include "data/idx.h"
 #include "distributed/data_parallel.h"
+#include "distributed/gloo_process_group.h"
 #include "distributed/group.h"
+#include "distributed/launch_env.h"
 #include "examples/progress.h"
 #include "nn/activation.h"
 #include "nn/checkpoint.h"
@@ -47,6 +54,8 @@ ABSL_FLAG(int, threads, 0, "threads per device (0: the cores shared fairly)");
 ABSL_FLAG(std::string, checkpoint, "", "safetensors file written after every epoch");
 ABSL_FLAG(int, train_limit, 0, "use only the first N training images (0: all)");
 ABSL_FLAG(bool, cosine, true, "cosine learning-rate decay over the run");
+ABSL_FLAG(double, collective_timeout, 60,
+          "seconds a collective (and the rendezvous) may wait for the other devices and processes");
 
 namespace kiln {
 namespace {
@@ -83,7 +92,7 @@ void CheckFlags(int argc, char** argv) {
 // needs, the cores shared among those listed), then the list is validated as a whole. The
 // plain devices come back (training always records gradients, so autodiff(cpu:N) and cpu:N
 // mean the same here).
-std::vector<DispatchDevice> ParseDevices(const std::string& spec) {
+std::vector<DispatchDevice> ParseDevices(const std::string& spec, int processes_here) {
   int highest = 0, listed = 0;
   for (absl::string_view part : absl::StrSplit(spec, ',')) {
     int index = 0;
@@ -95,7 +104,7 @@ std::vector<DispatchDevice> ParseDevices(const std::string& spec) {
     ++listed;
   }
   const int threads = absl::GetFlag(FLAGS_threads) > 0 ? absl::GetFlag(FLAGS_threads)
-                                                        : std::max(1, cpu::HardwareThreads() / listed);
+                                                        : std::max(1, cpu::HardwareThreads() / (listed * processes_here));
   if (absl::Status s = cpu::Configure({.devices = highest + 1, .threads_per_device = threads}); !s.ok()) {
     throw UsageError{absl::StrCat("--devices=", spec, ": ", s.message())};
   }
@@ -175,10 +184,12 @@ Tensor<B> Shuffle(int64_t n, Generator& gen, const typename B::Device& device) {
   return Tensor<B>::from_vector(order, {n}, device);
 }
 
-// Training proper, with backend B's tensors on `devices` (one replica each).
+// Training proper, with backend B's tensors on `devices` (one replica each), one rank of
+// `processes` (group_options carries the process group when there are several).
 template <Backend B>
 int TrainOn(const std::string& kind, int epochs, int batch, const std::string& opt_name, double lr,
-            const std::vector<typename B::Device>& devices) {
+            const std::vector<typename B::Device>& devices, const distributed::GroupOptions& group_options,
+            int rank, int processes) {
   using AD = Autodiff<B>;
   using T = Tensor<AD>;
   const auto device = devices[0];
@@ -207,16 +218,25 @@ int TrainOn(const std::string& kind, int epochs, int batch, const std::string& o
     return std::make_unique<nn::AdamW<B>>(lr, nn::AdamWOptions{.weight_decay = weight_decay});
   };
   // One replica per device (one device is the same code with a group of one).
-  auto group = std::make_shared<distributed::DeviceGroup<AD>>(devices);
+  auto group = std::make_shared<distributed::DeviceGroup<AD>>(devices, group_options);
   auto dp = distributed::DataParallel<B>::Create(*initial, group, make_optimizer);
-  if (!dp.ok()) throw UsageError{std::string(dp.status().message())};
+  if (!dp.ok()) {
+    // The first broadcast already crosses processes: a peer that fails there is no usage error.
+    if (dp.status().code() != absl::StatusCode::kInvalidArgument) {
+      std::fprintf(stderr, "train: %s\n", std::string(dp.status().message()).c_str());
+      return 1;
+    }
+    throw UsageError{std::string(dp.status().message())};
+  }
+  const bool lead = rank == 0;  // evaluates, prints and writes the checkpoint
+  const int64_t members = static_cast<int64_t>(devices.size()) * processes;
   nn::Module<AD>& model = (*dp)->replica(0);
   const auto loss_fn = [](nn::Module<AD>& m, const T& x, const T& y) { return nn::CrossEntropy(m(x), y); };
 
   const int64_t n = train_x.size(0);
   const int64_t steps_per_epoch = (n + batch - 1) / batch;
   const nn::CosineSchedule schedule{.base_lr = lr, .total_steps = steps_per_epoch * epochs, .min_lr = lr * 0.01};
-  Progress progress(isatty(STDOUT_FILENO), steps_per_epoch, epochs);
+  Progress progress(lead && isatty(STDOUT_FILENO), steps_per_epoch, epochs);
   double last_loss = 0, accuracy = 0, train_seconds = 0;
   int64_t step = 0;
   for (int epoch = 1; epoch <= epochs; ++epoch) {
@@ -228,7 +248,7 @@ int TrainOn(const std::string& kind, int epochs, int batch, const std::string& o
         for (int r = 0; r < (*dp)->size(); ++r) (*dp)->optimizer(r).set_lr(schedule(step));
       }
       const Tensor<B> idx = order.slice(0, b * batch, std::min(n, (b + 1) * batch));
-      if (idx.size(0) < (*dp)->size()) continue;  // a last batch too small to split
+      if (idx.size(0) < members) continue;  // a last batch too small to split
       const absl::StatusOr<double> loss = (*dp)->Step(train_x.index_select(0, idx), train_y.index_select(0, idx), loss_fn);
       if (!loss.ok()) {
         std::fprintf(stderr, "train: %s\n", std::string(loss.status().message()).c_str());
@@ -237,10 +257,11 @@ int TrainOn(const std::string& kind, int epochs, int batch, const std::string& o
       last_loss = *loss;
       loss_sum += last_loss;
       const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-      progress.Step(epoch, b + 1, loss_sum / (b + 1), std::min(n, (b + 1) * batch) / std::max(seconds, 1e-9));
+      if (lead) progress.Step(epoch, b + 1, loss_sum / (b + 1), std::min(n, (b + 1) * batch) / std::max(seconds, 1e-9));
     }
     train_seconds += std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
     last_loss = loss_sum / steps_per_epoch;
+    if (!lead) continue;
     accuracy = Evaluate(model, test_x, test_y);
     progress.EndEpoch(epoch, last_loss, accuracy);
     if (const std::string path = absl::GetFlag(FLAGS_checkpoint); !path.empty()) {
@@ -250,12 +271,14 @@ int TrainOn(const std::string& kind, int epochs, int batch, const std::string& o
       }
     }
   }
+  if (!lead) return 0;
   std::vector<std::string> names;
   for (const auto& d : devices) names.push_back(absl::StrCat("\"", d.ToString(), "\""));
   std::printf("{\"test_accuracy\":%.4f,\"train_loss\":%.4f,\"epochs\":%d,\"steps\":%lld,"
-              "\"samples_per_sec\":%.1f,\"devices\":[%s]}\n",
+              "\"samples_per_sec\":%.1f,\"devices\":[%s]%s}\n",
               accuracy, last_loss, epochs, static_cast<long long>(step),
-              static_cast<double>(n) * epochs / std::max(train_seconds, 1e-9), absl::StrJoin(names, ",").c_str());
+              static_cast<double>(n) * epochs / std::max(train_seconds, 1e-9), absl::StrJoin(names, ",").c_str(),
+              processes > 1 ? absl::StrCat(",\"processes\":", processes).c_str() : "");
   return 0;
 }
 
@@ -274,9 +297,30 @@ int Train() {
       absl::GetFlag(FLAGS_train_limit) < 0 || absl::GetFlag(FLAGS_threads) < 0) {
     throw UsageError{"--batch_size must be >= 1; --epochs, --lr, --train_limit, --threads >= 0"};
   }
-  const std::vector<DispatchDevice> devices = ParseDevices(absl::GetFlag(FLAGS_devices));
-  if (batch < static_cast<int>(devices.size())) {
-    throw UsageError{absl::StrCat("--batch_size=", batch, " is smaller than the ", devices.size(), " devices")};
+  // A launcher's environment makes this process one rank of several.
+  const auto launch = distributed::ReadLaunchEnv();
+  if (!launch.ok()) throw UsageError{std::string(launch.status().message())};
+  const std::vector<DispatchDevice> devices =
+      ParseDevices(absl::GetFlag(FLAGS_devices), launch->has_value() ? (*launch)->local_world_size : 1);
+  const double timeout_s = absl::GetFlag(FLAGS_collective_timeout);
+  if (!(timeout_s > 0)) throw UsageError{"--collective_timeout must be > 0"};
+  distributed::GroupOptions group_options{
+      .timeout = std::chrono::milliseconds(static_cast<int64_t>(timeout_s * 1000))};
+  int rank = 0, processes = 1;
+  if (launch->has_value()) {
+    auto world = distributed::GlooProcessGroup::Connect(
+        distributed::ProcessGroupOptions::From(**launch, group_options.timeout));
+    if (!world.ok()) {
+      std::fprintf(stderr, "train: %s\n", std::string(world.status().message()).c_str());
+      return 1;
+    }
+    group_options.process_group = *world;
+    rank = (*world)->rank();
+    processes = (*world)->world_size();
+  }
+  const int64_t members = static_cast<int64_t>(devices.size()) * processes;
+  if (batch < members) {
+    throw UsageError{absl::StrCat("--batch_size=", batch, " is smaller than the ", members, " devices")};
   }
   // The list is one backend (validated): train with that backend's tensors.
   return std::visit([&](const auto& first) -> int {
@@ -286,7 +330,8 @@ int Train() {
     } else {
       std::vector<D> typed;
       for (const DispatchDevice& d : devices) typed.push_back(std::get<D>(d.variant()));
-      return TrainOn<typename BackendOfDevice<D>::type>(kind, epochs, batch, opt_name, lr, typed);
+      return TrainOn<typename BackendOfDevice<D>::type>(kind, epochs, batch, opt_name, lr, typed, group_options,
+                                                        rank, processes);
     }
   }, devices[0].variant());
 }

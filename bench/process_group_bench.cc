@@ -1,0 +1,176 @@
+// All-reduce (sum, f32) across processes: kiln's Gloo process group next to raw Gloo on the
+// same connections in the same run, plus the in-process group for contrast. Run it under the
+// launcher, one device per process:
+//
+//   ./bazelw build //bench:process_group_bench //tools:launch
+//   bazel-bin/tools/launch --nproc=2 -- bazel-bin/bench/process_group_bench [repetitions]
+//
+// Raw Gloo is timed with each of its all-reduce algorithms (ring and bcube through
+// gloo::allreduce, the classic ring, chunked ring and halving-doubling classes), in place on
+// one buffer, and the best is the reference. kiln's call leaves its input untouched and
+// returns a new tensor (as every kiln collective does), after checking that the ranks agree
+// on the call; a second kiln variant hands over a fresh input tensor (std::move), which kiln
+// then reduces in place, as it does with gradient sync's buckets. Every round runs the variants in a new random order (the same on every rank),
+// so that drift and order effects hit all alike; medians are reported. Rank 0 prints the
+// table, with each variant's rate relative to the best raw Gloo variant and to raw Gloo's
+// in-place ring (the algorithm kiln runs from 256 KiB up).
+#include <algorithm>
+#include <cstdlib>
+#include <chrono>
+#include <cstdio>
+#include <functional>
+#include <map>
+#include <memory>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "distributed/device_group.h"
+#include "distributed/gloo_process_group.h"
+#include "distributed/launch_env.h"
+#include "distributed/member_threads.h"
+#include "gloo/allreduce.h"
+#include "gloo/allreduce_halving_doubling.h"
+#include "gloo/allreduce_ring.h"
+#include "gloo/allreduce_ring_chunked.h"
+
+namespace kiln::distributed {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+double Median(std::vector<double> v) {
+  std::sort(v.begin(), v.end());
+  return v[v.size() / 2];
+}
+
+int Main(int argc, char** argv) {
+  const int reps = argc > 1 ? std::atoi(argv[1]) : 15;
+  auto env = ReadLaunchEnv();
+  if (!env.ok() || !env->has_value()) {
+    std::fprintf(stderr, "run me under tools/launch: %s\n", env.ok() ? "no launch environment" : std::string(env.status().message()).c_str());
+    return 2;
+  }
+  if (!cpu::Configure({.devices = 2, .threads_per_device = 1}).ok()) return 2;
+  auto world = GlooProcessGroup::Connect(ProcessGroupOptions::From(**env, std::chrono::seconds(120)));
+  if (!world.ok()) {
+    std::fprintf(stderr, "%s\n", std::string(world.status().message()).c_str());
+    return 1;
+  }
+  const auto& context = (*world)->context();
+  const bool lead = (*world)->rank() == 0;
+  DeviceGroup<Cpu> group({CpuDevice(0)}, {.process_group = *world});
+  if (lead) {
+    std::printf("%-10s %-28s %10s %10s %8s %8s\n", "size", "variant", "median ms", "GB/s", "vs best", "vs ring");
+  }
+  std::vector<int64_t> sizes;
+  for (const char* s = std::getenv("SIZES_KIB"); s != nullptr && *s;) {
+    sizes.push_back(std::strtoll(s, const_cast<char**>(&s), 10) << 10);
+    if (*s == ',') ++s;
+  }
+  if (sizes.empty()) sizes = {int64_t{4} << 10, int64_t{1} << 20, int64_t{25} << 20, int64_t{64} << 20};
+  for (int64_t bytes : sizes) {
+    const int64_t n = bytes / 4;
+    std::vector<float> buffer(n, 1.0f), second(n, 1.0f);
+    float* data = buffer.data();
+    const Tensor<Cpu> input = Tensor<Cpu>::full({n}, 1.0f, DType::kF32, CpuDevice(0));
+    // The consuming call's input, made fresh (untimed) before each of its calls, as gradient
+    // sync's buckets are.
+    Tensor<Cpu> fresh = input;
+    gloo::AllreduceRing<float> classic_ring(context, {data}, static_cast<int>(n));
+    gloo::AllreduceRingChunked<float> chunked(context, {data}, static_cast<int>(n));
+    gloo::AllreduceHalvingDoubling<float> halving(context, {data}, static_cast<int>(n));
+    auto modern = [&](gloo::AllreduceOptions::Algorithm algorithm) {
+      gloo::AllreduceOptions opts(context);
+      opts.setOutput(data, n);
+      opts.setAlgorithm(algorithm);
+      opts.setReduceFunction(static_cast<void (*)(void*, const void*, const void*, size_t)>(&gloo::sum<float>));
+      gloo::allreduce(opts);
+    };
+    const std::vector<std::pair<std::string, std::function<void()>>> variants = {
+        {"gloo allreduce ring", [&] { modern(gloo::AllreduceOptions::Algorithm::RING); }},
+        {"gloo allreduce bcube", [&] { modern(gloo::AllreduceOptions::Algorithm::BCUBE); }},
+        {"gloo allreduce ring in->out", [&] {
+           gloo::AllreduceOptions opts(context);
+           opts.setInput(second.data(), n);
+           opts.setOutput(data, n);
+           opts.setAlgorithm(gloo::AllreduceOptions::Algorithm::RING);
+           opts.setReduceFunction(static_cast<void (*)(void*, const void*, const void*, size_t)>(&gloo::sum<float>));
+           gloo::allreduce(opts);
+         }},
+        {"gloo AllreduceRing", [&] { classic_ring.run(); }},
+        {"gloo AllreduceRingChunked", [&] { chunked.run(); }},
+        {"gloo AllreduceHalvingDoubling", [&] { halving.run(); }},
+        {"kiln all_reduce", [&] {
+           auto out = group.AllReduce(0, input, ReduceKind::kSum);
+           if (!out.ok()) {
+             std::fprintf(stderr, "%s\n", std::string(out.status().message()).c_str());
+             std::exit(1);
+           }
+         }},
+        {"kiln all_reduce, consuming", [&] {
+           auto out = group.AllReduce(0, std::move(fresh), ReduceKind::kSum);
+           if (!out.ok()) std::exit(1);
+         }},
+    };
+    std::map<std::string, std::vector<double>> times;
+    std::mt19937 order_gen(static_cast<uint32_t>(bytes));  // the same order on every rank
+    std::vector<size_t> order(variants.size());
+    for (size_t i = 0; i < order.size(); ++i) order[i] = i;
+    for (int rep = 0; rep < reps + 2; ++rep) {
+      std::shuffle(order.begin(), order.end(), order_gen);
+      for (size_t v : order) {
+        const auto& [name, run] = variants[v];
+        if (name == "kiln all_reduce, consuming") fresh = Tensor<Cpu>::full({n}, 1.0f, DType::kF32, CpuDevice(0));
+        const auto start = Clock::now();
+        run();
+        const double s = std::chrono::duration<double>(Clock::now() - start).count();
+        if (rep >= 2) times[name].push_back(s);  // two warm-up rounds
+      }
+    }
+    // Every rank's times differ a little; rank 0's are reported (the ops end together).
+    double best = 1e9;
+    std::string best_name;
+    for (const auto& [name, t] : times) {
+      if (name.rfind("gloo", 0) == 0 && Median(t) < best) {
+        best = Median(t);
+        best_name = name;
+      }
+    }
+    if (!lead) continue;
+    const std::string size = bytes >= (1 << 20) ? absl::StrCat(bytes >> 20, " MiB") : absl::StrCat(bytes >> 10, " KiB");
+    for (const auto& [name, run] : variants) {
+      const double m = Median(times[name]);
+      std::printf("%-10s %-28s %10.3f %10.2f %8.2f %8.2f%s\n", size.c_str(), name.c_str(), m * 1e3, bytes / m * 1e-9,
+                  best / m, Median(times["gloo allreduce ring"]) / m, name == best_name ? "  (best raw gloo)" : "");
+    }
+    std::fflush(stdout);
+  }
+  // The in-process group for contrast: rank 0 alone, two devices, one thread each; the
+  // other ranks wait for it at a last collective.
+  if (lead) {
+    DeviceGroup<Cpu> local({CpuDevice(0), CpuDevice(1)});
+    MemberThreads threads(2);
+    for (int64_t bytes : {int64_t{4} << 10, int64_t{1} << 20, int64_t{25} << 20, int64_t{64} << 20}) {
+      std::vector<Tensor<Cpu>> in;
+      for (int r = 0; r < 2; ++r) in.push_back(Tensor<Cpu>::full({bytes / 4}, 1.0f, DType::kF32, CpuDevice(r)));
+      std::vector<double> t;
+      for (int rep = 0; rep < reps + 2; ++rep) {
+        const auto start = Clock::now();
+        const absl::Status s = threads.Run([&](int r) { return local.AllReduce(r, in[r], ReduceKind::kSum).status(); });
+        if (!s.ok()) return 1;
+        if (rep >= 2) t.push_back(std::chrono::duration<double>(Clock::now() - start).count());
+      }
+      const std::string size = bytes >= (1 << 20) ? absl::StrCat(bytes >> 20, " MiB") : absl::StrCat(bytes >> 10, " KiB");
+      std::printf("%-10s %-28s %10.3f %10.2f\n", size.c_str(), "kiln in-process cpu:0,cpu:1", Median(t) * 1e3,
+                  bytes / Median(t) * 1e-9);
+    }
+  }
+  const Tensor<Cpu> done = Tensor<Cpu>::full({1}, 1.0f, DType::kF32, CpuDevice(0));
+  return group.AllReduce(0, done, ReduceKind::kSum).ok() ? 0 : 1;
+}
+
+}  // namespace
+}  // namespace kiln::distributed
+
+int main(int argc, char** argv) { return kiln::distributed::Main(argc, argv); }

@@ -1,0 +1,125 @@
+#include "distributed/gloo_store.h"
+
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstring>
+
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/string_view.h"
+#include "absl/strings/strip.h"
+#include "distributed/launch_env.h"
+#include "gloo/common/error.h"
+#include "gloo/rendezvous/file_store.h"
+#include "gloo/rendezvous/redis_store.h"
+
+namespace kiln::distributed {
+namespace {
+
+// FileStore and RedisStore can tell whether keys exist; FileStore keeps it protected.
+class FileStore : public gloo::rendezvous::FileStore {
+ public:
+  using gloo::rendezvous::FileStore::FileStore;
+  bool Has(const std::vector<std::string>& keys) { return check(keys); }
+};
+
+// mkdir -p, then a probe file: the directory must exist and take new files.
+absl::Status PrepareDirectory(const std::string& address, const std::string& dir) {
+  for (size_t at = 1; at <= dir.size(); ++at) {
+    if (at == dir.size() || dir[at] == '/') {
+      const std::string prefix = dir.substr(0, at);
+      if (mkdir(prefix.c_str(), 0777) != 0 && errno != EEXIST) {
+        return absl::FailedPreconditionError(absl::StrCat(
+            "rendezvous store ", address, ": cannot create directory ", prefix, ": ", std::strerror(errno)));
+      }
+    }
+  }
+  struct stat st;
+  if (stat(dir.c_str(), &st) != 0 || !S_ISDIR(st.st_mode)) {
+    return absl::FailedPreconditionError(
+        absl::StrCat("rendezvous store ", address, ": ", dir, " is not a directory"));
+  }
+  const std::string probe = absl::StrCat(dir, "/.kiln-probe-", getpid());
+  const int fd = open(probe.c_str(), O_CREAT | O_WRONLY | O_TRUNC, 0600);
+  if (fd < 0) {
+    return absl::FailedPreconditionError(absl::StrCat(
+        "rendezvous store ", address, ": directory ", dir, " is not writable: ", std::strerror(errno)));
+  }
+  close(fd);
+  unlink(probe.c_str());
+  return absl::OkStatus();
+}
+
+}  // namespace
+
+absl::StatusOr<std::unique_ptr<RendezvousStore>> RendezvousStore::Open(const std::string& address,
+                                                                       const std::string& run_id) {
+  if (absl::Status s = CheckRendezvousAddress(address); !s.ok()) return s;
+  const std::string prefix = absl::StrCat("kiln/", run_id.empty() ? "run" : run_id, "/");
+  absl::string_view rest = address;
+  if (absl::ConsumePrefix(&rest, "file://")) {
+    std::string dir(rest);
+    while (dir.size() > 1 && dir.back() == '/') dir.pop_back();
+    if (absl::Status s = PrepareDirectory(address, dir); !s.ok()) return s;
+    try {
+      auto store = std::make_unique<FileStore>(dir);
+      FileStore* raw = store.get();
+      return std::unique_ptr<RendezvousStore>(new RendezvousStore(
+          address, prefix, std::move(store), [raw](const std::vector<std::string>& k) { return raw->Has(k); }));
+    } catch (const std::exception& e) {
+      return absl::FailedPreconditionError(absl::StrCat("rendezvous store ", address, ": ", e.what()));
+    }
+  }
+  absl::ConsumePrefix(&rest, "redis://");
+  std::string host(rest);
+  int port = 6379;
+  if (const size_t colon = rest.rfind(':'); colon != absl::string_view::npos) {
+    host = std::string(rest.substr(0, colon));
+    (void)absl::SimpleAtoi(rest.substr(colon + 1), &port);  // checked by CheckRendezvousAddress
+  }
+  // Connect once first: Gloo's RedisStore leaks its hiredis context when the connection fails.
+  const struct timeval wait = {.tv_sec = 2, .tv_usec = 0};
+  redisContext* probe = redisConnectWithTimeout(host.c_str(), port, wait);
+  if (probe == nullptr || probe->err != 0) {
+    const std::string why = probe == nullptr ? "out of memory" : probe->errstr;
+    if (probe != nullptr) redisFree(probe);
+    return absl::UnavailableError(absl::StrCat("rendezvous store ", address, " is unreachable: ", why));
+  }
+  redisFree(probe);
+  try {
+    auto store = std::make_unique<gloo::rendezvous::RedisStore>(host, port);
+    auto* raw = store.get();
+    return std::unique_ptr<RendezvousStore>(new RendezvousStore(
+        address, prefix, std::move(store), [raw](const std::vector<std::string>& k) { return raw->check(k); }));
+  } catch (const gloo::IoException& e) {
+    // Gloo's message starts with its source location; the reason follows "Redis: ".
+    std::string why = e.what();
+    if (const size_t at = why.find("Redis: "); at != std::string::npos) why = why.substr(at + 7);
+    return absl::UnavailableError(absl::StrCat("rendezvous store ", address, " is unreachable: ", why));
+  } catch (const std::exception& e) {
+    return absl::UnavailableError(absl::StrCat("rendezvous store ", address, " is unreachable: ", e.what()));
+  }
+}
+
+void RendezvousStore::set(const std::string& key, const std::vector<char>& data) {
+  base_->set(Key(key), data);
+}
+
+std::vector<char> RendezvousStore::get(const std::string& key) { return base_->get(Key(key)); }
+
+void RendezvousStore::wait(const std::vector<std::string>& keys) {
+  wait(keys, gloo::rendezvous::Store::kDefaultTimeout);
+}
+
+void RendezvousStore::wait(const std::vector<std::string>& keys, const std::chrono::milliseconds& timeout) {
+  std::vector<std::string> full;
+  for (const std::string& k : keys) full.push_back(Key(k));
+  base_->wait(full, timeout);
+}
+
+bool RendezvousStore::Has(const std::string& key) { return check_({Key(key)}); }
+
+}  // namespace kiln::distributed

@@ -1,0 +1,50 @@
+// Where this process stands in a multi-process run: rank, world size, local rank and the
+// rendezvous address, read from the environment that a launcher set. kiln's own launcher
+// (tools/launch) sets KILN_*; `srun` (Slurm) and `mpirun` (Open MPI) set their own variables,
+// which are understood too, so cluster users launch with the tools they already have.
+#ifndef KILN_DISTRIBUTED_LAUNCH_ENV_H_
+#define KILN_DISTRIBUTED_LAUNCH_ENV_H_
+
+#include <functional>
+#include <optional>
+#include <string>
+
+#include "absl/status/statusor.h"
+
+namespace kiln::distributed {
+
+struct LaunchEnv {
+  int rank = 0;
+  int world_size = 1;
+  int local_rank = 0;        // among the ranks on this machine
+  int local_world_size = 1;  // ranks on this machine
+  std::string rendezvous;    // file:///shared/dir or redis://host:port
+  std::string run_id;        // keys of this run in the store; empty: none
+  std::string host;          // address this rank listens on; empty: this machine's hostname
+  std::string source;        // "kiln", "openmpi" or "slurm": whose variables gave the ranks
+};
+
+// Reads a variable; nullptr when unset.
+using GetEnv = std::function<const char*(const char* name)>;
+
+// Precedence for rank and world size: KILN_RANK/KILN_WORLD_SIZE, then Open MPI's
+// OMPI_COMM_WORLD_RANK/SIZE (mpirun may run inside a Slurm allocation, whose SLURM_* then
+// describe the allocation, not the ranks), then Slurm's SLURM_PROCID/SLURM_NTASKS. The local
+// rank comes from the same family (KILN_LOCAL_RANK, OMPI_COMM_WORLD_LOCAL_RANK,
+// SLURM_LOCALID; 0 if unset) and so does the local world size (KILN_LOCAL_WORLD_SIZE,
+// OMPI_COMM_WORLD_LOCAL_SIZE, SLURM_NTASKS_PER_NODE). The rendezvous address is always
+// KILN_RENDEZVOUS; the run id KILN_RUN_ID, else SLURM_JOB_ID.SLURM_STEP_ID; the listening
+// address KILN_HOST.
+//
+// nullopt: none of the families is set (a single-process run). InvalidArgument, naming the
+// variable: a family set in part, a value that is not an integer, a world size below 1, a
+// rank or local rank out of range, a missing or malformed KILN_RENDEZVOUS.
+absl::StatusOr<std::optional<LaunchEnv>> ReadLaunchEnv(const GetEnv& getenv);
+absl::StatusOr<std::optional<LaunchEnv>> ReadLaunchEnv();  // the process's environment
+
+// Checks the form of a rendezvous address (file:///absolute/dir or redis://host[:port]).
+absl::Status CheckRendezvousAddress(const std::string& address);
+
+}  // namespace kiln::distributed
+
+#endif  // KILN_DISTRIBUTED_LAUNCH_ENV_H_

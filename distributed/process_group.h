@@ -1,0 +1,59 @@
+// ProcessGroup: the cross-process stage of a device group. `world_size` processes, each
+// driving a DeviceGroup of local devices, join one process group; a collective over the world
+// reduces over each process's local devices first, then runs the process group's collective
+// on the staged buffer, then hands the result back to every local device (device_group.h).
+//
+// An engine implements this interface: Gloo over TCP on host buffers (gloo_process_group.h).
+// Extension point for NCCL: a CUDA backend stages in device memory, so its process group
+// reports BufferMemory::kDevice and runs NCCL on those buffers, its unique id exchanged
+// through the same rendezvous store (gloo_store.h); DeviceGroup<B> refuses a process group
+// whose memory differs from its backend's staged memory (CollectiveKernels<B>::kMemory).
+//
+// Every rank must make the same calls in the same order (as with NCCL or torch.distributed).
+// Each call is compared across the ranks before any of its data moves. After a failed collective (a peer gone, a
+// timeout) the process group is unusable: every later call returns the same status.
+#ifndef KILN_DISTRIBUTED_PROCESS_GROUP_H_
+#define KILN_DISTRIBUTED_PROCESS_GROUP_H_
+
+#include <cstdint>
+#include <string>
+
+#include "absl/status/status.h"
+#include "absl/strings/string_view.h"
+#include "distributed/collective_kernels.h"
+#include "tensor/dtype.h"
+
+namespace kiln::distributed {
+
+class ProcessGroup {
+ public:
+  virtual ~ProcessGroup() = default;
+
+  virtual int rank() const = 0;
+  virtual int world_size() const = 0;
+  virtual const char* engine() const = 0;      // "gloo"
+  virtual BufferMemory memory() const = 0;     // where the buffers below must live
+
+  // Every collective first compares `call` (op, tag, dtype, shape, local device count) across
+  // the ranks: if they differ, InvalidArgument on every rank, naming the first rank that
+  // differs from rank 0 and both calls, and nothing else is exchanged. Arguments are checked
+  // after that, so every rank reports the same error.
+
+  // out = reduce(in) over the ranks, element-wise (kSum, kMax or kMin; kMean is a kSum the
+  // caller divides). `in` may equal `out`. Every rank gets the same bits.
+  virtual absl::Status AllReduce(absl::string_view call, const void* in, void* out, int64_t count,
+                                 DType dtype, ReduceKind kind) = 0;
+  // data = root's data, on every rank (the root's buffer is only read).
+  virtual absl::Status Broadcast(absl::string_view call, void* data, int64_t bytes, int root) = 0;
+  // In place: rank r's part is data[r * bytes_per_rank, (r + 1) * bytes_per_rank) on entry;
+  // every part is there on return.
+  virtual absl::Status AllGather(absl::string_view call, void* data, int64_t bytes_per_rank) = 0;
+  // In place: data holds `count` elements on every rank; on return, data[0, count / world)
+  // is the reduction of part `rank` (count divides by the world size).
+  virtual absl::Status ReduceScatter(absl::string_view call, void* data, int64_t count, DType dtype,
+                                     ReduceKind kind) = 0;
+};
+
+}  // namespace kiln::distributed
+
+#endif  // KILN_DISTRIBUTED_PROCESS_GROUP_H_

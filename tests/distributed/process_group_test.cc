@@ -1,0 +1,147 @@
+// The Gloo process group across real processes: collectives over 2 and 3 processes of 1 and 2
+// devices against exact values, the autodiff path, DataParallel against the in-process run,
+// mismatched calls reported on every rank before data moves, and faults (a rank killed, a
+// rank stopped) ending every other rank within the timeout. Ranks are child processes running
+// process_group_worker (its path is the first argument).
+#include <gtest/gtest.h>
+
+#include <csignal>
+
+#include "absl/strings/match.h"
+#include "tests/distributed/rank_processes.h"
+
+namespace kiln::distributed {
+namespace {
+
+using kiln::testing::RankProcesses;
+using kiln::testing::RankResult;
+using std::chrono::milliseconds;
+
+std::string worker;  // set by main
+
+std::string FreshStore() {
+  static int n = 0;
+  return absl::StrCat("file://", std::getenv("TEST_TMPDIR"), "/store-", n++);
+}
+
+void ExpectAllPassed(const std::vector<RankResult>& results) {
+  for (size_t r = 0; r < results.size(); ++r) {
+    EXPECT_EQ(results[r].exit_code, 0) << "rank " << r << ":\n" << results[r].output;
+    EXPECT_FALSE(absl::StrContains(results[r].output, "FAIL")) << results[r].output;
+  }
+}
+
+struct Shape {
+  int processes, devices;
+};
+
+class Collectives : public ::testing::TestWithParam<Shape> {};
+
+TEST_P(Collectives, EveryOpEveryKindExact) {
+  RankProcesses ranks(worker, GetParam().processes, FreshStore());
+  ranks.StartAll({"collectives", absl::StrCat(GetParam().devices)});
+  ExpectAllPassed(ranks.WaitAll(milliseconds(60000)));
+}
+
+TEST_P(Collectives, AutodiffBackwardIsACollectiveOverTheWorld) {
+  RankProcesses ranks(worker, GetParam().processes, FreshStore());
+  ranks.StartAll({"autodiff", absl::StrCat(GetParam().devices)});
+  ExpectAllPassed(ranks.WaitAll(milliseconds(60000)));
+}
+
+TEST_P(Collectives, DataParallelMatchesOneProcess) {
+  RankProcesses ranks(worker, GetParam().processes, FreshStore());
+  ranks.StartAll({"data_parallel", absl::StrCat(GetParam().devices), "20000", "6"});
+  ExpectAllPassed(ranks.WaitAll(milliseconds(60000)));
+}
+
+INSTANTIATE_TEST_SUITE_P(Shapes, Collectives, ::testing::Values(Shape{1, 2}, Shape{2, 1}, Shape{2, 2}, Shape{3, 1}),
+                         [](const auto& info) {
+                           return absl::StrCat(info.param.processes, "x", info.param.devices);
+                         });
+
+TEST(ProcessGroupErrors, MismatchedShapesFailOnEveryRankBeforeDataMoves) {
+  RankProcesses ranks(worker, 2, FreshStore());
+  ranks.StartAll({"mismatch_shape"});
+  const auto results = ranks.WaitAll(milliseconds(30000));
+  for (const RankResult& r : results) {
+    EXPECT_EQ(r.exit_code, 0) << r.output;
+    EXPECT_TRUE(absl::StrContains(
+        r.output,
+        "STATUS INVALID_ARGUMENT: process group: rank 1 called all_reduce(sum) of f32[5] on 1 local device(s) but "
+        "rank 0 called all_reduce(sum) of f32[4] on 1 local device(s); every rank must make the same collective "
+        "calls, in the same order, with tensors of one shape and dtype (nothing was exchanged)\n"))
+        << r.output;
+    EXPECT_TRUE(absl::StrContains(r.output, "OK the next call works")) << r.output;
+  }
+}
+
+TEST(ProcessGroupErrors, MismatchedDtypesFailOnEveryRank) {
+  RankProcesses ranks(worker, 2, FreshStore());
+  ranks.StartAll({"mismatch_dtype", "2"});
+  for (const RankResult& r : ranks.WaitAll(milliseconds(30000))) {
+    EXPECT_EQ(r.exit_code, 0) << r.output;
+    EXPECT_TRUE(absl::StrContains(
+        r.output,
+        "STATUS INVALID_ARGUMENT: process group: rank 1 called all_reduce(sum) of f64[4] on 2 local device(s) but "
+        "rank 0 called all_reduce(sum) of f32[4] on 2 local device(s);"))
+        << r.output;
+  }
+}
+
+// A rank killed mid-run: the survivor's next collective fails at once (the connection closes)
+// or at the latest at the timeout, with a status naming the dead rank; no hang.
+TEST(ProcessGroupFaults, KilledRankFailsTheOthersWithinTheTimeout) {
+  RankProcesses ranks(worker, 3, FreshStore());
+  ranks.StartAll({"loop", "1", "4000"});
+  ASSERT_TRUE(ranks.WaitForOutput(2, "ITERATION 50 ok", milliseconds(30000))) << ranks.Output(2);
+  const auto killed_at = std::chrono::steady_clock::now();
+  kill(ranks.pid(2), SIGKILL);
+  for (int r = 0; r < 2; ++r) {
+    const RankResult result = ranks.Wait(r, milliseconds(15000));
+    const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - killed_at).count();
+    EXPECT_EQ(result.exit_code, 3) << result.output;
+    EXPECT_LT(seconds, 4.0 + 3.0) << result.output;  // the timeout, plus slack for a loaded machine
+    EXPECT_TRUE(absl::StrContains(result.output, "STATUS UNAVAILABLE: process group (gloo, rank ") ||
+                absl::StrContains(result.output, "STATUS DEADLINE_EXCEEDED: process group (gloo, rank "))
+        << result.output;
+    EXPECT_TRUE(absl::StrContains(result.output, "the process group is unusable from now on")) << result.output;
+  }
+  EXPECT_EQ(ranks.Wait(2, milliseconds(1000)).signal, SIGKILL);
+}
+
+// A rank that is alive but stuck (stopped): no connection closes, so the others wait exactly
+// the timeout and report DEADLINE_EXCEEDED naming it.
+TEST(ProcessGroupFaults, StuckRankGivesDeadlineExceeded) {
+  RankProcesses ranks(worker, 2, FreshStore());
+  ranks.StartAll({"loop", "1", "2000"});
+  ASSERT_TRUE(ranks.WaitForOutput(1, "ITERATION 50 ok", milliseconds(30000))) << ranks.Output(1);
+  kill(ranks.pid(1), SIGSTOP);
+  const RankResult result = ranks.Wait(0, milliseconds(15000));
+  kill(ranks.pid(1), SIGKILL);
+  EXPECT_EQ(result.exit_code, 3) << result.output;
+  // Stopped in the agreement on the call or in the data exchange itself.
+  EXPECT_TRUE(absl::StrContains(result.output, "STATUS DEADLINE_EXCEEDED: process group (gloo, rank 0 of 2): "))
+      << result.output;
+  EXPECT_TRUE(absl::StrContains(result.output, "all_reduce(sum) of f32[65536]")) << result.output;
+  EXPECT_TRUE(absl::StrContains(result.output, " got no answer from rank(s) 1 within 2000 ms (")) << result.output;
+  // From the last success to the failure: about the timeout, never a hang.
+  const size_t at = result.output.find("FAILED after ");
+  ASSERT_NE(at, std::string::npos) << result.output;
+  const double waited = std::stod(result.output.substr(at + 13));
+  EXPECT_GE(waited, 1.9);
+  EXPECT_LT(waited, 5.0);
+}
+
+}  // namespace
+}  // namespace kiln::distributed
+
+int main(int argc, char** argv) {
+  ::testing::InitGoogleTest(&argc, argv);
+  if (argc < 2) {
+    std::fprintf(stderr, "usage: process_group_test <process_group_worker>\n");
+    return 2;
+  }
+  kiln::distributed::worker = argv[1];
+  return RUN_ALL_TESTS();
+}

@@ -1,0 +1,295 @@
+// One rank of a multi-process test: reads its place from the environment (KILN_*), joins the
+// Gloo process group and runs one scenario, printing "OK ..." lines for checks that held and
+// "STATUS <code>: <message>" for a collective's error. Exit status: 0 all checks held, 1 a
+// check failed, 2 the process group could not be made, 3 a collective failed (as expected in
+// the fault scenarios; the test reads the status line).
+//
+//   process_group_worker <scenario> [local devices] [timeout ms] [iterations]
+//   scenarios: collectives, autodiff, data_parallel, mismatch_shape, mismatch_dtype, loop, join
+#include <chrono>
+#include <cmath>
+#include <cstdio>
+#include <cstdlib>
+#include <string>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "distributed/autodiff_group.h"
+#include "distributed/data_parallel.h"
+#include "distributed/gloo_process_group.h"
+#include "distributed/launch_env.h"
+#include "nn/activation.h"
+#include "nn/linear.h"
+#include "nn/loss.h"
+#include "nn/sequential.h"
+
+namespace kiln::distributed {
+namespace {
+
+using T = Tensor<Cpu>;
+using ADB = Autodiff<Cpu>;
+using AD = Tensor<ADB>;
+
+int failures = 0;
+
+void Check(bool ok, const std::string& what) {
+  std::printf("%s %s\n", ok ? "OK" : "FAIL", what.c_str());
+  std::fflush(stdout);
+  if (!ok) ++failures;
+}
+
+int Status(const absl::Status& s) {
+  std::printf("STATUS %s: %s\n", absl::StatusCodeToString(s.code()).c_str(), std::string(s.message()).c_str());
+  std::fflush(stdout);
+  return 3;
+}
+
+std::vector<double> V(const T& t) { return t.to_data().ToDoubles(); }
+
+// Global member g's input: small multiples of 1/4, so sums are exact in any order.
+T Input(int g, Shape shape, DType dtype, const CpuDevice& d) {
+  std::vector<double> v(shape.numel());
+  for (size_t i = 0; i < v.size(); ++i) v[i] = (g + 1) * (dtype == DType::kF32 || dtype == DType::kF64 ? 0.25 : 1) + static_cast<double>(i % 7) - 3 * g;
+  return T::from_vector(v, shape, d).to(dtype);
+}
+
+struct Setup {
+  std::shared_ptr<GlooProcessGroup> world;
+  std::vector<CpuDevice> devices;
+  int local = 1;
+};
+
+int Collectives(const Setup& s) {
+  DeviceGroup<Cpu> group(s.devices, {.process_group = s.world});
+  const int G = group.global_size(), L = group.size();
+  const Shape shape({2 * G, 3});
+  for (DType dtype : {DType::kF32, DType::kF64, DType::kI32, DType::kI64}) {
+    for (ReduceKind kind : {ReduceKind::kSum, ReduceKind::kMean, ReduceKind::kMax, ReduceKind::kMin}) {
+      if (dtype != DType::kF32 && (kind == ReduceKind::kMax || kind == ReduceKind::kMin)) continue;
+      std::vector<T> in;
+      for (int r = 0; r < L; ++r) in.push_back(Input(group.global_rank(r), shape, dtype, s.devices[r]));
+      auto out = group.AllReduce(in, kind);
+      if (!out.ok()) return Status(out.status());
+      std::vector<double> want(shape.numel());
+      for (size_t i = 0; i < want.size(); ++i) {
+        double acc = kind == ReduceKind::kMax ? -1e300 : kind == ReduceKind::kMin ? 1e300 : 0;
+        for (int g = 0; g < G; ++g) {
+          const double x = V(Input(g, shape, dtype, s.devices[0]))[i];
+          acc = kind == ReduceKind::kMax ? std::max(acc, x) : kind == ReduceKind::kMin ? std::min(acc, x) : acc + x;
+        }
+        if (kind == ReduceKind::kMean) {
+          acc = dtype == DType::kF32 ? static_cast<float>(acc) / static_cast<float>(G)
+                : dtype == DType::kF64 ? acc / G : std::trunc(acc / G);
+        }
+        want[i] = acc;
+      }
+      bool same = true;
+      for (int r = 0; r < L; ++r) same = same && V((*out)[r]) == want && (*out)[r].device() == s.devices[r];
+      Check(same, absl::StrCat("all_reduce(", ReduceKindName(kind), ") ", DTypeName(dtype)));
+    }
+  }
+  std::vector<T> in;
+  for (int r = 0; r < L; ++r) in.push_back(Input(group.global_rank(r), shape, DType::kF32, s.devices[r]));
+  for (int root = 0; root < G; ++root) {
+    auto out = group.Broadcast(in, root);
+    if (!out.ok()) return Status(out.status());
+    bool same = true;
+    for (int r = 0; r < L; ++r) same = same && V((*out)[r]) == V(Input(root, shape, DType::kF32, s.devices[0]));
+    Check(same, absl::StrCat("broadcast root ", root));
+  }
+  auto gathered = group.AllGather(in);
+  if (!gathered.ok()) return Status(gathered.status());
+  std::vector<T> parts;
+  for (int g = 0; g < G; ++g) parts.push_back(Input(g, shape, DType::kF32, s.devices[0]));
+  const std::vector<double> all = V(T::cat(parts, 0));
+  bool same = true;
+  for (int r = 0; r < L; ++r) same = same && V((*gathered)[r]) == all && (*gathered)[r].shape() == Shape({2 * G * G, 3});
+  Check(same, "all_gather");
+  for (ReduceKind kind : {ReduceKind::kSum, ReduceKind::kMean, ReduceKind::kMax}) {
+    auto scattered = group.ReduceScatter(in, kind);
+    if (!scattered.ok()) return Status(scattered.status());
+    auto reduced = group.AllReduce(in, kind);
+    if (!reduced.ok()) return Status(reduced.status());
+    same = true;
+    for (int r = 0; r < L; ++r) {
+      const int g = group.global_rank(r);
+      same = same && V((*scattered)[r]) == V((*reduced)[0].slice(0, 2 * g, 2 * g + 2));
+    }
+    Check(same, absl::StrCat("reduce_scatter(", ReduceKindName(kind), ") = its part of all_reduce"));
+  }
+  if (L == 1) {
+    // A consumed input may hold the result; one that something else still refers to does not.
+    const T original = Input(group.global_rank(0), shape, DType::kF32, s.devices[0]);
+    const std::vector<double> before = V(original);
+    T x = original;
+    auto kept = group.AllReduce(0, std::move(x), ReduceKind::kSum);
+    auto want = group.AllReduce(0, original, ReduceKind::kSum);
+    T y = Input(group.global_rank(0), shape, DType::kF32, s.devices[0]) * 1;
+    auto consumed = group.AllReduce(0, std::move(y), ReduceKind::kSum);
+    if (!kept.ok() || !want.ok() || !consumed.ok()) return Status(absl::InternalError("consumed all_reduce failed"));
+    Check(V(original) == before && V(*kept) == V(*want) && V(*consumed) == V(*want),
+          "a consumed all_reduce input: same result, a shared input left untouched");
+  }
+  // Errors the caller makes are caught before anything moves, the same on every rank.
+  auto bad_root = group.Broadcast(in, G);
+  Check(bad_root.status().message() == absl::StrCat("broadcast: root ", G, " is not a member of a group of ", G),
+        absl::StrCat("broadcast root out of range: ", bad_root.status().message()));
+  return failures ? 1 : 0;
+}
+
+// all_reduce's backward is an all_reduce over the world: d/dx_g sum(all_reduce(x) * w_g) = sum_g w_g.
+int AutodiffScenario(const Setup& s) {
+  DeviceGroup<ADB> group(s.devices, {.process_group = s.world});
+  const int G = group.global_size();
+  auto out = OnEveryMember<std::vector<double>>(group.size(), group.size(), [&](int r) -> absl::StatusOr<std::vector<double>> {
+    const int g = group.global_rank(r);
+    const AD x = AD::from_vector(std::vector<double>{1.0 * g, 2.0}, {2}, s.devices[r]).require_grad();
+    auto y = group.AllReduce(r, x, ReduceKind::kSum);
+    if (!y.ok()) return y.status();
+    auto gathered = group.AllGather(r, x);
+    if (!gathered.ok()) return gathered.status();
+    const AD loss = (*y * static_cast<double>(g + 1)).sum() + gathered->sum();
+    return loss.backward().get(x)->to_data().ToDoubles();
+  });
+  if (!out.ok()) return Status(out.status());
+  const double want = G * (G + 1) / 2.0 + G;  // sum of weights, plus all_gather's reduce_scatter of ones
+  for (const auto& grad : *out) Check(grad == std::vector<double>{want, want}, absl::StrCat("gradient ", grad[0], " = ", want));
+  return failures ? 1 : 0;
+}
+
+std::unique_ptr<nn::Sequential<ADB>> Model(Generator& gen) {
+  auto m = std::make_unique<nn::Sequential<ADB>>();
+  m->add<nn::Linear<ADB>>(6, 16, gen).add<nn::ReLU<ADB>>().add<nn::Linear<ADB>>(16, 4, gen);
+  return m;
+}
+
+// DataParallel over the world ends where DataParallel over the same number of devices in one
+// process ends (this process computes that reference itself, on devices of its own).
+int DataParallelScenario(const Setup& s, int steps) {
+  const int G = s.local * s.world->world_size();
+  Generator gen(3);
+  auto model = Model(gen);
+  const auto x = T::uniform({8 * G, 6}, -1, 1, gen);
+  const auto y = T::uniform({8 * G}, 0, 4, gen).to(DType::kI64);
+  auto sgd = [] { return std::make_unique<nn::Sgd<Cpu>>(0.1, nn::SgdOptions{.momentum = 0.9}); };
+  auto loss = [](nn::Module<ADB>& m, const AD& a, const AD& b) { return nn::CrossEntropy(m(a), b); };
+  auto world = DataParallel<Cpu>::Create(*model, std::make_shared<DeviceGroup<ADB>>(s.devices, GroupOptions{.process_group = s.world}), sgd,
+                                         {.bucket_bytes = 256});
+  if (!world.ok()) return Status(world.status());
+  std::vector<CpuDevice> local;
+  for (int r = 0; r < G; ++r) local.push_back(CpuDevice(s.local + r));
+  auto reference = DataParallel<Cpu>::Create(*model, std::make_shared<DeviceGroup<ADB>>(local), sgd, {.bucket_bytes = 256});
+  if (!reference.ok()) return Status(reference.status());
+  for (int step = 0; step < steps; ++step) {
+    auto a = (*world)->Step(x, y, loss);
+    if (!a.ok()) return Status(a.status());
+    auto b = (*reference)->Step(x, y, loss);
+    if (!b.ok()) return Status(b.status());
+    Check(std::abs(*a - *b) <= 1e-6, absl::StrCat("step ", step, " loss ", *a, " vs ", *b));
+  }
+  double worst = 0;
+  auto p = (*world)->replica(0).named_parameters(), q = (*reference)->replica(0).named_parameters();
+  for (size_t i = 0; i < p.size(); ++i) {
+    const auto u = p[i].second->to_data().ToDoubles(), v = q[i].second->to_data().ToDoubles();
+    for (size_t j = 0; j < u.size(); ++j) worst = std::max(worst, std::abs(u[j] - v[j]));
+  }
+  // Two processes of one device sum two gradients as one process does (a + b is
+  // commutative): bit-identical. More members per process change the f32 summation order.
+  const double tolerance = G == 2 ? 0 : 1e-5;
+  Check(worst <= tolerance, absl::StrCat("parameters differ by at most ", worst, " (tolerance ", tolerance, ")"));
+  return failures ? 1 : 0;
+}
+
+int Mismatch(const Setup& s, bool dtype) {
+  DeviceGroup<Cpu> group(s.devices, {.process_group = s.world});
+  const int rank = s.world->rank();
+  std::vector<T> in;
+  for (int r = 0; r < group.size(); ++r) {
+    in.push_back(dtype ? T::ones({4}, rank == 1 ? DType::kF64 : DType::kF32, s.devices[r])
+                       : T::ones({4 + (rank == 1 ? 1 : 0)}, DType::kF32, s.devices[r]));
+  }
+  auto out = group.AllReduce(in, ReduceKind::kSum);
+  if (out.ok()) {
+    Check(false, "mismatched all_reduce succeeded");
+    return 1;
+  }
+  Status(out.status());
+  // The group is still usable: the next matching call works.
+  std::vector<T> ok_in;
+  for (int r = 0; r < group.size(); ++r) ok_in.push_back(T::ones({2}, DType::kF32, s.devices[r]));
+  auto next = group.AllReduce(ok_in, ReduceKind::kSum);
+  Check(next.ok() && V((*next)[0]) == std::vector<double>(2, group.global_size()), "the next call works");
+  return failures ? 1 : 0;
+}
+
+// All-reduces until told to stop (iterations) or a collective fails; prints the time from the
+// last success to the failure.
+int Loop(const Setup& s, int iterations) {
+  DeviceGroup<Cpu> group(s.devices, {.process_group = s.world});
+  std::vector<T> in;
+  for (int r = 0; r < group.size(); ++r) in.push_back(T::full({1 << 16}, group.global_rank(r) + 1, DType::kF32, s.devices[r]));
+  const double want = group.global_size() * (group.global_size() + 1) / 2.0;
+  auto last = std::chrono::steady_clock::now();
+  for (int i = 0; iterations <= 0 || i < iterations; ++i) {
+    auto out = group.AllReduce(in, ReduceKind::kSum);
+    const auto now = std::chrono::steady_clock::now();
+    if (!out.ok()) {
+      std::printf("FAILED after %.3f s\n", std::chrono::duration<double>(now - last).count());
+      return Status(out.status());
+    }
+    if (V((*out)[0])[12345] != want) {
+      Check(false, absl::StrCat("iteration ", i, " sum ", V((*out)[0])[12345], " != ", want));
+      return 1;
+    }
+    last = now;
+    if (i % 50 == 0) {
+      std::printf("ITERATION %d ok\n", i);
+      std::fflush(stdout);
+    }
+  }
+  Check(true, "all iterations");
+  return 0;
+}
+
+int Main(int argc, char** argv) {
+  const std::string scenario = argc > 1 ? argv[1] : "";
+  const int local = argc > 2 ? std::atoi(argv[2]) : 1;
+  const auto timeout = std::chrono::milliseconds(argc > 3 ? std::atoi(argv[3]) : 20000);
+  const int iterations = argc > 4 ? std::atoi(argv[4]) : 0;
+  auto env = ReadLaunchEnv();
+  if (!env.ok() || !env->has_value()) {
+    std::printf("STATUS %s\n", env.ok() ? "no launch environment" : std::string(env.status().message()).c_str());
+    return 2;
+  }
+  const int world_size = (*env)->world_size;
+  if (!cpu::Configure({.devices = local * (1 + (scenario == "data_parallel" ? world_size : 0)), .threads_per_device = 1}).ok()) {
+    return 2;
+  }
+  Setup s;
+  s.local = local;
+  for (int r = 0; r < local; ++r) s.devices.push_back(CpuDevice(r));
+  auto world = GlooProcessGroup::Connect(ProcessGroupOptions::From(**env, timeout));
+  if (!world.ok()) {
+    Status(world.status());
+    return 2;
+  }
+  s.world = *world;
+  std::printf("JOINED rank %d of %d\n", s.world->rank(), s.world->world_size());
+  std::fflush(stdout);
+  if (scenario == "collectives") return Collectives(s);
+  if (scenario == "autodiff") return AutodiffScenario(s);
+  if (scenario == "data_parallel") return DataParallelScenario(s, iterations > 0 ? iterations : 5);
+  if (scenario == "mismatch_shape") return Mismatch(s, false);
+  if (scenario == "mismatch_dtype") return Mismatch(s, true);
+  if (scenario == "loop") return Loop(s, iterations);
+  if (scenario == "join") return 0;
+  std::printf("unknown scenario '%s'\n", scenario.c_str());
+  return 1;
+}
+
+}  // namespace
+}  // namespace kiln::distributed
+
+int main(int argc, char** argv) { return kiln::distributed::Main(argc, argv); }

@@ -1,0 +1,83 @@
+#!/usr/bin/env bash
+# tools/launch as a user runs it: every rank gets its place and a fresh store, output lines
+# carry their rank, a failing rank stops the others and sets the exit status, signals are
+# forwarded, and bad usage exits 2.
+set -uo pipefail
+launch="$1"
+tmp="${TEST_TMPDIR:-$(mktemp -d)}"
+failures=0
+fail() { echo "FAIL: $*"; failures=$((failures + 1)); }
+
+# Each rank prints its variables; stdout and stderr both get the prefix; a last line without
+# a newline is still printed whole.
+out=$("$launch" --nproc=3 -- bash -c 'echo "vars $KILN_RANK/$KILN_WORLD_SIZE/$KILN_LOCAL_RANK/$KILN_LOCAL_WORLD_SIZE $KILN_HOST"; echo "store $KILN_RENDEZVOUS run $KILN_RUN_ID"; echo "err $KILN_RANK" >&2; printf "tail $KILN_RANK"' 2>"$tmp/err")
+status=$?
+[[ $status -eq 0 ]] || fail "three ranks exited $status"
+for r in 0 1 2; do
+  grep -qx "\[rank $r\] vars $r/3/$r/3 127.0.0.1" <<<"$out" || fail "rank $r's variables: $out"
+  grep -qx "\[rank $r\] tail $r" <<<"$out" || fail "rank $r's unterminated last line: $out"
+  grep -qx "\[rank $r\] err $r" "$tmp/err" || fail "rank $r's stderr: $(cat "$tmp/err")"
+done
+stores=$(grep -o 'store file://[^ ]*' <<<"$out" | sort -u)
+[[ $(wc -l <<<"$stores") -eq 1 ]] || fail "ranks saw different stores: $stores"
+dir=${stores#store file://}
+[[ "$dir" == "${TMPDIR:-/tmp}"/kiln-launch-* ]] || fail "store is not a fresh directory: $dir"
+[[ ! -e "$dir" ]] || fail "the store directory $dir was not removed"
+[[ $(grep -o 'run [^ ]*$' <<<"$out" | sort -u | wc -l) -eq 1 ]] || fail "ranks saw different run ids"
+out=$("$launch" --nproc=2 --rendezvous=redis://db:6379 -- bash -c 'echo $KILN_RENDEZVOUS')
+grep -q "^\[rank 1\] redis://db:6379$" <<<"$out" || fail "--rendezvous not passed on: $out"
+
+# One rank fails: the others (which would sleep for a minute) are stopped, and launch exits
+# with the failing rank's status.
+start=$(date +%s)
+"$launch" --nproc=3 -- bash -c 'if [[ $KILN_RANK == 1 ]]; then sleep 0.5; exit 7; fi; sleep 60' 2>"$tmp/err"
+status=$?
+elapsed=$(($(date +%s) - start))
+[[ $status -eq 7 ]] || fail "a rank exiting 7 gave $status"
+((elapsed < 10)) || fail "the other ranks were not stopped ($elapsed s)"
+grep -q "launch: rank 1 (pid [0-9]*) exited with status 7; stopping the other ranks" "$tmp/err" || fail "no failure message: $(cat "$tmp/err")"
+
+# A rank killed by a signal: 128 + 9.
+"$launch" --nproc=2 -- bash -c 'if [[ $KILN_RANK == 0 ]]; then kill -9 $$; fi; sleep 60' 2>"$tmp/err"
+status=$?
+[[ $status -eq 137 ]] || fail "a rank killed by SIGKILL gave $status"
+grep -q "rank 0 (pid [0-9]*) was killed by signal 9" "$tmp/err" || fail "no signal message: $(cat "$tmp/err")"
+
+# A rank that ignores SIGTERM is killed after the grace period.
+start=$(date +%s)
+"$launch" --nproc=2 --grace=1 -- bash -c 'trap "" TERM; if [[ $KILN_RANK == 0 ]]; then exit 3; fi; for i in $(seq 600); do sleep 0.1; done' 2>/dev/null
+status=$?
+elapsed=$(($(date +%s) - start))
+[[ $status -eq 3 ]] || fail "grace: status $status"
+((elapsed < 8)) || fail "a rank ignoring SIGTERM was not killed after the grace period ($elapsed s)"
+
+# SIGTERM to launch reaches every rank (which say so) and launch exits 128 + 15.
+"$launch" --nproc=2 -- bash -c 'trap "echo rank $KILN_RANK got TERM; exit 0" TERM; echo ready; while true; do sleep 0.1; done' >"$tmp/out" 2>"$tmp/err" &
+pid=$!
+for _ in $(seq 100); do [[ $(grep -c ready "$tmp/out") -eq 2 ]] && break; sleep 0.1; done
+kill -TERM $pid
+wait $pid
+status=$?
+[[ $status -eq 143 ]] || fail "SIGTERM: launch exited $status"
+for r in 0 1; do grep -q "^\[rank $r\] rank $r got TERM" "$tmp/out" || fail "rank $r did not get SIGTERM: $(cat "$tmp/out")"; done
+grep -q "launch: got Terminated; forwarding it to every rank" "$tmp/err" || fail "no forwarding message: $(cat "$tmp/err")"
+
+# Usage errors.
+expect_usage() {
+  local want="$1"; shift
+  local err
+  err=$("$launch" "$@" 2>&1 >/dev/null); local status=$?
+  [[ $status -eq 2 ]] || fail "$* exited $status, not 2"
+  [[ "$err" == *"$want"* ]] || fail "$*: '$err' lacks '$want'"
+}
+expect_usage "--nproc=0: expected a number >= 1" --nproc=0 true
+expect_usage "--nproc is required" true
+expect_usage "no program to run" --nproc=2
+expect_usage "unknown flag --procs=2" --procs=2 true
+"$launch" --nproc=1 /nonexistent/program 2>"$tmp/err"
+status=$?
+[[ $status -eq 127 ]] || fail "a missing program gave $status"
+grep -q "\[rank 0\] launch: cannot run /nonexistent/program: No such file or directory" "$tmp/err" || fail "missing program message: $(cat "$tmp/err")"
+
+if ((failures)); then echo "$failures failed"; exit 1; fi
+echo "all launch_test checks passed"
