@@ -5,6 +5,7 @@
 
 #include "backends/cpu/kernels.h"
 #include "backends/cpu/strided.h"
+#include "tensor/strided_view.h"
 
 namespace kiln {
 
@@ -13,15 +14,6 @@ using cpu::StridedTensor;
 namespace cpu {
 
 void RequireDevice(const CpuDevice& device) { ThrowIfError(CheckDevice(device)); }
-
-Dims BroadcastStrides(const StridedTensor& t, const Shape& out) {
-  Dims strides(out.rank(), 0);
-  const int64_t lead = out.rank() - t.shape.rank();
-  for (int64_t i = 0; i < t.shape.rank(); ++i) {
-    strides[lead + i] = t.shape[i] == 1 ? 0 : t.strides[i];
-  }
-  return strides;
-}
 
 }  // namespace cpu
 
@@ -71,40 +63,20 @@ Cpu::Primitive Cpu::contiguous(const Primitive& p) {
 }
 
 Cpu::Primitive Cpu::reshape(const Primitive& p, const Shape& shape) {
-  StridedTensor t = contiguous(p);
-  t.shape = shape;
-  t.strides = shape.ContiguousStrides();
-  return t;
+  return strided::Reshaped(contiguous(p), shape);
 }
 
 Cpu::Primitive Cpu::permute(const Primitive& p, absl::Span<const int64_t> dims) {
-  StridedTensor t = p;
-  Dims shape(dims.size());
-  for (size_t i = 0; i < dims.size(); ++i) {
-    shape[i] = p.shape[dims[i]];
-    t.strides[i] = p.strides[dims[i]];
-  }
-  t.shape = Shape(shape);
-  return t;
+  return strided::Permute(p, dims);
 }
 
 Cpu::Primitive Cpu::expand(const Primitive& p, const Shape& shape) {
-  StridedTensor t = p;
-  t.strides = cpu::BroadcastStrides(p, shape);
-  t.shape = shape;
-  return t;
+  return strided::Expand(p, shape);
 }
 
 Cpu::Primitive Cpu::slice(const Primitive& p, int64_t dim, int64_t start, int64_t end,
                           int64_t step) {
-  StridedTensor t = p;
-  const int64_t size = (end - start + step - 1) / step;
-  Dims shape(p.shape.dims().begin(), p.shape.dims().end());
-  shape[dim] = size;
-  t.shape = Shape(shape);
-  if (size > 0) t.offset += start * p.strides[dim];
-  t.strides[dim] = p.strides[dim] * step;
-  return t;
+  return strided::Slice(p, dim, start, end, step);
 }
 
 }  // namespace kiln

@@ -10,11 +10,11 @@
 
 #include "backends/cpu/strided_tensor.h"
 #include "tensor/shape.h"
+#include "tensor/strided_view.h"
 
 namespace kiln::cpu {
 
-// Strides of `t` seen through a broadcast to `out` (stride 0 on broadcast dims).
-Dims BroadcastStrides(const StridedTensor& t, const Shape& out);
+using strided::BroadcastStrides;
 
 template <int N>
 class StridedIter {

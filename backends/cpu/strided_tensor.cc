@@ -1,6 +1,7 @@
 #include "backends/cpu/strided_tensor.h"
 
 #include "backends/cpu/allocator.h"
+#include "tensor/strided_view.h"
 
 namespace kiln::cpu {
 
@@ -20,13 +21,7 @@ StridedTensor StridedTensor::Empty(const Shape& shape, DType dtype, const CpuDev
 }
 
 bool StridedTensor::IsContiguous() const {
-  if (shape.numel() == 0) return true;
-  int64_t expected = 1;
-  for (int64_t i = shape.rank() - 1; i >= 0; --i) {
-    if (shape[i] != 1 && strides[i] != expected) return false;
-    expected *= shape[i];
-  }
-  return true;
+  return strided::IsContiguous(shape, strides);
 }
 
 }  // namespace kiln::cpu

@@ -6,21 +6,13 @@
 
 #include "backends/cuda/kernels/kernels.h"
 #include "backends/cuda/launch.h"
+#include "tensor/strided_view.h"
 
 namespace kiln {
 
 using cuda::StridedTensor;
 
 namespace cuda {
-
-Dims BroadcastStrides(const StridedTensor& t, const Shape& out) {
-  Dims strides(out.rank(), 0);
-  const int64_t lead = out.rank() - t.shape.rank();
-  for (int64_t i = 0; i < t.shape.rank(); ++i) {
-    strides[lead + i] = t.shape[i] == 1 ? 0 : t.strides[i];
-  }
-  return strides;
-}
 
 void Await(DeviceContext& context, std::initializer_list<const StridedTensor*> inputs) {
   for (const StridedTensor* t : inputs) {
@@ -159,40 +151,20 @@ Cuda::Primitive Cuda::contiguous(const Primitive& p) {
 }
 
 Cuda::Primitive Cuda::reshape(const Primitive& p, const Shape& shape) {
-  StridedTensor t = contiguous(p);
-  t.shape = shape;
-  t.strides = shape.ContiguousStrides();
-  return t;
+  return strided::Reshaped(contiguous(p), shape);
 }
 
 Cuda::Primitive Cuda::permute(const Primitive& p, absl::Span<const int64_t> dims) {
-  StridedTensor t = p;
-  Dims shape(dims.size());
-  for (size_t i = 0; i < dims.size(); ++i) {
-    shape[i] = p.shape[dims[i]];
-    t.strides[i] = p.strides[dims[i]];
-  }
-  t.shape = Shape(shape);
-  return t;
+  return strided::Permute(p, dims);
 }
 
 Cuda::Primitive Cuda::expand(const Primitive& p, const Shape& shape) {
-  StridedTensor t = p;
-  t.strides = cuda::BroadcastStrides(p, shape);
-  t.shape = shape;
-  return t;
+  return strided::Expand(p, shape);
 }
 
 Cuda::Primitive Cuda::slice(const Primitive& p, int64_t dim, int64_t start, int64_t end,
                             int64_t step) {
-  StridedTensor t = p;
-  const int64_t size = (end - start + step - 1) / step;
-  Dims shape(p.shape.dims().begin(), p.shape.dims().end());
-  shape[dim] = size;
-  t.shape = Shape(shape);
-  if (size > 0) t.offset += start * p.strides[dim];
-  t.strides[dim] = p.strides[dim] * step;
-  return t;
+  return strided::Slice(p, dim, start, end, step);
 }
 
 }  // namespace kiln

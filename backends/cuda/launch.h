@@ -12,11 +12,11 @@
 #include "backends/cuda/kernels/strided_index.h"
 #include "backends/cuda/strided_tensor.h"
 #include "tensor/error.h"
+#include "tensor/strided_view.h"
 
 namespace kiln::cuda {
 
-// Strides of `t` seen through a broadcast to `out` (stride 0 on broadcast dims).
-Dims BroadcastStrides(const StridedTensor& t, const Shape& out);
+using strided::BroadcastStrides;
 
 // The kernel index over `shape` for operands with these strides. A view whose dims do not
 // merge into kMaxDims is rejected (Unimplemented) rather than walked wrongly.

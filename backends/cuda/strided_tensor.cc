@@ -2,6 +2,7 @@
 
 #include "backends/cuda/context.h"
 #include "tensor/error.h"
+#include "tensor/strided_view.h"
 
 namespace kiln::cuda {
 
@@ -43,13 +44,7 @@ StridedTensor StridedTensor::Empty(const Shape& shape, DType dtype, const CudaDe
 }
 
 bool StridedTensor::IsContiguous() const {
-  if (shape.numel() == 0) return true;
-  int64_t expected = 1;
-  for (int64_t i = shape.rank() - 1; i >= 0; --i) {
-    if (shape[i] != 1 && strides[i] != expected) return false;
-    expected *= shape[i];
-  }
-  return true;
+  return strided::IsContiguous(shape, strides);
 }
 
 }  // namespace kiln::cuda

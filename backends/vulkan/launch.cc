@@ -48,13 +48,6 @@ Layout Coalesce(const Shape& shape, const std::vector<Dims>& strides, int64_t ke
   return l;
 }
 
-Dims BroadcastStrides(const VulkanTensor& t, const Shape& shape) {
-  Dims strides(shape.rank(), 0);
-  const int64_t lead = shape.rank() - t.shape.rank();
-  for (int64_t i = 0; i < t.shape.rank(); ++i) strides[lead + i] = t.shape[i] == 1 ? 0 : t.strides[i];
-  return strides;
-}
-
 void CheckSize(const Shape& shape, const char* op) {
   if (shape.numel() > std::numeric_limits<int32_t>::max()) {
     ThrowInvalidArgument("%s: %s has %d elements; Vulkan tensors hold fewer than 2^31", op,

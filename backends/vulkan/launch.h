@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "backends/vulkan/vulkan_tensor.h"
+#include "tensor/strided_view.h"
 
 namespace kiln::vulkan {
 
@@ -32,8 +33,7 @@ struct Layout {
 Layout Coalesce(const Shape& shape, const std::vector<Dims>& strides, int64_t keep = -1,
                 int* kept = nullptr);
 
-// Strides of `t` broadcast to `shape` (0 where it is broadcast).
-Dims BroadcastStrides(const VulkanTensor& t, const Shape& shape);
+using strided::BroadcastStrides;
 
 // Device kernels index with 32-bit integers.
 void CheckSize(const Shape& shape, const char* op);

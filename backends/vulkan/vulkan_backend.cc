@@ -6,6 +6,7 @@
 #include <cstring>
 
 #include "backends/vulkan/launch.h"
+#include "tensor/strided_view.h"
 
 namespace kiln {
 
@@ -28,13 +29,7 @@ VulkanTensor VulkanTensor::Empty(const Shape& shape, DType dtype, const VulkanDe
 }
 
 bool VulkanTensor::IsContiguous() const {
-  if (shape.numel() == 0) return true;
-  int64_t expected = 1;
-  for (int64_t i = shape.rank() - 1; i >= 0; --i) {
-    if (shape[i] != 1 && strides[i] != expected) return false;
-    expected *= shape[i];
-  }
-  return true;
+  return strided::IsContiguous(shape, strides);
 }
 
 }  // namespace vulkan
@@ -142,39 +137,19 @@ Vulkan::Primitive Vulkan::contiguous(const Primitive& p) {
 }
 
 Vulkan::Primitive Vulkan::reshape(const Primitive& p, const Shape& shape) {
-  VulkanTensor t = contiguous(p);
-  t.shape = shape;
-  t.strides = shape.ContiguousStrides();
-  return t;
+  return strided::Reshaped(contiguous(p), shape);
 }
 
 Vulkan::Primitive Vulkan::permute(const Primitive& p, absl::Span<const int64_t> dims) {
-  VulkanTensor t = p;
-  Dims shape(dims.size());
-  for (size_t i = 0; i < dims.size(); ++i) {
-    shape[i] = p.shape[dims[i]];
-    t.strides[i] = p.strides[dims[i]];
-  }
-  t.shape = Shape(shape);
-  return t;
+  return strided::Permute(p, dims);
 }
 
 Vulkan::Primitive Vulkan::expand(const Primitive& p, const Shape& shape) {
-  VulkanTensor t = p;
-  t.strides = vulkan::BroadcastStrides(p, shape);
-  t.shape = shape;
-  return t;
+  return strided::Expand(p, shape);
 }
 
 Vulkan::Primitive Vulkan::slice(const Primitive& p, int64_t dim, int64_t start, int64_t end, int64_t step) {
-  VulkanTensor t = p;
-  const int64_t size = (end - start + step - 1) / step;
-  Dims shape(p.shape.dims().begin(), p.shape.dims().end());
-  shape[dim] = size;
-  t.shape = Shape(shape);
-  if (size > 0) t.offset += start * p.strides[dim];
-  t.strides[dim] = p.strides[dim] * step;
-  return t;
+  return strided::Slice(p, dim, start, end, step);
 }
 
 Vulkan::Primitive Vulkan::cat(absl::Span<const Primitive> parts, int64_t dim) {
