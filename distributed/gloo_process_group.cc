@@ -1,5 +1,7 @@
 #include "distributed/gloo_process_group.h"
 
+#include <signal.h>
+
 #include <cstring>
 #include <limits>
 #include <thread>
@@ -82,6 +84,20 @@ ProcessGroupOptions ProcessGroupOptions::From(const LaunchEnv& env, std::chrono:
           .run_id = env.run_id, .host = env.host, .timeout = timeout};
 }
 
+namespace {
+
+// A peer that dies while this rank sends to it must give this rank an error status (EPIPE),
+// not kill it with SIGPIPE, which is what a write to a closed socket does by default. A
+// handler the program installed itself is left alone.
+void IgnoreBrokenPipes() {
+  struct sigaction current {};
+  if (sigaction(SIGPIPE, nullptr, &current) == 0 && current.sa_handler == SIG_DFL) {
+    signal(SIGPIPE, SIG_IGN);
+  }
+}
+
+}  // namespace
+
 absl::StatusOr<std::shared_ptr<GlooProcessGroup>> GlooProcessGroup::Connect(const ProcessGroupOptions& o) {
   if (o.world_size < 1) {
     return absl::InvalidArgumentError(absl::StrCat("process group: world size ", o.world_size,
@@ -94,6 +110,7 @@ absl::StatusOr<std::shared_ptr<GlooProcessGroup>> GlooProcessGroup::Connect(cons
   if (o.timeout.count() <= 0) {
     return absl::InvalidArgumentError(absl::StrCat("process group: timeout ", o.timeout.count(), " ms must be positive"));
   }
+  IgnoreBrokenPipes();
   auto store = RendezvousStore::Open(o.rendezvous, o.run_id);
   if (!store.ok()) return store.status();
   const std::string where = absl::StrCat("rendezvous at ", o.rendezvous,
