@@ -13,9 +13,6 @@ namespace kiln::distributed {
 enum class ReduceKind { kSum, kMean, kMax, kMin };
 const char* ReduceKindName(ReduceKind kind);
 
-// Where a backend's staged tensors live, and so which process groups can carry them.
-enum class BufferMemory { kHost, kDevice };
-
 template <class B>
 struct CollectiveKernels;  // no collectives for backends that do not specialise this
 
@@ -34,7 +31,6 @@ template <>
 struct CollectiveKernels<Cpu> {
   using P = Cpu::Primitive;
   using Staged = cpu::StridedTensor;
-  static constexpr BufferMemory kMemory = BufferMemory::kHost;
   // Unstage shares the staged memory rather than copying it, so members need not wait for
   // each other's parts of a shared output before they unstage it.
   static constexpr bool kUnstageCopies = false;

@@ -222,12 +222,6 @@ class DeviceGroup {
   template <class F>
   absl::Status AcrossProcesses(int rank, const std::string& signature, F op) {
     return rendezvous_.Together(rank, [&]() -> absl::Status {
-      if (world_->memory() != K::kMemory) {
-        return absl::FailedPreconditionError(absl::StrCat(
-            "a ", world_->engine(), " process group takes ", world_->memory() == BufferMemory::kHost ? "host" : "device",
-            " buffers, but this backend stages its tensors in ", K::kMemory == BufferMemory::kHost ? "host" : "device",
-            " memory; use a process group for this backend"));
-      }
       return op(absl::StrCat(signature, " on ", size(), " local device(s)"));
     });
   }

@@ -215,7 +215,12 @@ absl::Status GlooProcessGroup::Run(absl::string_view what, F&& op) {
   return broken_;
 }
 
-absl::Status GlooProcessGroup::Agree(absl::string_view signature) {
+absl::Status GlooProcessGroup::Agree(absl::string_view call) {
+  std::lock_guard lock(mu_);
+  return AgreeLocked(call);
+}
+
+absl::Status GlooProcessGroup::AgreeLocked(absl::string_view signature) {
   called_ = std::string(signature);
   if (!broken_.ok() || size_ == 1) return broken_;
   // max(h) == min(h) over the ranks iff all agree; ~ reverses the order, so one max-reduce of
@@ -260,7 +265,7 @@ absl::Status GlooProcessGroup::Agree(absl::string_view signature) {
 absl::Status GlooProcessGroup::AllReduce(absl::string_view call, const void* in, void* out, int64_t count,
                                          DType dtype, ReduceKind kind) {
   std::lock_guard lock(mu_);
-  if (absl::Status s = Agree(call); !s.ok()) return s;
+  if (absl::Status s = AgreeLocked(call); !s.ok()) return s;
   if (absl::Status s = CheckReducible("all_reduce", dtype, kind); !s.ok()) return s;
   if (count == 0) return broken_;
   if (count * DTypeSize(dtype) <= kSmallBytes) return SmallAllReduce(in, out, count, dtype, kind);
@@ -313,7 +318,7 @@ absl::Status GlooProcessGroup::SmallAllReduce(const void* in, void* out, int64_t
 
 absl::Status GlooProcessGroup::Broadcast(absl::string_view call, void* data, int64_t bytes, int root) {
   std::lock_guard lock(mu_);
-  if (absl::Status s = Agree(call); !s.ok()) return s;
+  if (absl::Status s = AgreeLocked(call); !s.ok()) return s;
   if (root < 0 || root >= size_) {
     return absl::InvalidArgumentError(absl::StrCat("broadcast: root rank ", root, " is not in a world of ", size_));
   }
@@ -329,7 +334,7 @@ absl::Status GlooProcessGroup::Broadcast(absl::string_view call, void* data, int
 
 absl::Status GlooProcessGroup::AllGather(absl::string_view call, void* data, int64_t bytes_per_rank) {
   std::lock_guard lock(mu_);
-  if (absl::Status s = Agree(call); !s.ok()) return s;
+  if (absl::Status s = AgreeLocked(call); !s.ok()) return s;
   if (bytes_per_rank == 0) return broken_;
   return Run(Called("all_gather"), [&] {
     gloo::AllgatherOptions opts(context_);
@@ -342,7 +347,7 @@ absl::Status GlooProcessGroup::AllGather(absl::string_view call, void* data, int
 absl::Status GlooProcessGroup::ReduceScatter(absl::string_view call, void* data, int64_t count, DType dtype,
                                              ReduceKind kind) {
   std::lock_guard lock(mu_);
-  if (absl::Status s = Agree(call); !s.ok()) return s;
+  if (absl::Status s = AgreeLocked(call); !s.ok()) return s;
   if (absl::Status s = CheckReducible("reduce_scatter", dtype, kind); !s.ok()) return s;
   if (count % size_ != 0 || count > std::numeric_limits<int>::max()) {
     return absl::InvalidArgumentError(absl::StrCat("reduce_scatter: ", count, " elements do not split into ", size_,

@@ -56,9 +56,9 @@ class GlooProcessGroup : public ProcessGroup {
   int rank() const override { return rank_; }
   int world_size() const override { return size_; }
   const char* engine() const override { return "gloo"; }
-  BufferMemory memory() const override { return BufferMemory::kHost; }
   std::chrono::milliseconds timeout() const { return timeout_; }
 
+  absl::Status Agree(absl::string_view call) override;
   absl::Status AllReduce(absl::string_view call, const void* in, void* out, int64_t count, DType dtype,
                          ReduceKind kind) override;
   absl::Status Broadcast(absl::string_view call, void* data, int64_t bytes, int root) override;
@@ -80,8 +80,8 @@ class GlooProcessGroup : public ProcessGroup {
   template <class F>
   absl::Status Run(absl::string_view what, F&& op);
   std::string OtherRanks() const;
-  // Compares `call` across the ranks (mu_ held).
-  absl::Status Agree(absl::string_view call);
+  // Agree's work (mu_ held).
+  absl::Status AgreeLocked(absl::string_view call);
   // The call being made (for messages), or `op`.
   std::string Called(absl::string_view op) const;
 

@@ -3,11 +3,10 @@
 // reduces over each process's local devices first, then runs the process group's collective
 // on the staged buffer, then hands the result back to every local device (device_group.h).
 //
-// An engine implements this interface: Gloo over TCP on host buffers (gloo_process_group.h).
-// Extension point for NCCL: a CUDA backend stages in device memory, so its process group
-// reports BufferMemory::kDevice and runs NCCL on those buffers, its unique id exchanged
-// through the same rendezvous store (gloo_store.h); DeviceGroup<B> refuses a process group
-// whose memory differs from its backend's staged memory (CollectiveKernels<B>::kMemory).
+// An engine implements this interface on host buffers: Gloo over TCP (gloo_process_group.h).
+// CUDA device groups use a process group differently: to meet, to agree on each call and to
+// hand out NCCL's unique id (Agree, Broadcast), while NCCL moves the data between every GPU of
+// every process (cuda_group.h).
 //
 // Every rank must make the same calls in the same order (as with NCCL or torch.distributed).
 // Each call is compared across the ranks before any of its data moves. After a failed collective (a peer gone, a
@@ -31,14 +30,18 @@ class ProcessGroup {
 
   virtual int rank() const = 0;
   virtual int world_size() const = 0;
-  virtual const char* engine() const = 0;      // "gloo"
-  virtual BufferMemory memory() const = 0;     // where the buffers below must live
+  virtual const char* engine() const = 0;  // "gloo"
+
+  // Compares `call` across the ranks and moves nothing else: InvalidArgument on every rank
+  // if they differ (as below); a deadline like every collective.
+  virtual absl::Status Agree(absl::string_view call) = 0;
 
   // Every collective first compares `call` (op, tag, dtype, shape, local device count) across
   // the ranks: if they differ, InvalidArgument on every rank, naming the first rank that
   // differs from rank 0 and both calls, and nothing else is exchanged. Arguments are checked
   // after that, so every rank reports the same error.
 
+  // Buffers are host memory.
   // out = reduce(in) over the ranks, element-wise (kSum, kMax or kMin; kMean is a kSum the
   // caller divides). `in` may equal `out`. Every rank gets the same bits.
   virtual absl::Status AllReduce(absl::string_view call, const void* in, void* out, int64_t count,

@@ -17,8 +17,6 @@ struct CollectiveKernels<Vulkan> {
   using Staged = cpu::StridedTensor;
   using Host = CollectiveKernels<Cpu>;
   static constexpr bool kUnstageCopies = true;  // uploads: every part must be written first
-  // Staged in host memory: a Gloo process group carries it across processes.
-  static constexpr BufferMemory kMemory = BufferMemory::kHost;
 
   static Staged Stage(const P& t) {
     Staged host = cpu::StridedTensor::Empty(t.shape, t.dtype, CpuDevice(0));

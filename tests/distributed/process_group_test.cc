@@ -73,6 +73,11 @@ TEST(ProcessGroupErrors, MismatchedShapesFailOnEveryRankBeforeDataMoves) {
         "calls, in the same order, with tensors of one shape and dtype (nothing was exchanged)\n"))
         << r.output;
     EXPECT_TRUE(absl::StrContains(r.output, "OK the next call works")) << r.output;
+    EXPECT_TRUE(absl::StrContains(r.output,
+                                  "STATUS INVALID_ARGUMENT: process group: rank 1 called step 2 but rank 0 called "
+                                  "step 1; every rank must make the same collective calls"))
+        << r.output;
+    EXPECT_TRUE(absl::StrContains(r.output, "OK agreeing on one call works")) << r.output;
   }
 }
 

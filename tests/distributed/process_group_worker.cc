@@ -221,6 +221,12 @@ int Mismatch(const Setup& s, bool dtype) {
   for (int r = 0; r < group.size(); ++r) ok_in.push_back(T::ones({2}, DType::kF32, s.devices[r]));
   auto next = group.AllReduce(ok_in, ReduceKind::kSum);
   Check(next.ok() && V((*next)[0]) == std::vector<double>(2, group.global_size()), "the next call works");
+  if (!dtype) {
+    // Agree alone (what CUDA groups use before NCCL moves data): the same verdict, and then the
+    // group still works.
+    Status(s.world->Agree(rank == 1 ? "step 2" : "step 1"));
+    Check(s.world->Agree("step 3").ok(), "agreeing on one call works");
+  }
   return failures ? 1 : 0;
 }
 
