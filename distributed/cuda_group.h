@@ -3,9 +3,16 @@
 // that they call the same collective on the same shapes, with a deadline), then each member's
 // NCCL call runs on its device's communication stream, fenced against the compute stream so
 // the host thread and the compute stream go on (e.g. with backward) while it runs.
-// List calls drive every rank from one thread in one NCCL group. Across processes (a
-// GroupOptions::process_group) CUDA needs an NCCL process group, which is not written yet:
-// such a group reports Unimplemented on every collective (NcclComm::Join is the building block).
+// List calls drive every rank from one thread in one NCCL group.
+//
+// Across processes (GroupOptions::process_group, e.g. Gloo's) one NCCL communicator spans
+// every GPU of every process (global member p * size() + r is NCCL rank p * size() + r), so
+// data goes GPU to GPU as NCCL sees best, not through a per-process stage. The process group
+// carries only control: NCCL's unique id (a broadcast from rank 0, which also checks that
+// every process has as many GPUs in its group), and before every collective an Agree on the
+// call, so a mismatched shape or dtype fails on every rank before NCCL moves anything and a
+// process that stopped calling gives the others its deadline. A watchdog (nccl_watchdog.h)
+// aborts the communicators when a collective outlives the timeout (a peer died mid-call).
 // Included by device_group.h under KILN_WITH_CUDA; not to be included directly.
 #ifndef KILN_DISTRIBUTED_CUDA_GROUP_H_
 #define KILN_DISTRIBUTED_CUDA_GROUP_H_
@@ -19,6 +26,7 @@
 #include "absl/strings/str_cat.h"
 #include "backends/cuda/cuda_backend.h"
 #include "backends/cuda/nccl_comm.h"
+#include "backends/cuda/nccl_watchdog.h"
 #include "distributed/process_group.h"
 #include "distributed/rendezvous.h"
 
@@ -33,7 +41,8 @@ class DeviceGroup<Cuda> {
   DeviceGroup(std::vector<Device> devices, GroupOptions options = {})
       : devices_(std::move(devices)),
         rendezvous_(static_cast<int>(devices_.size()), options.timeout),
-        world_(std::move(options.process_group)) {}
+        world_(std::move(options.process_group)),
+        timeout_(options.timeout) {}
   DeviceGroup(const DeviceGroup&) = delete;
   DeviceGroup& operator=(const DeviceGroup&) = delete;
 
@@ -60,9 +69,7 @@ class DeviceGroup<Cuda> {
 
   absl::StatusOr<Tensor<Cuda>> Broadcast(int rank, const Tensor<Cuda>& t, int root,
                                          absl::string_view tag = "") {
-    if (root < 0 || root >= size()) {
-      return absl::InvalidArgumentError(absl::StrCat("broadcast: root ", root, " is not a member of a group of ", size()));
-    }
+    if (absl::Status s = CheckRoot(root); !s.ok()) return s;
     return Member(rank, t, absl::StrCat("broadcast(root ", root, ")", Describe(t, tag)),
                   cuda::NcclOp::kBroadcast, ReduceKind::kSum, root);
   }
@@ -75,32 +82,27 @@ class DeviceGroup<Cuda> {
 
   absl::StatusOr<Tensor<Cuda>> ReduceScatter(int rank, const Tensor<Cuda>& t, ReduceKind kind,
                                              absl::string_view tag = "") {
-    if (t.rank() == 0 || t.size(0) % size() != 0) {
-      return absl::InvalidArgumentError(absl::StrCat(
-          "reduce_scatter: dim 0 of ", t.Describe(), " must divide into ", size(), " equal parts"));
-    }
+    if (absl::Status s = CheckParts(t); !s.ok()) return s;
     return Member(rank, t, absl::StrCat("reduce_scatter(", ReduceKindName(kind), ")", Describe(t, tag)),
                   cuda::NcclOp::kReduceScatter, kind, 0);
   }
 
   // ---- List calls: tensors[i] lives on member i; one thread, one NCCL group -----------------
   absl::StatusOr<std::vector<Tensor<Cuda>>> AllReduce(absl::Span<const Tensor<Cuda>> ts, ReduceKind kind) {
-    return List(ts, cuda::NcclOp::kAllReduce, kind, 0,
+    return List(ts, absl::StrCat("all_reduce(", ReduceKindName(kind), ")"), cuda::NcclOp::kAllReduce, kind, 0,
                 [&](int r) { return AllReduce(r, ts[r], kind); });
   }
   absl::StatusOr<std::vector<Tensor<Cuda>>> Broadcast(absl::Span<const Tensor<Cuda>> ts, int root) {
-    if (root < 0 || root >= size()) {
-      return absl::InvalidArgumentError(absl::StrCat("broadcast: root ", root, " is not a member of a group of ", size()));
-    }
-    return List(ts, cuda::NcclOp::kBroadcast, ReduceKind::kSum, root,
+    if (absl::Status s = CheckRoot(root); !s.ok()) return s;
+    return List(ts, absl::StrCat("broadcast(root ", root, ")"), cuda::NcclOp::kBroadcast, ReduceKind::kSum, root,
                 [&](int r) { return Broadcast(r, ts[r], root); });
   }
   absl::StatusOr<std::vector<Tensor<Cuda>>> AllGather(absl::Span<const Tensor<Cuda>> ts) {
-    return List(ts, cuda::NcclOp::kAllGather, ReduceKind::kSum, 0,
+    return List(ts, "all_gather", cuda::NcclOp::kAllGather, ReduceKind::kSum, 0,
                 [&](int r) { return AllGather(r, ts[r]); });
   }
   absl::StatusOr<std::vector<Tensor<Cuda>>> ReduceScatter(absl::Span<const Tensor<Cuda>> ts, ReduceKind kind) {
-    return List(ts, cuda::NcclOp::kReduceScatter, kind, 0,
+    return List(ts, absl::StrCat("reduce_scatter(", ReduceKindName(kind), ")"), cuda::NcclOp::kReduceScatter, kind, 0,
                 [&](int r) { return ReduceScatter(r, ts[r], kind); });
   }
 
@@ -120,12 +122,17 @@ class DeviceGroup<Cuda> {
     return cuda::NcclReduce::kSum;
   }
 
+  absl::Status CheckRoot(int root) const {
+    if (root >= 0 && root < global_size()) return absl::OkStatus();
+    return absl::InvalidArgumentError(absl::StrCat("broadcast: root ", root, " is not a member of a group of ", global_size()));
+  }
+  absl::Status CheckParts(const Tensor<Cuda>& t) const {
+    if (t.rank() > 0 && t.size(0) % global_size() == 0) return absl::OkStatus();
+    return absl::InvalidArgumentError(absl::StrCat(
+        "reduce_scatter: dim 0 of ", t.Describe(), " must divide into ", global_size(), " equal parts"));
+  }
+
   absl::Status CheckMember(int rank, const Tensor<Cuda>& t) const {
-    if (world_ != nullptr) {
-      return absl::UnimplementedError(absl::StrCat(
-          "CUDA collectives across processes need an NCCL process group, which kiln does not have "
-          "yet; run the ", world_->world_size(), " processes' devices in one process instead"));
-    }
     if (rank < 0 || rank >= size()) {
       return absl::InvalidArgumentError(absl::StrCat("rank ", rank, " is not a member of a group of ", size()));
     }
@@ -137,28 +144,78 @@ class DeviceGroup<Cuda> {
     return absl::OkStatus();
   }
 
-  // The communicators, made on first use (ncclCommInitAll over the group's devices).
+  // The communicators, made on first use: ncclCommInitAll over the group's devices, or across
+  // processes one communicator over every GPU of every process (collective: one thread of
+  // each process calls this).
   absl::Status EnsureComms() {
     std::lock_guard lock(comms_mu_);
     if (!comms_.empty() || !comms_status_.ok()) return comms_status_;
-    auto made = cuda::NcclComm::CreateAll(devices_);
+    auto made = world_ ? JoinWorld() : cuda::NcclComm::CreateAll(devices_);
     if (!made.ok()) {
       comms_status_ = made.status();
       return comms_status_;
     }
     comms_ = *std::move(made);
+    if (world_) watchdog_ = std::make_unique<cuda::NcclWatchdog>(timeout_);
     return absl::OkStatus();
   }
 
-  // A member's call: meet the others (same call, same shapes), then its own rank's NCCL op.
+  absl::StatusOr<std::vector<std::unique_ptr<cuda::NcclComm>>> JoinWorld() {
+    // Rank 0's unique id, behind a byte that says whether rank 0 could make one (so that the
+    // others fail with its reason's summary instead of waiting out NCCL's deadline).
+    std::string id(1 + NCCL_UNIQUE_ID_BYTES, '\0');
+    absl::Status made;
+    if (world_->rank() == 0) {
+      absl::StatusOr<std::string> fresh = cuda::NcclComm::NewUniqueId();
+      if (fresh.ok()) {
+        id[0] = 1;
+        id.replace(1, fresh->size(), *fresh);
+      } else {
+        made = fresh.status();
+      }
+    }
+    absl::Status sent = world_->Broadcast(
+        absl::StrCat("nccl unique id for ", size(), " CUDA device(s) per process"), id.data(),
+        static_cast<int64_t>(id.size()), 0);
+    if (!sent.ok()) return sent;
+    if (!made.ok()) return made;
+    if (id[0] != 1) return absl::UnavailableError("rank 0 could not make an NCCL unique id (see its error)");
+    return cuda::NcclComm::Join(absl::string_view(id).substr(1), world_->rank() * size(), global_size(), devices_,
+                                timeout_);
+  }
+
+  // Before NCCL moves data across processes: the communicators exist, every process makes this
+  // very call, and the communicators are healthy.
+  absl::Status Prepare(const std::string& signature) {
+    if (absl::Status s = EnsureComms(); !s.ok()) return s;
+    if (!world_) return absl::OkStatus();
+    if (absl::Status s = world_->Agree(absl::StrCat(signature, " on ", size(), " local device(s)")); !s.ok()) {
+      // A mismatch is the caller's error and leaves the group usable; a peer that is gone may
+      // leave a previous collective waiting for it on the GPU.
+      if (s.code() != absl::StatusCode::kInvalidArgument) watchdog_->Fail(s);
+      return s;
+    }
+    return watchdog_->status();
+  }
+
+  // After a collective was queued across processes: it gets the deadline.
+  absl::Status Watch(std::vector<cuda::NcclComm*> comms, const std::string& signature) {
+    return world_ ? watchdog_->Watch(comms, signature) : absl::OkStatus();
+  }
+
+  // A member's call: meet the others (same call, same shapes), agree across processes, then
+  // its own rank's NCCL op.
   absl::StatusOr<Tensor<Cuda>> Member(int rank, const Tensor<Cuda>& t, const std::string& signature,
                                       cuda::NcclOp op, ReduceKind kind, int root) {
     if (absl::Status s = CheckMember(rank, t); !s.ok()) return s;
     if (absl::Status s = rendezvous_.Arrive(rank, signature); !s.ok()) return s;
-    absl::Status comms = EnsureComms();
+    absl::Status ready = world_ ? rendezvous_.Together(rank, [&] { return Prepare(signature); }) : EnsureComms();
     absl::StatusOr<std::vector<P>> out =
-        comms.ok() ? cuda::NcclComm::Run({comms_[rank].get()}, op, {t.primitive()}, ToNccl(kind), root)
-                   : absl::StatusOr<std::vector<P>>(comms);
+        ready.ok() ? cuda::NcclComm::Run({comms_[rank].get()}, op, {t.primitive()}, ToNccl(kind), root)
+                   : absl::StatusOr<std::vector<P>>(ready);
+    if (out.ok()) {
+      if (absl::Status s = Watch({comms_[rank].get()}, signature); !s.ok()) out = s;
+    }
     // Every member has issued its call before any starts the next round (NCCL needs the
     // same order of collectives on every rank).
     if (absl::Status s = rendezvous_.Depart(rank); !s.ok()) return s;
@@ -167,8 +224,8 @@ class DeviceGroup<Cuda> {
   }
 
   template <class PerMember>
-  absl::StatusOr<std::vector<Tensor<Cuda>>> List(absl::Span<const Tensor<Cuda>> ts, cuda::NcclOp op,
-                                                 ReduceKind kind, int root, PerMember per_member) {
+  absl::StatusOr<std::vector<Tensor<Cuda>>> List(absl::Span<const Tensor<Cuda>> ts, const std::string& name,
+                                                 cuda::NcclOp op, ReduceKind kind, int root, PerMember per_member) {
     if (static_cast<int>(ts.size()) != size()) {
       return absl::InvalidArgumentError(absl::StrCat("a list call needs one tensor per member: got ",
                                                      ts.size(), " for a group of ", size()));
@@ -183,11 +240,12 @@ class DeviceGroup<Cuda> {
     if (op == cuda::NcclOp::kAllGather && ts[0].rank() == 0) {
       return absl::InvalidArgumentError("all_gather: needs a tensor of rank >= 1");
     }
-    if (op == cuda::NcclOp::kReduceScatter && (ts[0].rank() == 0 || ts[0].size(0) % size() != 0)) {
-      return absl::InvalidArgumentError(absl::StrCat(
-          "reduce_scatter: dim 0 of ", ts[0].Describe(), " must divide into ", size(), " equal parts"));
+    if (op == cuda::NcclOp::kReduceScatter) {
+      if (absl::Status s = CheckParts(ts[0]); !s.ok()) return s;
     }
-    if (absl::Status s = EnsureComms(); !s.ok()) return s;
+    // The per-member signature, so that processes may mix list and per-member calls.
+    const std::string signature = absl::StrCat(name, Describe(ts[0], ""));
+    if (absl::Status s = Prepare(signature); !s.ok()) return s;
     std::vector<cuda::NcclComm*> comms;
     std::vector<P> inputs;
     for (int r = 0; r < size(); ++r) {
@@ -196,6 +254,7 @@ class DeviceGroup<Cuda> {
     }
     auto out = cuda::NcclComm::Run(comms, op, inputs, ToNccl(kind), root);
     if (!out.ok()) return out.status();
+    if (absl::Status s = Watch(comms, signature); !s.ok()) return s;
     std::vector<Tensor<Cuda>> result;
     for (P& p : *out) result.emplace_back(std::move(p));
     return result;
@@ -204,9 +263,11 @@ class DeviceGroup<Cuda> {
   const std::vector<Device> devices_;
   Rendezvous rendezvous_;
   const std::shared_ptr<ProcessGroup> world_;
+  const std::chrono::milliseconds timeout_;
   std::mutex comms_mu_;
   absl::Status comms_status_;
   std::vector<std::unique_ptr<cuda::NcclComm>> comms_;
+  std::unique_ptr<cuda::NcclWatchdog> watchdog_;  // across processes; destroyed before comms_
 };
 
 }  // namespace kiln::distributed

@@ -1,6 +1,7 @@
 #include "backends/cuda/nccl_comm.h"
 
 #include <cstring>
+#include <thread>
 
 #include "absl/strings/str_cat.h"
 #include "backends/cuda/cuda_backend.h"
@@ -57,22 +58,34 @@ absl::Status NcclStatus(ncclResult_t result, absl::string_view what) {
                                           last != nullptr && *last != '\0' ? absl::StrCat(" (", last, ")") : ""));
 }
 
-absl::StatusOr<std::unique_ptr<NcclComm>> NcclComm::Wrap(ncclComm_t comm, int rank, int size,
-                                                         const CudaDevice& device) {
-  try {
-    Context(device);  // makes the device current
-  } catch (const Error& e) {
-    ncclCommDestroy(comm);
-    return e.status();
+absl::StatusOr<std::vector<std::unique_ptr<NcclComm>>> NcclComm::WrapAll(
+    const std::vector<ncclComm_t>& comms, int first_rank, int world, const std::vector<CudaDevice>& devices,
+    std::chrono::milliseconds timeout) {
+  std::vector<std::unique_ptr<NcclComm>> out;
+  absl::Status failed;
+  for (size_t i = 0; i < comms.size(); ++i) {
+    cudaStream_t stream = nullptr;
+    if (failed.ok()) {
+      try {
+        Context(devices[i]);  // makes the device current
+        failed = CudaStatus(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking),
+                            absl::StrCat(devices[i].ToString(), ": communication stream"));
+      } catch (const Error& e) {
+        failed = e.status();
+      }
+    }
+    if (failed.ok()) {
+      out.push_back(std::unique_ptr<NcclComm>(
+          new NcclComm(comms[i], first_rank + static_cast<int>(i), world, devices[i], stream, timeout)));
+    } else {
+      ncclCommAbort(comms[i]);
+    }
   }
-  cudaStream_t stream = nullptr;
-  if (absl::Status s = CudaStatus(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking),
-                                  absl::StrCat(device.ToString(), ": communication stream"));
-      !s.ok()) {
-    ncclCommDestroy(comm);
-    return s;
+  if (!failed.ok()) {
+    for (auto& comm : out) comm->Abort();
+    return failed;
   }
-  return std::unique_ptr<NcclComm>(new NcclComm(comm, rank, size, device, stream));
+  return out;
 }
 
 absl::StatusOr<std::vector<std::unique_ptr<NcclComm>>> NcclComm::CreateAll(
@@ -88,19 +101,8 @@ absl::StatusOr<std::vector<std::unique_ptr<NcclComm>>> NcclComm::CreateAll(
       !s.ok()) {
     return s;
   }
-  std::vector<std::unique_ptr<NcclComm>> out;
-  absl::Status failed;
-  for (size_t i = 0; i < devices.size(); ++i) {
-    if (!failed.ok()) {
-      ncclCommDestroy(comms[i]);
-      continue;
-    }
-    auto comm = Wrap(comms[i], static_cast<int>(i), static_cast<int>(devices.size()), devices[i]);
-    if (comm.ok()) out.push_back(*std::move(comm));
-    else failed = comm.status();
-  }
-  if (!failed.ok()) return failed;
-  return out;
+  // In one process every rank is here: no peer to wait for, so no deadline.
+  return WrapAll(comms, 0, static_cast<int>(devices.size()), devices, std::chrono::milliseconds::max());
 }
 
 absl::StatusOr<std::string> NcclComm::NewUniqueId() {
@@ -109,36 +111,114 @@ absl::StatusOr<std::string> NcclComm::NewUniqueId() {
   return std::string(id.internal, sizeof(id.internal));
 }
 
-absl::StatusOr<std::unique_ptr<NcclComm>> NcclComm::Join(absl::string_view unique_id, int rank,
-                                                         int world, const CudaDevice& device) {
+absl::StatusOr<std::vector<std::unique_ptr<NcclComm>>> NcclComm::Join(absl::string_view unique_id, int first_rank,
+                                                                      int world,
+                                                                      const std::vector<CudaDevice>& devices,
+                                                                      std::chrono::milliseconds timeout) {
   ncclUniqueId id;
   if (unique_id.size() != sizeof(id.internal)) {
     return absl::InvalidArgumentError(absl::StrCat("NCCL unique id: expected ", sizeof(id.internal),
                                                    " bytes, got ", unique_id.size()));
   }
-  if (world < 1 || rank < 0 || rank >= world) {
-    return absl::InvalidArgumentError(absl::StrCat("NCCL rank ", rank, " is outside a world of ", world));
+  const int n = static_cast<int>(devices.size());
+  if (n == 0) return absl::InvalidArgumentError("NCCL: joining needs at least one device");
+  if (world < 1 || first_rank < 0 || first_rank + n > world) {
+    return absl::InvalidArgumentError(
+        n == 1 ? absl::StrCat("NCCL rank ", first_rank, " is outside a world of ", world)
+               : absl::StrCat("NCCL ranks ", first_rank, "..", first_rank + n - 1, " are outside a world of ", world));
   }
-  if (absl::Status s = CheckDevice(device); !s.ok()) return s;
+  for (const CudaDevice& d : devices) {
+    if (absl::Status s = CheckDevice(d); !s.ok()) return s;
+  }
   std::memcpy(id.internal, unique_id.data(), sizeof(id.internal));
-  try {
-    Context(device);
-  } catch (const Error& e) {
-    return e.status();
+  const std::string what = absl::StrCat("ncclCommInitRankConfig (rank", n == 1 ? " " : "s ", first_rank,
+                                        n == 1 ? "" : absl::StrCat("..", first_rank + n - 1), " of ", world, ")");
+  std::vector<ncclComm_t> comms(n, nullptr);
+  absl::Status issued = NcclStatus(ncclGroupStart(), "ncclGroupStart");
+  for (int i = 0; i < n && issued.ok(); ++i) {
+    try {
+      Context(devices[i]);
+    } catch (const Error& e) {
+      issued = e.status();
+      break;
+    }
+    ncclConfig_t config = NCCL_CONFIG_INITIALIZER;
+    config.blocking = 0;
+    const ncclResult_t r = ncclCommInitRankConfig(&comms[i], world, id, first_rank + i, &config);
+    if (r != ncclInProgress) issued = NcclStatus(r, what);
   }
-  ncclComm_t comm = nullptr;
-  if (absl::Status s = NcclStatus(ncclCommInitRank(&comm, world, id, rank),
-                                  absl::StrCat("ncclCommInitRank (rank ", rank, " of ", world, ")"));
-      !s.ok()) {
-    return s;
+  const ncclResult_t ended = ncclGroupEnd();
+  if (issued.ok() && ended != ncclInProgress) issued = NcclStatus(ended, what);
+  // Connecting runs in the background: wait for it, up to the deadline.
+  const auto start = std::chrono::steady_clock::now();
+  for (int i = 0; i < n && issued.ok(); ++i) {
+    ncclResult_t state = ncclInProgress;
+    while (comms[i] != nullptr && issued.ok()) {
+      issued = NcclStatus(ncclCommGetAsyncError(comms[i], &state), what);
+      if (state != ncclInProgress) {
+        if (issued.ok()) issued = NcclStatus(state, what);
+        break;
+      }
+      if (std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::steady_clock::now() - start) > timeout) {
+        issued = absl::DeadlineExceededError(absl::StrCat(
+            what, ": the other ranks did not all join within ", timeout.count(),
+            " ms (a process failed or was not started, or cannot reach this one)"));
+      }
+      std::this_thread::sleep_for(std::chrono::milliseconds(1));
+    }
   }
-  return Wrap(comm, rank, world, device);
+  if (!issued.ok()) {
+    for (ncclComm_t c : comms) {
+      if (c != nullptr) ncclCommAbort(c);
+    }
+    return issued;
+  }
+  return WrapAll(comms, first_rank, world, devices, timeout);
+}
+
+void NcclComm::Abort() {
+  if (aborted_.exchange(true)) return;
+  ncclCommAbort(comm_);
+}
+
+absl::Status NcclComm::AsyncError() const {
+  if (aborted_) return absl::FailedPreconditionError(absl::StrCat(device_.ToString(), ": NCCL communicator aborted"));
+  ncclResult_t state = ncclSuccess;
+  if (absl::Status s = NcclStatus(ncclCommGetAsyncError(comm_, &state), "ncclCommGetAsyncError"); !s.ok()) return s;
+  if (state == ncclInProgress) return absl::OkStatus();
+  return NcclStatus(state, absl::StrCat(device_.ToString(), ": NCCL (rank ", rank_, " of ", size_, ")"));
+}
+
+absl::Status NcclComm::Settle(absl::string_view what) const {
+  const auto start = std::chrono::steady_clock::now();
+  auto waited = [&] {  // in ms, so that an unlimited timeout (milliseconds::max) cannot overflow
+    return std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::steady_clock::now() - start);
+  };
+  while (true) {
+    if (aborted_) return absl::FailedPreconditionError(absl::StrCat(what, ": the NCCL communicator was aborted"));
+    ncclResult_t state = ncclSuccess;
+    if (absl::Status s = NcclStatus(ncclCommGetAsyncError(comm_, &state), what); !s.ok()) return s;
+    if (state != ncclInProgress) return NcclStatus(state, what);
+    if (waited() > timeout_) {
+      return absl::DeadlineExceededError(absl::StrCat(what, ": NCCL was still connecting to its peers after ",
+                                                      timeout_.count(), " ms"));
+    }
+    std::this_thread::sleep_for(std::chrono::microseconds(100));
+  }
 }
 
 NcclComm::~NcclComm() {
   cudaSetDevice(device_.index());
-  cudaStreamSynchronize(stream_);
-  ncclCommDestroy(comm_);
+  if (!aborted_) {
+    // A communicator that cannot finish its work cleanly (a peer gone) is aborted instead.
+    cudaStreamSynchronize(stream_);
+    const ncclResult_t finalized = ncclCommFinalize(comm_);
+    if ((finalized == ncclSuccess || finalized == ncclInProgress) && Settle("ncclCommFinalize").ok()) {
+      ncclCommDestroy(comm_);
+    } else {
+      ncclCommAbort(comm_);
+    }
+  }
   cudaStreamDestroy(stream_);
 }
 
@@ -189,6 +269,11 @@ absl::StatusOr<std::vector<StridedTensor>> NcclComm::Run(const std::vector<NcclC
     const void* in = staged[i].data();
     void* out = outputs[i].mutable_data();
     const size_t count = static_cast<size_t>(staged[i].shape.numel());
+    if (comm.aborted_) {
+      issued = absl::FailedPreconditionError(absl::StrCat(comm.device().ToString(), ": ", OpName(op),
+                                                          ": the NCCL communicator was aborted"));
+      break;
+    }
     ncclResult_t r = ncclSuccess;
     switch (op) {
       case NcclOp::kAllReduce: r = ncclAllReduce(in, out, count, *type, red, comm.comm_, comm.stream_); break;
@@ -198,11 +283,17 @@ absl::StatusOr<std::vector<StridedTensor>> NcclComm::Run(const std::vector<NcclC
         r = ncclReduceScatter(in, out, count / world, *type, red, comm.comm_, comm.stream_);
         break;
     }
-    issued = NcclStatus(r, absl::StrCat(comm.device().ToString(), ": ", OpName(op)));
+    if (r != ncclInProgress) issued = NcclStatus(r, absl::StrCat(comm.device().ToString(), ": ", OpName(op)));
   }
-  const absl::Status ended = NcclStatus(ncclGroupEnd(), "ncclGroupEnd");
+  const ncclResult_t end = ncclGroupEnd();
   if (!issued.ok()) return issued;
-  if (!ended.ok()) return ended;
+  if (end != ncclInProgress) {
+    if (absl::Status s = NcclStatus(end, "ncclGroupEnd"); !s.ok()) return s;
+  }
+  // A non-blocking communicator may still be queueing (connecting on first use).
+  for (NcclComm* comm : comms) {
+    if (absl::Status s = comm->Settle(absl::StrCat(comm->device().ToString(), ": ", OpName(op))); !s.ok()) return s;
+  }
   // 3. Fences: later users of the input and the output wait for the collective, not sooner.
   try {
     for (size_t i = 0; i < comms.size(); ++i) {

@@ -6,13 +6,17 @@
 //
 // In one process, CreateAll makes a communicator per device (ncclCommInitAll); across
 // processes, one process calls NewUniqueId and every process passes those bytes to Join with
-// its rank and the world size (ncclCommInitRank).
+// its first rank, the world size and its devices (ncclCommInitRankConfig). Joined
+// communicators are non-blocking, so that joining and every call have a deadline: NCCL
+// itself would wait for a peer that never comes for ever.
 #ifndef KILN_BACKENDS_CUDA_NCCL_COMM_H_
 #define KILN_BACKENDS_CUDA_NCCL_COMM_H_
 
 #include <cuda_runtime_api.h>
 #include <nccl.h>
 
+#include <atomic>
+#include <chrono>
 #include <memory>
 #include <string>
 #include <vector>
@@ -35,8 +39,11 @@ class NcclComm {
       const std::vector<CudaDevice>& devices);
   // NCCL_UNIQUE_ID_BYTES opaque bytes naming a new communicator.
   static absl::StatusOr<std::string> NewUniqueId();
-  static absl::StatusOr<std::unique_ptr<NcclComm>> Join(absl::string_view unique_id, int rank,
-                                                       int world, const CudaDevice& device);
+  // Ranks first_rank, first_rank + 1, ... of `world` on `devices`, joined together (one NCCL
+  // group). DeadlineExceeded when the others have not all joined within `timeout`.
+  static absl::StatusOr<std::vector<std::unique_ptr<NcclComm>>> Join(absl::string_view unique_id, int first_rank,
+                                                                    int world, const std::vector<CudaDevice>& devices,
+                                                                    std::chrono::milliseconds timeout);
   ~NcclComm();
   NcclComm(const NcclComm&) = delete;
   NcclComm& operator=(const NcclComm&) = delete;
@@ -46,9 +53,17 @@ class NcclComm {
   const CudaDevice& device() const { return device_; }
   cudaStream_t stream() const { return stream_; }
 
+  // Ends the communicator's queued and running operations (their results are garbage) and
+  // frees it; every later Run on it fails. Safe from any thread.
+  void Abort();
+  bool aborted() const { return aborted_; }
+  // NCCL's asynchronous error (e.g. a peer's connection dropped): OK while healthy or busy.
+  absl::Status AsyncError() const;
+
   // Runs `op` for comms[i] on inputs[i], all in one NCCL group (ncclGroupStart/End), so one
   // thread may drive every rank of an in-process communicator; a per-rank thread passes just
-  // its own. Inputs must agree in shape and dtype across ranks (the caller checks). Results:
+  // its own. Each call returns once its operations are queued (at most the communicator's
+  // timeout while a non-blocking communicator connects). Inputs must agree in shape and dtype across ranks (the caller checks). Results:
   //   all-reduce: the reduction (kMean: ncclAvg for floats; integer sums divided, truncating)
   //   broadcast: rank `root`'s tensor; all-gather / reduce-scatter: along dim 0.
   static absl::StatusOr<std::vector<StridedTensor>> Run(const std::vector<NcclComm*>& comms,
@@ -58,15 +73,22 @@ class NcclComm {
                                                         int root = 0);
 
  private:
-  NcclComm(ncclComm_t comm, int rank, int size, CudaDevice device, cudaStream_t stream)
-      : comm_(comm), rank_(rank), size_(size), device_(device), stream_(stream) {}
-  static absl::StatusOr<std::unique_ptr<NcclComm>> Wrap(ncclComm_t comm, int rank, int size,
-                                                        const CudaDevice& device);
+  NcclComm(ncclComm_t comm, int rank, int size, CudaDevice device, cudaStream_t stream,
+           std::chrono::milliseconds timeout)
+      : comm_(comm), rank_(rank), size_(size), device_(device), stream_(stream), timeout_(timeout) {}
+  // Communicators comms[i] (rank first_rank + i) with their streams; on failure all are freed.
+  static absl::StatusOr<std::vector<std::unique_ptr<NcclComm>>> WrapAll(
+      const std::vector<ncclComm_t>& comms, int first_rank, int world, const std::vector<CudaDevice>& devices,
+      std::chrono::milliseconds timeout);
+  // Waits while a non-blocking communicator is busy with a previous call (ncclInProgress).
+  absl::Status Settle(absl::string_view what) const;
 
   ncclComm_t comm_;
   int rank_, size_;
   CudaDevice device_;
   cudaStream_t stream_;
+  std::chrono::milliseconds timeout_;
+  std::atomic<bool> aborted_{false};
 };
 
 }  // namespace kiln::cuda

@@ -9,6 +9,9 @@
 
 #include "absl/strings/match.h"
 #include "tests/distributed/rank_processes.h"
+#ifdef KILN_WITH_CUDA
+#include "backends/cuda/cuda_device.h"
+#endif
 
 namespace kiln::distributed {
 namespace {
@@ -59,6 +62,58 @@ INSTANTIATE_TEST_SUITE_P(Shapes, Collectives, ::testing::Values(Shape{1, 2}, Sha
                          [](const auto& info) {
                            return absl::StrCat(info.param.processes, "x", info.param.devices);
                          });
+
+#ifdef KILN_WITH_CUDA
+// CUDA tensors across processes: one NCCL communicator over every GPU of every process, the
+// process group carrying the unique id and the agreement on each call. Each case needs a GPU
+// per member (the process with local rank l takes GPUs l * devices, ...).
+absl::Status NeedGpus(int n) {
+  if (absl::Status s = cuda::Available(); !s.ok()) return absl::UnavailableError(absl::StrCat("no CUDA device: ", s.message()));
+  if (cuda::DeviceCount() < n) {
+    return absl::UnavailableError(absl::StrCat("needs ", n, " CUDA devices; this machine has ", cuda::DeviceCount()));
+  }
+  return absl::OkStatus();
+}
+
+class CudaCollectives : public ::testing::TestWithParam<Shape> {
+ protected:
+  void SetUp() override {
+    if (absl::Status s = NeedGpus(GetParam().processes * GetParam().devices); !s.ok()) GTEST_SKIP() << s.message();
+  }
+};
+
+TEST_P(CudaCollectives, EveryOpEveryKindExact) {
+  RankProcesses ranks(worker, GetParam().processes, FreshStore());
+  ranks.StartAll({"cuda_collectives", absl::StrCat(GetParam().devices)});
+  ExpectAllPassed(ranks.WaitAll(milliseconds(120000)));
+}
+
+TEST_P(CudaCollectives, AutodiffBackwardIsACollectiveOverTheWorld) {
+  RankProcesses ranks(worker, GetParam().processes, FreshStore());
+  ranks.StartAll({"cuda_autodiff", absl::StrCat(GetParam().devices)});
+  ExpectAllPassed(ranks.WaitAll(milliseconds(120000)));
+}
+
+INSTANTIATE_TEST_SUITE_P(Shapes, CudaCollectives, ::testing::Values(Shape{1, 1}, Shape{1, 2}, Shape{2, 1}, Shape{2, 2}),
+                         [](const auto& info) {
+                           return absl::StrCat(info.param.processes, "x", info.param.devices);
+                         });
+
+TEST(CudaProcessGroupErrors, MismatchedShapesFailOnEveryRankBeforeNcclMovesData) {
+  if (absl::Status s = NeedGpus(2); !s.ok()) GTEST_SKIP() << s.message();
+  RankProcesses ranks(worker, 2, FreshStore());
+  ranks.StartAll({"cuda_mismatch_shape"});
+  for (const RankResult& r : ranks.WaitAll(milliseconds(120000))) {
+    EXPECT_EQ(r.exit_code, 0) << r.output;
+    EXPECT_TRUE(absl::StrContains(
+        r.output,
+        "STATUS INVALID_ARGUMENT: process group: rank 1 called all_reduce(sum) of f32[5] on 1 local device(s) but "
+        "rank 0 called all_reduce(sum) of f32[4] on 1 local device(s);"))
+        << r.output;
+    EXPECT_TRUE(absl::StrContains(r.output, "OK the next call works")) << r.output;
+  }
+}
+#endif  // KILN_WITH_CUDA
 
 TEST(ProcessGroupErrors, MismatchedShapesFailOnEveryRankBeforeDataMoves) {
   RankProcesses ranks(worker, 2, FreshStore());

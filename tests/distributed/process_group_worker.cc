@@ -5,7 +5,9 @@
 // the fault scenarios; the test reads the status line).
 //
 //   process_group_worker <scenario> [local devices] [timeout ms] [iterations]
-//   scenarios: collectives, autodiff, data_parallel, mismatch_shape, mismatch_dtype, loop, join
+//   scenarios: collectives, autodiff, data_parallel, mismatch_shape, mismatch_dtype, loop, join;
+//   cuda_collectives, cuda_autodiff, cuda_mismatch_shape run on CUDA devices through NCCL (the
+//   process with local rank l takes GPUs l * devices, ...), in a --config=cuda build.
 #include <chrono>
 #include <cmath>
 #include <cstdio>
@@ -16,6 +18,7 @@
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "absl/strings/strip.h"
 #include "distributed/autodiff_group.h"
 #include "distributed/data_parallel.h"
 #include "distributed/gloo_process_group.h"
@@ -46,37 +49,42 @@ int Status(const absl::Status& s) {
   return 3;
 }
 
-std::vector<double> V(const T& t) { return t.to_data().ToDoubles(); }
+template <Backend B>
+std::vector<double> V(const Tensor<B>& t) { return t.to_data().ToDoubles(); }
 
 // Global member g's input: small multiples of 1/4, so sums are exact in any order.
-T Input(int g, Shape shape, DType dtype, const CpuDevice& d) {
+template <Backend B>
+Tensor<B> Input(int g, Shape shape, DType dtype, const typename B::Device& d) {
   std::vector<double> v(shape.numel());
   for (size_t i = 0; i < v.size(); ++i) v[i] = (g + 1) * (dtype == DType::kF32 || dtype == DType::kF64 ? 0.25 : 1) + static_cast<double>(i % 7) - 3 * g;
-  return T::from_vector(v, shape, d).to(dtype);
+  return Tensor<B>::from_vector(v, shape, d).to(dtype);
 }
 
+template <Backend B>
 struct Setup {
   std::shared_ptr<GlooProcessGroup> world;
-  std::vector<CpuDevice> devices;
+  std::vector<typename B::Device> devices;
   int local = 1;
 };
 
-int Collectives(const Setup& s) {
-  DeviceGroup<Cpu> group(s.devices, {.process_group = s.world});
+template <Backend B>
+int Collectives(const Setup<B>& s) {
+  using T = Tensor<B>;
+  DeviceGroup<B> group(s.devices, {.process_group = s.world});
   const int G = group.global_size(), L = group.size();
   const Shape shape({2 * G, 3});
   for (DType dtype : {DType::kF32, DType::kF64, DType::kI32, DType::kI64}) {
     for (ReduceKind kind : {ReduceKind::kSum, ReduceKind::kMean, ReduceKind::kMax, ReduceKind::kMin}) {
       if (dtype != DType::kF32 && (kind == ReduceKind::kMax || kind == ReduceKind::kMin)) continue;
       std::vector<T> in;
-      for (int r = 0; r < L; ++r) in.push_back(Input(group.global_rank(r), shape, dtype, s.devices[r]));
+      for (int r = 0; r < L; ++r) in.push_back(Input<B>(group.global_rank(r), shape, dtype, s.devices[r]));
       auto out = group.AllReduce(in, kind);
       if (!out.ok()) return Status(out.status());
       std::vector<double> want(shape.numel());
       for (size_t i = 0; i < want.size(); ++i) {
         double acc = kind == ReduceKind::kMax ? -1e300 : kind == ReduceKind::kMin ? 1e300 : 0;
         for (int g = 0; g < G; ++g) {
-          const double x = V(Input(g, shape, dtype, s.devices[0]))[i];
+          const double x = V(Input<B>(g, shape, dtype, s.devices[0]))[i];
           acc = kind == ReduceKind::kMax ? std::max(acc, x) : kind == ReduceKind::kMin ? std::min(acc, x) : acc + x;
         }
         if (kind == ReduceKind::kMean) {
@@ -91,18 +99,18 @@ int Collectives(const Setup& s) {
     }
   }
   std::vector<T> in;
-  for (int r = 0; r < L; ++r) in.push_back(Input(group.global_rank(r), shape, DType::kF32, s.devices[r]));
+  for (int r = 0; r < L; ++r) in.push_back(Input<B>(group.global_rank(r), shape, DType::kF32, s.devices[r]));
   for (int root = 0; root < G; ++root) {
     auto out = group.Broadcast(in, root);
     if (!out.ok()) return Status(out.status());
     bool same = true;
-    for (int r = 0; r < L; ++r) same = same && V((*out)[r]) == V(Input(root, shape, DType::kF32, s.devices[0]));
+    for (int r = 0; r < L; ++r) same = same && V((*out)[r]) == V(Input<B>(root, shape, DType::kF32, s.devices[0]));
     Check(same, absl::StrCat("broadcast root ", root));
   }
   auto gathered = group.AllGather(in);
   if (!gathered.ok()) return Status(gathered.status());
   std::vector<T> parts;
-  for (int g = 0; g < G; ++g) parts.push_back(Input(g, shape, DType::kF32, s.devices[0]));
+  for (int g = 0; g < G; ++g) parts.push_back(Input<B>(g, shape, DType::kF32, s.devices[0]));
   const std::vector<double> all = V(T::cat(parts, 0));
   bool same = true;
   for (int r = 0; r < L; ++r) same = same && V((*gathered)[r]) == all && (*gathered)[r].shape() == Shape({2 * G * G, 3});
@@ -121,12 +129,12 @@ int Collectives(const Setup& s) {
   }
   if (L == 1) {
     // A consumed input may hold the result; one that something else still refers to does not.
-    const T original = Input(group.global_rank(0), shape, DType::kF32, s.devices[0]);
+    const T original = Input<B>(group.global_rank(0), shape, DType::kF32, s.devices[0]);
     const std::vector<double> before = V(original);
     T x = original;
     auto kept = group.AllReduce(0, std::move(x), ReduceKind::kSum);
     auto want = group.AllReduce(0, original, ReduceKind::kSum);
-    T y = Input(group.global_rank(0), shape, DType::kF32, s.devices[0]) * 1;
+    T y = Input<B>(group.global_rank(0), shape, DType::kF32, s.devices[0]) * 1;
     auto consumed = group.AllReduce(0, std::move(y), ReduceKind::kSum);
     if (!kept.ok() || !want.ok() || !consumed.ok()) return Status(absl::InternalError("consumed all_reduce failed"));
     Check(V(original) == before && V(*kept) == V(*want) && V(*consumed) == V(*want),
@@ -140,8 +148,10 @@ int Collectives(const Setup& s) {
 }
 
 // all_reduce's backward is an all_reduce over the world: d/dx_g sum(all_reduce(x) * w_g) = sum_g w_g.
-int AutodiffScenario(const Setup& s) {
-  DeviceGroup<ADB> group(s.devices, {.process_group = s.world});
+template <Backend B>
+int AutodiffScenario(const Setup<B>& s) {
+  using AD = Tensor<Autodiff<B>>;
+  DeviceGroup<Autodiff<B>> group(s.devices, {.process_group = s.world});
   const int G = group.global_size();
   auto out = OnEveryMember<std::vector<double>>(group.size(), group.size(), [&](int r) -> absl::StatusOr<std::vector<double>> {
     const int g = group.global_rank(r);
@@ -167,7 +177,7 @@ std::unique_ptr<nn::Sequential<ADB>> Model(Generator& gen) {
 
 // DataParallel over the world ends where DataParallel over the same number of devices in one
 // process ends (this process computes that reference itself, on devices of its own).
-int DataParallelScenario(const Setup& s, int steps) {
+int DataParallelScenario(const Setup<Cpu>& s, int steps) {
   const int G = s.local * s.world->world_size();
   Generator gen(3);
   auto model = Model(gen);
@@ -202,8 +212,10 @@ int DataParallelScenario(const Setup& s, int steps) {
   return failures ? 1 : 0;
 }
 
-int Mismatch(const Setup& s, bool dtype) {
-  DeviceGroup<Cpu> group(s.devices, {.process_group = s.world});
+template <Backend B>
+int Mismatch(const Setup<B>& s, bool dtype) {
+  using T = Tensor<B>;
+  DeviceGroup<B> group(s.devices, {.process_group = s.world});
   const int rank = s.world->rank();
   std::vector<T> in;
   for (int r = 0; r < group.size(); ++r) {
@@ -232,7 +244,7 @@ int Mismatch(const Setup& s, bool dtype) {
 
 // All-reduces until told to stop (iterations) or a collective fails; prints the time from the
 // last success to the failure.
-int Loop(const Setup& s, int iterations) {
+int Loop(const Setup<Cpu>& s, int iterations) {
   DeviceGroup<Cpu> group(s.devices, {.process_group = s.world});
   std::vector<T> in;
   for (int r = 0; r < group.size(); ++r) in.push_back(T::full({1 << 16}, group.global_rank(r) + 1, DType::kF32, s.devices[r]));
@@ -260,7 +272,7 @@ int Loop(const Setup& s, int iterations) {
 }
 
 int Main(int argc, char** argv) {
-  const std::string scenario = argc > 1 ? argv[1] : "";
+  absl::string_view scenario = argc > 1 ? argv[1] : "";
   const int local = argc > 2 ? std::atoi(argv[2]) : 1;
   const auto timeout = std::chrono::milliseconds(argc > 3 ? std::atoi(argv[3]) : 20000);
   const int iterations = argc > 4 ? std::atoi(argv[4]) : 0;
@@ -273,17 +285,27 @@ int Main(int argc, char** argv) {
   if (!cpu::Configure({.devices = local * (1 + (scenario == "data_parallel" ? world_size : 0)), .threads_per_device = 1}).ok()) {
     return 2;
   }
-  Setup s;
-  s.local = local;
-  for (int r = 0; r < local; ++r) s.devices.push_back(CpuDevice(r));
   auto world = GlooProcessGroup::Connect(ProcessGroupOptions::From(**env, timeout));
   if (!world.ok()) {
     Status(world.status());
     return 2;
   }
-  s.world = *world;
-  std::printf("JOINED rank %d of %d\n", s.world->rank(), s.world->world_size());
+  std::printf("JOINED rank %d of %d\n", (*world)->rank(), (*world)->world_size());
   std::fflush(stdout);
+  if (absl::ConsumePrefix(&scenario, "cuda_")) {
+#ifdef KILN_WITH_CUDA
+    Setup<Cuda> s{.world = *world, .local = local};
+    for (int r = 0; r < local; ++r) s.devices.push_back(CudaDevice((*env)->local_rank * local + r));
+    if (scenario == "collectives") return Collectives(s);
+    if (scenario == "autodiff") return AutodiffScenario(s);
+    if (scenario == "mismatch_shape") return Mismatch(s, false);
+#else
+    std::printf("STATUS built without CUDA (--config=cuda)\n");
+    return 2;
+#endif
+  }
+  Setup<Cpu> s{.world = *world, .local = local};
+  for (int r = 0; r < local; ++r) s.devices.push_back(CpuDevice(r));
   if (scenario == "collectives") return Collectives(s);
   if (scenario == "autodiff") return AutodiffScenario(s);
   if (scenario == "data_parallel") return DataParallelScenario(s, iterations > 0 ? iterations : 5);
@@ -291,7 +313,7 @@ int Main(int argc, char** argv) {
   if (scenario == "mismatch_dtype") return Mismatch(s, true);
   if (scenario == "loop") return Loop(s, iterations);
   if (scenario == "join") return 0;
-  std::printf("unknown scenario '%s'\n", scenario.c_str());
+  std::printf("unknown scenario '%s'\n", std::string(scenario).c_str());
   return 1;
 }
 

@@ -27,11 +27,16 @@ TEST(Nccl, WithoutAGpuEveryEntryPointIsAStatus) {
 }
 
 TEST(Nccl, JoinChecksItsArguments) {
-  EXPECT_EQ(cuda::NcclComm::Join("short", 0, 1, CudaDevice(0)).status().message(),
+  const auto second = std::chrono::seconds(1);
+  EXPECT_EQ(cuda::NcclComm::Join("short", 0, 1, {CudaDevice(0)}, second).status().message(),
             "NCCL unique id: expected 128 bytes, got 5");
   const std::string id(128, '\0');
-  EXPECT_EQ(cuda::NcclComm::Join(id, 2, 2, CudaDevice(0)).status().message(),
+  EXPECT_EQ(cuda::NcclComm::Join(id, 2, 2, {CudaDevice(0)}, second).status().message(),
             "NCCL rank 2 is outside a world of 2");
+  EXPECT_EQ(cuda::NcclComm::Join(id, 1, 2, {CudaDevice(0), CudaDevice(1)}, second).status().message(),
+            "NCCL ranks 1..2 are outside a world of 2");
+  EXPECT_EQ(cuda::NcclComm::Join(id, 0, 2, {}, second).status().message(),
+            "NCCL: joining needs at least one device");
 }
 
 class OneGpu : public ::testing::Test {
@@ -87,9 +92,9 @@ TEST_F(OneGpu, ThroughMakeGroupWithGradients) {
 TEST_F(OneGpu, UniqueIdRoundTrip) {
   auto id = cuda::NcclComm::NewUniqueId();
   ASSERT_TRUE(id.ok()) << id.status();
-  auto comm = cuda::NcclComm::Join(*id, 0, 1, CudaDevice(0));
+  auto comm = cuda::NcclComm::Join(*id, 0, 1, {CudaDevice(0)}, std::chrono::seconds(30));
   ASSERT_TRUE(comm.ok()) << comm.status();
-  auto out = cuda::NcclComm::Run({comm->get()}, cuda::NcclOp::kAllReduce,
+  auto out = cuda::NcclComm::Run({(*comm)[0].get()}, cuda::NcclOp::kAllReduce,
                                  {T::ones({4}).primitive()}, cuda::NcclReduce::kSum);
   ASSERT_TRUE(out.ok()) << out.status();
   EXPECT_EQ(T((*out)[0]).sum().item<float>(), 4);

@@ -1,0 +1,106 @@
+#include "backends/cuda/nccl_watchdog.h"
+
+#include "absl/strings/str_cat.h"
+#include "backends/cuda/cuda_error.h"
+
+namespace kiln::cuda {
+
+NcclWatchdog::NcclWatchdog(std::chrono::milliseconds timeout) : timeout_(timeout), thread_([this] { Loop(); }) {}
+
+NcclWatchdog::~NcclWatchdog() {
+  {
+    std::lock_guard lock(mu_);
+    stop_ = true;
+  }
+  wake_.notify_all();
+  thread_.join();
+}
+
+absl::Status NcclWatchdog::Watch(const std::vector<NcclComm*>& comms, std::string what) {
+  Pending p{.start = Clock::now(), .what = std::move(what)};
+  for (NcclComm* comm : comms) {
+    cudaEvent_t event = nullptr;
+    absl::Status s = CudaStatus(cudaSetDevice(comm->device().index()), "watchdog: cudaSetDevice");
+    if (s.ok()) s = CudaStatus(cudaEventCreateWithFlags(&event, cudaEventDisableTiming), "watchdog: cudaEventCreate");
+    if (!s.ok()) return s;
+    DeviceBuffer::Event done(event, [](cudaEvent_t e) { cudaEventDestroy(e); });
+    if (s = CudaStatus(cudaEventRecord(event, comm->stream()), "watchdog: cudaEventRecord"); !s.ok()) return s;
+    p.done.emplace_back(comm, std::move(done));
+  }
+  {
+    std::lock_guard lock(mu_);
+    if (!status_.ok()) return status_;
+    for (NcclComm* comm : comms) watched_.insert(comm);
+    pending_.push_back(std::move(p));
+  }
+  wake_.notify_all();
+  return absl::OkStatus();
+}
+
+void NcclWatchdog::Fail(absl::Status why) {
+  std::lock_guard lock(mu_);
+  AbortAll(std::move(why));
+}
+
+absl::Status NcclWatchdog::status() const {
+  std::lock_guard lock(mu_);
+  return status_;
+}
+
+absl::Status NcclWatchdog::Check(const Pending& p) const {
+  for (const auto& [comm, event] : p.done) {
+    if (absl::Status s = comm->AsyncError(); !s.ok()) {
+      return absl::UnavailableError(absl::StrCat(p.what, " failed: ", s.message()));
+    }
+  }
+  if (std::chrono::duration_cast<std::chrono::milliseconds>(Clock::now() - p.start) > timeout_) {
+    return absl::DeadlineExceededError(absl::StrCat(
+        p.what, " did not finish within ", timeout_.count(),
+        " ms: a peer process may have died or stopped calling collectives"));
+  }
+  return absl::OkStatus();
+}
+
+void NcclWatchdog::AbortAll(absl::Status why) {
+  if (!status_.ok()) return;
+  for (NcclComm* comm : watched_) comm->Abort();
+  status_ = absl::Status(why.code(), absl::StrCat("NCCL: ", why.message(),
+                                                  "; its communicators were aborted, the group is unusable from now on"));
+  pending_.clear();
+}
+
+void NcclWatchdog::Loop() {
+  std::unique_lock lock(mu_);
+  while (!stop_) {
+    if (pending_.empty()) {
+      wake_.wait(lock, [&] { return stop_ || !pending_.empty(); });
+      continue;
+    }
+    // Polls: NCCL and CUDA have no wait with a deadline that also sees asynchronous errors.
+    wake_.wait_for(lock, std::chrono::milliseconds(2), [&] { return stop_; });
+    for (auto it = pending_.begin(); it != pending_.end() && status_.ok();) {
+      bool finished = true;
+      absl::Status failed;
+      for (const auto& [comm, event] : it->done) {
+        const cudaError_t e = cudaEventQuery(event.get());
+        if (e == cudaErrorNotReady) {
+          finished = false;
+        } else if (e != cudaSuccess) {
+          failed = CudaStatus(e, absl::StrCat(it->what, ": waiting for NCCL"));
+        }
+      }
+      if (finished && failed.ok()) {
+        it = pending_.erase(it);
+        continue;
+      }
+      if (failed.ok()) failed = Check(*it);
+      if (!failed.ok()) {
+        AbortAll(failed);
+        break;
+      }
+      ++it;
+    }
+  }
+}
+
+}  // namespace kiln::cuda
