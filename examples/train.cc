@@ -5,7 +5,10 @@
 //
 // Under a launcher (tools/launch, srun, mpirun; see distributed/launch_env.h) every process
 // trains data-parallel over its --devices and joins the others through a Gloo process group:
-// the global batch is split over every device of every process. Rank 0 evaluates, prints and
+// the global batch is split over every device of every process. CPU and Vulkan tensors cross
+// processes through Gloo; CUDA tensors through one NCCL communicator over every GPU, the Gloo
+// group carrying only its set-up and checks. A GPU belongs to one process: with
+// --devices=cuda:0,cuda:1 the process with local rank l trains on GPUs 2l and 2l + 1. Rank 0 evaluates, prints and
 // writes the checkpoint (the others wait for it at their next collective).
 #include <unistd.h>
 
@@ -88,11 +91,48 @@ void CheckFlags(int argc, char** argv) {
   }
 }
 
+// Under a launcher every process gets the same --devices, but a GPU can serve only one of
+// them: the process with local rank l takes the l-th block of GPUs, as wide as the highest
+// index listed + 1 (torchrun users pick cuda:LOCAL_RANK by hand for the same reason).
+// Returns the spec with the GPUs renumbered.
+std::string TakeOwnGpus(const std::string& spec, const distributed::LaunchEnv& launch) {
+  std::vector<std::string> parts = absl::StrSplit(spec, ',');
+  // part = "autodiff(" x wrappers + "cuda:" + index + ")" x wrappers
+  auto gpu_index = [](const std::string& part, size_t* colon, int* index) {
+    *colon = part.find("cuda:");
+    return *colon != std::string::npos &&
+           absl::SimpleAtoi(absl::StripSuffix(part.substr(*colon + 5), std::string(*colon / 9, ')')), index);
+  };
+  int width = 0;
+  for (const std::string& part : parts) {
+    size_t colon = 0;
+    int index = 0;
+    if (gpu_index(part, &colon, &index)) width = std::max(width, index + 1);
+  }
+  for (std::string& part : parts) {
+    size_t colon = 0;
+    int index = 0;
+    if (!gpu_index(part, &colon, &index)) continue;
+    const int own = launch.local_rank * width + index;
+#ifdef KILN_WITH_CUDA
+    if (absl::Status s = cuda::CheckDevice(CudaDevice(own)); own != index && !s.ok()) {
+      throw UsageError{absl::StrCat("--devices=", spec, ": the process with local rank ", launch.local_rank, " of ",
+                                    launch.local_world_size, " trains on cuda:", own, " in place of cuda:", index,
+                                    " (each takes its own GPUs): ", s.message())};
+    }
+#endif
+    part = absl::StrCat(part.substr(0, colon + 5), own, std::string(colon / 9, ')'));
+  }
+  return absl::StrJoin(parts, ",");
+}
+
 // --devices: logical CPU devices are made to exist first (as many as the highest index
 // needs, the cores shared among those listed), then the list is validated as a whole. The
 // plain devices come back (training always records gradients, so autodiff(cpu:N) and cpu:N
 // mean the same here).
-std::vector<DispatchDevice> ParseDevices(const std::string& spec, int processes_here) {
+std::vector<DispatchDevice> ParseDevices(const std::string& given, const distributed::LaunchEnv* launch) {
+  const int processes_here = launch ? launch->local_world_size : 1;
+  const std::string spec = launch ? TakeOwnGpus(given, *launch) : given;
   int highest = 0, listed = 0;
   for (absl::string_view part : absl::StrSplit(spec, ',')) {
     int index = 0;
@@ -301,7 +341,7 @@ int Train() {
   const auto launch = distributed::ReadLaunchEnv();
   if (!launch.ok()) throw UsageError{std::string(launch.status().message())};
   const std::vector<DispatchDevice> devices =
-      ParseDevices(absl::GetFlag(FLAGS_devices), launch->has_value() ? (*launch)->local_world_size : 1);
+      ParseDevices(absl::GetFlag(FLAGS_devices), launch->has_value() ? &**launch : nullptr);
   const double timeout_s = absl::GetFlag(FLAGS_collective_timeout);
   if (!(timeout_s > 0)) throw UsageError{"--collective_timeout must be > 0"};
   distributed::GroupOptions group_options{
