@@ -14,6 +14,7 @@ tests=(
   //tests/tensor/...
   //tests/autodiff:gradcheck_test
   //tests/distributed/...
+  //tests/examples:train_multiprocess_cuda_test
 )
 # Only the CUDA cases of the shared suites (typed names: cuda_f32, autodiff_cuda_f64, cuda).
 filter='*cuda*:*Cuda*:*Nccl*:*OneGpu*:*StridedIndex*:*CachingAllocator*:*ScalarOps*'
