@@ -189,6 +189,7 @@ class DeviceGroup<Cuda> {
   absl::Status Prepare(const std::string& signature) {
     if (absl::Status s = EnsureComms(); !s.ok()) return s;
     if (!world_) return absl::OkStatus();
+    if (absl::Status s = watchdog_->status(); !s.ok()) return s;  // aborted earlier
     if (absl::Status s = world_->Agree(absl::StrCat(signature, " on ", size(), " local device(s)")); !s.ok()) {
       // A mismatch is the caller's error and leaves the group usable; a peer that is gone may
       // leave a previous collective waiting for it on the GPU.
