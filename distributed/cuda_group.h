@@ -69,20 +69,20 @@ class DeviceGroup<Cuda> {
 
   absl::StatusOr<Tensor<Cuda>> Broadcast(int rank, const Tensor<Cuda>& t, int root,
                                          absl::string_view tag = "") {
-    if (absl::Status s = CheckRoot(root); !s.ok()) return s;
+    if (absl::Status s = CheckRoot(root, global_size()); !s.ok()) return s;
     return Member(rank, t, absl::StrCat("broadcast(root ", root, ")", Describe(t, tag)),
                   cuda::NcclOp::kBroadcast, ReduceKind::kSum, root);
   }
 
   absl::StatusOr<Tensor<Cuda>> AllGather(int rank, const Tensor<Cuda>& t, absl::string_view tag = "") {
-    if (t.rank() == 0) return absl::InvalidArgumentError("all_gather: needs a tensor of rank >= 1");
+    if (absl::Status s = CheckGatherable(t); !s.ok()) return s;
     return Member(rank, t, absl::StrCat("all_gather", Describe(t, tag)), cuda::NcclOp::kAllGather,
                   ReduceKind::kSum, 0);
   }
 
   absl::StatusOr<Tensor<Cuda>> ReduceScatter(int rank, const Tensor<Cuda>& t, ReduceKind kind,
                                              absl::string_view tag = "") {
-    if (absl::Status s = CheckParts(t); !s.ok()) return s;
+    if (absl::Status s = CheckScatterable(t, global_size()); !s.ok()) return s;
     return Member(rank, t, absl::StrCat("reduce_scatter(", ReduceKindName(kind), ")", Describe(t, tag)),
                   cuda::NcclOp::kReduceScatter, kind, 0);
   }
@@ -93,7 +93,7 @@ class DeviceGroup<Cuda> {
                 [&](int r) { return AllReduce(r, ts[r], kind); });
   }
   absl::StatusOr<std::vector<Tensor<Cuda>>> Broadcast(absl::Span<const Tensor<Cuda>> ts, int root) {
-    if (absl::Status s = CheckRoot(root); !s.ok()) return s;
+    if (absl::Status s = CheckRoot(root, global_size()); !s.ok()) return s;
     return List(ts, absl::StrCat("broadcast(root ", root, ")"), cuda::NcclOp::kBroadcast, ReduceKind::kSum, root,
                 [&](int r) { return Broadcast(r, ts[r], root); });
   }
@@ -107,11 +107,6 @@ class DeviceGroup<Cuda> {
   }
 
  private:
-  static std::string Describe(const Tensor<Cuda>& t, absl::string_view tag) {
-    return absl::StrCat(tag.empty() ? "" : absl::StrCat(" '", tag, "'"), " of ", DTypeName(t.dtype()),
-                        t.shape().ToString());
-  }
-
   static cuda::NcclReduce ToNccl(ReduceKind kind) {
     switch (kind) {
       case ReduceKind::kSum: return cuda::NcclReduce::kSum;
@@ -120,28 +115,6 @@ class DeviceGroup<Cuda> {
       case ReduceKind::kMin: return cuda::NcclReduce::kMin;
     }
     return cuda::NcclReduce::kSum;
-  }
-
-  absl::Status CheckRoot(int root) const {
-    if (root >= 0 && root < global_size()) return absl::OkStatus();
-    return absl::InvalidArgumentError(absl::StrCat("broadcast: root ", root, " is not a member of a group of ", global_size()));
-  }
-  absl::Status CheckParts(const Tensor<Cuda>& t) const {
-    if (t.rank() > 0 && t.size(0) % global_size() == 0) return absl::OkStatus();
-    return absl::InvalidArgumentError(absl::StrCat(
-        "reduce_scatter: dim 0 of ", t.Describe(), " must divide into ", global_size(), " equal parts"));
-  }
-
-  absl::Status CheckMember(int rank, const Tensor<Cuda>& t) const {
-    if (rank < 0 || rank >= size()) {
-      return absl::InvalidArgumentError(absl::StrCat("rank ", rank, " is not a member of a group of ", size()));
-    }
-    if (!(t.device() == devices_[rank])) {
-      return absl::InvalidArgumentError(absl::StrCat(
-          "member ", rank, " is ", devices_[rank].ToString(), " but its tensor ", t.Describe(),
-          " is not; move it with .to(device)"));
-    }
-    return absl::OkStatus();
   }
 
   // The communicators, made on first use: ncclCommInitAll over the group's devices, or across
@@ -208,7 +181,7 @@ class DeviceGroup<Cuda> {
   // its own rank's NCCL op.
   absl::StatusOr<Tensor<Cuda>> Member(int rank, const Tensor<Cuda>& t, const std::string& signature,
                                       cuda::NcclOp op, ReduceKind kind, int root) {
-    if (absl::Status s = CheckMember(rank, t); !s.ok()) return s;
+    if (absl::Status s = CheckMember(rank, t, devices_); !s.ok()) return s;
     if (absl::Status s = rendezvous_.Arrive(rank, signature); !s.ok()) return s;
     absl::Status ready = world_ ? rendezvous_.Together(rank, [&] { return Prepare(signature); }) : EnsureComms();
     absl::StatusOr<std::vector<P>> out =
@@ -233,16 +206,16 @@ class DeviceGroup<Cuda> {
     }
     bool same = true;
     for (int r = 0; r < size(); ++r) {
-      if (absl::Status s = CheckMember(r, ts[r]); !s.ok()) return s;
+      if (absl::Status s = CheckMember(r, ts[r], devices_); !s.ok()) return s;
       same = same && ts[r].shape() == ts[0].shape() && ts[r].dtype() == ts[0].dtype();
     }
     // Mismatched inputs take the per-member path, whose rendezvous names the difference.
     if (!same) return OnEveryMember<Tensor<Cuda>>(size(), ts.size(), per_member);
-    if (op == cuda::NcclOp::kAllGather && ts[0].rank() == 0) {
-      return absl::InvalidArgumentError("all_gather: needs a tensor of rank >= 1");
+    if (op == cuda::NcclOp::kAllGather) {
+      if (absl::Status s = CheckGatherable(ts[0]); !s.ok()) return s;
     }
     if (op == cuda::NcclOp::kReduceScatter) {
-      if (absl::Status s = CheckParts(ts[0]); !s.ok()) return s;
+      if (absl::Status s = CheckScatterable(ts[0], global_size()); !s.ok()) return s;
     }
     // The per-member signature, so that processes may mix list and per-member calls.
     const std::string signature = absl::StrCat(name, Describe(ts[0], ""));

@@ -17,6 +17,7 @@
 #include "absl/status/statusor.h"
 #include "absl/strings/str_cat.h"
 #include "absl/types/span.h"
+#include "distributed/collective_checks.h"
 #include "distributed/collective_kernels.h"
 #include "distributed/process_group.h"
 #ifdef KILN_WITH_VULKAN
@@ -98,9 +99,7 @@ class DeviceGroup {
   // The root's tensor on every member.
   absl::StatusOr<Tensor<B>> Broadcast(int rank, const Tensor<B>& t, int root,
                                       absl::string_view tag = "") {
-    if (root < 0 || root >= global_size()) {
-      return absl::InvalidArgumentError(absl::StrCat("broadcast: root ", root, " is not a member of a group of ", global_size()));
-    }
+    if (absl::Status s = CheckRoot(root, global_size()); !s.ok()) return s;
     const std::string sig = absl::StrCat("broadcast(root ", root, ")", Describe(t, tag));
     absl::Status s = Enter(rank, t, sig);
     if (!s.ok()) return s;
@@ -120,7 +119,7 @@ class DeviceGroup {
 
   // Every member's tensor, concatenated along dim 0 in member order.
   absl::StatusOr<Tensor<B>> AllGather(int rank, const Tensor<B>& t, absl::string_view tag = "") {
-    if (t.rank() == 0) return absl::InvalidArgumentError("all_gather: needs a tensor of rank >= 1");
+    if (absl::Status s = CheckGatherable(t); !s.ok()) return s;
     const std::string sig = absl::StrCat("all_gather", Describe(t, tag));
     absl::Status s = Enter(rank, t, sig);
     if (!s.ok()) return s;
@@ -144,10 +143,7 @@ class DeviceGroup {
   // Member r gets the reduction over all members of rows [r*d/N, (r+1)*d/N) of dim 0.
   absl::StatusOr<Tensor<B>> ReduceScatter(int rank, const Tensor<B>& t, ReduceKind kind,
                                           absl::string_view tag = "") {
-    if (t.rank() == 0 || t.size(0) % global_size() != 0) {
-      return absl::InvalidArgumentError(absl::StrCat(
-          "reduce_scatter: dim 0 of ", t.Describe(), " must divide into ", global_size(), " equal parts"));
-    }
+    if (absl::Status s = CheckScatterable(t, global_size()); !s.ok()) return s;
     const std::string sig = absl::StrCat("reduce_scatter(", ReduceKindName(kind), ")", Describe(t, tag));
     absl::Status s = Enter(rank, t, sig);
     if (!s.ok()) return s;
@@ -211,11 +207,6 @@ class DeviceGroup {
     return Leave(rank, shared_);  // the cross-process stage was a meeting: every part is written
   }
 
-  static std::string Describe(const Tensor<B>& t, absl::string_view tag) {
-    return absl::StrCat(tag.empty() ? "" : absl::StrCat(" '", tag, "'"), " of ", DTypeName(t.dtype()),
-                        t.shape().ToString());
-  }
-
   // The cross-process stage, run by the last local member to get here once every local member
   // has done its part: op(call), where the process group compares `call` across the ranks
   // before it moves anything.
@@ -251,14 +242,7 @@ class DeviceGroup {
 
   // Checks the member, publishes its dense input and meets the others.
   absl::Status Enter(int rank, const Tensor<B>& t, const std::string& signature) {
-    if (rank < 0 || rank >= size()) {
-      return absl::InvalidArgumentError(absl::StrCat("rank ", rank, " is not a member of a group of ", size()));
-    }
-    if (!(t.device() == devices_[rank])) {
-      return absl::InvalidArgumentError(absl::StrCat(
-          "member ", rank, " is ", devices_[rank].ToString(), " but its tensor ", t.Describe(),
-          " is not; move it with .to(device)"));
-    }
+    if (absl::Status s = CheckMember(rank, t, devices_); !s.ok()) return s;
     slots_[rank] = K::Stage(t.primitive());
     return rendezvous_.Arrive(rank, signature);
   }
