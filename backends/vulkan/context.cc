@@ -1,8 +1,10 @@
 #include "backends/vulkan/context.h"
 
+#include <cstdlib>
 #include <cstring>
 #include <unordered_map>
 
+#include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "backends/vulkan/shaders.h"
 #include "tensor/error.h"
@@ -146,6 +148,14 @@ absl::StatusOr<std::unique_ptr<Context>> Context::Create(VkPhysicalDevice physic
   if (!staging_type) staging_type = FindMemoryType(memory, ~0u, host);
   if (!staging_type) return absl::UnavailableError(absl::StrCat(c->name_, " has no host-visible memory"));
   c->mapped_ = unified && unified_type && !force_staging;
+  if (const char* limit = std::getenv("KILN_VULKAN_MEMORY_LIMIT_MB"); limit != nullptr && *limit != '\0') {
+    int64_t mib = 0;
+    if (!absl::SimpleAtoi(limit, &mib) || mib < 1 || mib > (int64_t{1} << 40)) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "KILN_VULKAN_MEMORY_LIMIT_MB='", limit, "' is not a positive number of MiB; set it to e.g. 4096 or unset it"));
+    }
+    c->memory_limit_ = mib << 20;
+  }
   c->device_pool_.memory_type = c->mapped_ ? *unified_type : local_type.value_or(*staging_type);
   c->device_pool_.host_visible = c->mapped_;
   c->staging_pool_.memory_type = *staging_type;
@@ -153,7 +163,14 @@ absl::StatusOr<std::unique_ptr<Context>> Context::Create(VkPhysicalDevice physic
   return c;
 }
 
+int64_t Context::Held(const Pool& pool) {
+  int64_t held = 0;
+  for (const auto& b : pool.blocks) held += b->size;
+  return held;
+}
+
 Block* Context::NewBlock(Pool& pool, int64_t size) {
+  if (&pool == &device_pool_ && Held(pool) + size > memory_limit_) return nullptr;
   const Functions& vk = Vk();
   auto block = std::make_unique<Block>();
   block->size = size;
@@ -186,6 +203,20 @@ Block* Context::NewBlock(Pool& pool, int64_t size) {
   return pool.blocks.back().get();
 }
 
+void Context::ReleaseCached(Pool& pool) {
+  const Functions& vk = Vk();
+  for (auto& [size, spans] : pool.free) {
+    std::erase_if(spans, [&](const Span& span) {
+      Block* block = span.block;
+      if (span.offset != 0 || block->size != size || block == pool.current) return false;
+      vk.vkDestroyBuffer(device_, block->buffer, nullptr);
+      vk.vkFreeMemory(device_, block->memory, nullptr);
+      std::erase_if(pool.blocks, [&](const std::unique_ptr<Block>& b) { return b.get() == block; });
+      return true;
+    });
+  }
+}
+
 void Context::Reclaim(Pool& pool) {
   Poll();
   auto& pending = pool.pending;
@@ -208,7 +239,7 @@ std::shared_ptr<Chunk> Context::Carve(Block* block, int64_t size) {
 
 std::shared_ptr<Chunk> Context::AllocateFrom(Pool& pool, int64_t bytes) {
   const int64_t size = SizeClass(bytes);
-  for (int attempt = 0; attempt < 2; ++attempt) {
+  for (int attempt = 0; attempt < 3; ++attempt) {
     Reclaim(pool);
     if (auto it = pool.free.find(size); it != pool.free.end() && !it->second.empty()) {
       const Span span = it->second.back();
@@ -223,15 +254,20 @@ std::shared_ptr<Chunk> Context::AllocateFrom(Pool& pool, int64_t bytes) {
       }
       if (pool.current != nullptr) return Carve(pool.current, size);
     }
-    // Out of device memory: wait for the queued work, whose freed chunks can then be reused.
+    // Out of device memory: first wait for the queued work, whose freed chunks can then be
+    // reused; then also give back the cached blocks of other sizes.
     Submit();
     if (!in_flight_.empty()) WaitFor(in_flight_.back().seq);
+    if (attempt == 1) {
+      Reclaim(pool);
+      ReleaseCached(pool);
+    }
   }
-  int64_t reserved = 0;
-  for (const auto& b : pool.blocks) reserved += b->size;
+  const bool limited = &pool == &device_pool_ && memory_limit_ != std::numeric_limits<int64_t>::max();
   ThrowIfError(absl::ResourceExhaustedError(absl::StrCat(
-      "vulkan: out of memory on ", name_, " allocating ", bytes, " bytes (", reserved,
-      " bytes held by kiln's tensors and cache)")));
+      "vulkan: out of memory on ", name_, " allocating ", bytes, " bytes (", Held(pool),
+      " bytes held by kiln's tensors and cache",
+      limited ? absl::StrCat("; KILN_VULKAN_MEMORY_LIMIT_MB=", memory_limit_ >> 20, " caps it") : "", ")")));
   return nullptr;
 }
 
@@ -242,9 +278,7 @@ std::shared_ptr<Chunk> Context::Allocate(int64_t bytes) {
 
 int64_t Context::reserved_bytes() {
   std::lock_guard lock(mu_);
-  int64_t total = 0;
-  for (const auto& b : device_pool_.blocks) total += b->size;
-  return total;
+  return Held(device_pool_);
 }
 
 void Context::Release(Block* block, int64_t offset, int64_t bytes) {

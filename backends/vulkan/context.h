@@ -9,6 +9,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <deque>
+#include <limits>
 #include <map>
 #include <memory>
 #include <mutex>
@@ -102,6 +103,8 @@ class Context {
 
   // A logical device with one compute queue on `physical`; Unavailable when it lacks what
   // kiln needs (Vulkan 1.2 buffer device addresses, 64-bit integers in shaders).
+  // KILN_VULKAN_MEMORY_LIMIT_MB=N caps the device memory this context holds (say, to share a
+  // GPU between processes); past it allocations behave as if the device were full.
   static absl::StatusOr<std::unique_ptr<Context>> Create(VkPhysicalDevice physical, bool force_staging);
   Context() = default;
   Context(const Context&) = delete;
@@ -132,7 +135,12 @@ class Context {
   };
 
   std::shared_ptr<Chunk> AllocateFrom(Pool& pool, int64_t bytes);
-  Block* NewBlock(Pool& pool, int64_t size);  // null when the device is out of memory
+  // Null when the device is out of memory or the device pool would pass memory_limit_.
+  Block* NewBlock(Pool& pool, int64_t size);
+  // Gives the device back the cached blocks that held one large chunk each and are free now,
+  // so that memory cached for one size can serve another (out of memory only).
+  void ReleaseCached(Pool& pool);
+  static int64_t Held(const Pool& pool);
   std::shared_ptr<Chunk> Carve(Block* block, int64_t size);
   void Reclaim(Pool& pool);
   VkCommandBuffer Open();
@@ -154,6 +162,7 @@ class Context {
   uint32_t max_groups_x_ = 65535, max_groups_y_ = 65535;
   int64_t fill_groups_ = 1024;  // workgroups that keep every core of the device busy
   bool mapped_ = false;  // device memory is host-visible: transfers are plain copies
+  int64_t memory_limit_ = std::numeric_limits<int64_t>::max();  // device pool, bytes
   Pool device_pool_, staging_pool_;
 
   VkCommandBuffer open_ = VK_NULL_HANDLE;

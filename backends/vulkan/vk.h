@@ -21,7 +21,7 @@ namespace kiln::vulkan {
   X(vkEndCommandBuffer) X(vkResetCommandBuffer) X(vkCmdBindPipeline) X(vkCmdPushConstants)\
   X(vkCmdDispatch) X(vkCmdPipelineBarrier) X(vkCmdCopyBuffer) X(vkQueueSubmit)            \
   X(vkCreateFence) X(vkResetFences) X(vkWaitForFences) X(vkGetFenceStatus)                \
-  X(vkAllocateMemory) X(vkMapMemory) X(vkCreateBuffer) X(vkGetBufferMemoryRequirements)   \
+  X(vkAllocateMemory) X(vkFreeMemory) X(vkMapMemory) X(vkCreateBuffer) X(vkGetBufferMemoryRequirements)   \
   X(vkBindBufferMemory) X(vkDestroyBuffer) X(vkGetBufferDeviceAddress) X(vkCreateShaderModule)               \
   X(vkDestroyShaderModule) X(vkCreatePipelineLayout) X(vkCreateComputePipelines)
 
