@@ -210,10 +210,17 @@ absl::Status NcclComm::Settle(absl::string_view what) const {
 NcclComm::~NcclComm() {
   cudaSetDevice(device_.index());
   if (!aborted_) {
-    // A communicator that cannot finish its work cleanly (a peer gone) is aborted instead.
-    cudaStreamSynchronize(stream_);
-    const ncclResult_t finalized = ncclCommFinalize(comm_);
-    if ((finalized == ncclSuccess || finalized == ncclInProgress) && Settle("ncclCommFinalize").ok()) {
+    // A communicator that cannot finish its work within its timeout (a peer gone) is aborted
+    // instead, so that a process whose peer died still exits.
+    const auto start = std::chrono::steady_clock::now();
+    cudaError_t queued = cudaErrorNotReady;
+    while ((queued = cudaStreamQuery(stream_)) == cudaErrorNotReady && AsyncError().ok() &&
+           std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::steady_clock::now() - start) <= timeout_) {
+      std::this_thread::sleep_for(std::chrono::microseconds(200));
+    }
+    // No ncclCommFinalize: it waits for every rank to quiesce, which would deadlock a thread
+    // destroying several ranks of one communicator in turn; ncclCommDestroy handles that.
+    if (queued == cudaSuccess) {
       ncclCommDestroy(comm_);
     } else {
       ncclCommAbort(comm_);
