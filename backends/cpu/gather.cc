@@ -3,6 +3,8 @@
 
 #include "backends/cpu/cpu_backend.h"
 #include "backends/cpu/strided.h"
+#include "tensor/cat_slots.h"
+#include "tensor/index_check.h"
 
 namespace kiln {
 
@@ -14,13 +16,7 @@ namespace {
 void CheckIndices(const StridedTensor& index, int64_t size, const char* what,
                   const Shape& source) {
   const StridedTensor idx = Cpu::contiguous(index);
-  const int64_t* v = idx.data<int64_t>();
-  for (int64_t i = 0; i < idx.shape.numel(); ++i) {
-    if (v[i] < 0 || v[i] >= size) {
-      ThrowOutOfRange("%s: index %d at position %d is out of range [0, %d) for source shape %s",
-                      what, v[i], i, size, source.ToString());
-    }
-  }
+  CheckIndexValues(idx.data<int64_t>(), idx.shape.numel(), size, what, source);
 }
 
 // Rows of `inner` elements: the shape as [outer, shape[dim], inner].
@@ -38,30 +34,23 @@ int64_t Inner(const Shape& s, int64_t dim) {
 }  // namespace
 
 Cpu::Primitive Cpu::cat(absl::Span<const Primitive> parts, int64_t dim) {
-  const StridedTensor& first = parts[0];
-  int64_t total = 0;
-  for (const auto& p : parts) total += p.shape[dim];
-  Dims dims(first.shape.dims().begin(), first.shape.dims().end());
-  dims[dim] = total;
-  StridedTensor out = StridedTensor::Empty(Shape(dims), first.dtype, first.device);
-  const int64_t es = DTypeSize(first.dtype);
+  StridedTensor out = StridedTensor::Empty(CatShape(parts, dim), parts[0].dtype, parts[0].device);
+  const int64_t es = DTypeSize(out.dtype);
   const int64_t outer = Outer(out.shape, dim), inner = Inner(out.shape, dim);
-  std::byte* o = out.mutable_data<std::byte>();
-  int64_t at = 0;  // running offset along dim
-  for (const auto& part : parts) {
+  const int64_t out_row = out.shape[dim] * inner * es;  // bytes from one outer row to the next
+  ForEachCatSlot(out, parts, dim, [&](const StridedTensor& part, const StridedTensor& slot) {
+    // A dense part is `outer` runs of bytes, each landing at the same place in a row of `out`.
     const StridedTensor c = contiguous(part);
     const int64_t run = c.shape[dim] * inner * es;
     const std::byte* src = c.buffer->data() + c.offset * es;
+    std::byte* dst = slot.buffer->data() + slot.offset * es;
     if (run > 0) {
       cpu::ParallelFor(out.device, outer, std::max<int64_t>(1, (1 << 18) / run),
                        [&](int64_t lo, int64_t hi) {
-        for (int64_t r = lo; r < hi; ++r) {
-          std::memcpy(o + (r * total + at) * inner * es, src + r * run, run);
-        }
+        for (int64_t r = lo; r < hi; ++r) std::memcpy(dst + r * out_row, src + r * run, run);
       });
     }
-    at += c.shape[dim];
-  }
+  });
   return out;
 }
 

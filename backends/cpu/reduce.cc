@@ -8,6 +8,7 @@
 #include "Eigen/Core"
 #include "backends/cpu/cpu_backend.h"
 #include "backends/cpu/strided.h"
+#include "tensor/reduce_layout.h"
 #include "tensor/shape_rules.h"
 
 namespace kiln {
@@ -20,39 +21,6 @@ namespace {
 constexpr int64_t kRowBlock = 1 << 14;
 // Inner elements per work item for the strided [outer, reduced, inner] case.
 constexpr int64_t kInnerBlock = 1 << 10;
-
-struct Layout {
-  StridedTensor x;  // contiguous, reduced dims forming one block
-  int64_t outer = 1, reduced = 1, inner = 1;
-};
-
-// Makes the reduced dims one contiguous block of a row-major tensor: already so when they are
-// consecutive, otherwise they are permuted to the end (one copy).
-Layout Arrange(const StridedTensor& p, absl::Span<const int64_t> dims) {
-  Layout l;
-  const bool consecutive = dims.back() - dims.front() + 1 == static_cast<int64_t>(dims.size());
-  if (consecutive) {
-    l.x = Cpu::contiguous(p);
-    for (int64_t d = 0; d < p.shape.rank(); ++d) {
-      (d < dims.front() ? l.outer : d <= dims.back() ? l.reduced : l.inner) *= p.shape[d];
-    }
-    return l;
-  }
-  Dims kept, perm;
-  for (int64_t d = 0, k = 0; d < p.shape.rank(); ++d) {
-    if (k < static_cast<int64_t>(dims.size()) && dims[k] == d) {
-      ++k;
-      l.reduced *= p.shape[d];
-    } else {
-      kept.push_back(d);
-      l.outer *= p.shape[d];
-    }
-  }
-  perm = kept;
-  perm.insert(perm.end(), dims.begin(), dims.end());
-  l.x = Cpu::contiguous(Cpu::permute(p, perm));
-  return l;
-}
 
 template <class T>
 using ConstVec = Eigen::Map<const Eigen::Array<T, Eigen::Dynamic, 1>>;
@@ -84,12 +52,13 @@ T ReduceRun(ReduceOp op, const T* x, int64_t n) {
   }
 }
 
+// `arranged`: the dense [outer, reduced, 1] input.
 template <class T>
-void ReduceRows(ReduceOp op, const Layout& l, T* out) {
-  const T* x = l.x.data<T>();
+void ReduceRows(ReduceOp op, const StridedTensor& arranged, const ReduceLayout& l, T* out) {
+  const T* x = arranged.data<T>();
   const int64_t blocks = (l.reduced + kRowBlock - 1) / kRowBlock;
   std::vector<T> partial(l.outer * blocks);
-  cpu::ParallelFor(l.x.device, l.outer * blocks, 1, [&](int64_t lo, int64_t hi) {
+  cpu::ParallelFor(arranged.device, l.outer * blocks, 1, [&](int64_t lo, int64_t hi) {
     for (int64_t w = lo; w < hi; ++w) {
       const int64_t row = w / blocks, block = w % blocks;
       const int64_t begin = block * kRowBlock;
@@ -104,11 +73,12 @@ void ReduceRows(ReduceOp op, const Layout& l, T* out) {
   }
 }
 
+// `arranged`: the dense [outer, reduced, inner] input.
 template <class T>
-void ReduceStrided(ReduceOp op, const Layout& l, T* out) {
-  const T* x = l.x.data<T>();
+void ReduceStrided(ReduceOp op, const StridedTensor& arranged, const ReduceLayout& l, T* out) {
+  const T* x = arranged.data<T>();
   const int64_t chunks = (l.inner + kInnerBlock - 1) / kInnerBlock;
-  cpu::ParallelFor(l.x.device, l.outer * chunks, 1, [&](int64_t lo, int64_t hi) {
+  cpu::ParallelFor(arranged.device, l.outer * chunks, 1, [&](int64_t lo, int64_t hi) {
     for (int64_t w = lo; w < hi; ++w) {
       const int64_t o = w / chunks;
       const int64_t i0 = (w % chunks) * kInnerBlock;
@@ -179,14 +149,14 @@ Cpu::Primitive Cpu::reduce(ReduceOp op, const Primitive& p, absl::Span<const int
       if (out_shape.numel() == 0) return;
       // Consecutive dims of a dense tensor with a wide inner extent vectorise best as rows.
       const bool dense_rows = p.IsContiguous() &&
-                              dims.back() - dims.front() + 1 == static_cast<int64_t>(dims.size()) &&
-                              dims.back() + 1 < p.shape.rank();
+                              ConsecutiveDims(dims) && dims.back() + 1 < p.shape.rank();
       if (extent <= kGatheredMaximum && out_shape.numel() > 1 && !dense_rows) {
         ReduceGathered<T>(op, p, dims, o);
       } else {
-        const Layout l = Arrange(p, dims);
-        if (l.inner == 1) ReduceRows<T>(op, l, o);
-        else ReduceStrided<T>(op, l, o);
+        const ReduceLayout l = ArrangeReduce(p.shape, dims);
+        const StridedTensor arranged = ArrangeForReduce<Cpu>(p, l);
+        if (l.inner == 1) ReduceRows<T>(op, arranged, l, o);
+        else ReduceStrided<T>(op, arranged, l, o);
       }
       if (op == ReduceOp::kMean) {
         const int64_t n = out_shape.numel();
@@ -201,11 +171,12 @@ Cpu::Primitive Cpu::argmax(const Primitive& p, int64_t dim, bool keepdim) {
   const int64_t dims[] = {dim};
   const Shape out_shape = ReducedShape(p.shape, dims, keepdim);
   StridedTensor out = StridedTensor::Empty(out_shape, DType::kI64, p.device);
-  const Layout l = Arrange(p, dims);
+  const ReduceLayout l = ArrangeReduce(p.shape, dims);
+  const StridedTensor arranged = ArrangeForReduce<Cpu>(p, l);
   int64_t* o = out.mutable_data<int64_t>();
   VisitDType(p.dtype, [&](auto v) {
     using T = decltype(v);
-    const T* x = l.x.template data<T>();
+    const T* x = arranged.template data<T>();
     cpu::ParallelFor(p.device, l.outer * l.inner, 256, [&](int64_t lo, int64_t hi) {
       for (int64_t w = lo; w < hi; ++w) {
         const T* base = x + (w / l.inner) * l.reduced * l.inner + w % l.inner;

@@ -7,6 +7,8 @@
 #include "backends/cuda/cuda_backend.h"
 #include "backends/cuda/kernels/kernels.h"
 #include "backends/cuda/launch.h"
+#include "tensor/cat_slots.h"
+#include "tensor/index_check.h"
 
 namespace kiln {
 
@@ -35,27 +37,17 @@ void CheckIndices(const StridedTensor& index, int64_t size, const char* what,
   layout.Offsets(static_cast<int64_t>(position), &offset);
   int64_t value = 0;
   cuda::ReadBack(c, static_cast<const int64_t*>(index.data()) + offset, &value, sizeof(value));
-  ThrowOutOfRange("%s: index %d at position %d is out of range [0, %d) for source shape %s", what,
-                  value, static_cast<int64_t>(position), size, source.ToString());
+  ThrowIndexOutOfRange(what, value, static_cast<int64_t>(position), size, source);
 }
 
 }  // namespace
 
 Cuda::Primitive Cuda::cat(absl::Span<const Primitive> parts, int64_t dim) {
-  const StridedTensor& first = parts[0];
-  int64_t total = 0;
-  for (const auto& p : parts) total += p.shape[dim];
-  Dims dims(first.shape.dims().begin(), first.shape.dims().end());
-  dims[dim] = total;
-  StridedTensor out = StridedTensor::Empty(Shape(dims), first.dtype, first.device);
-  auto* base = static_cast<std::byte*>(out.mutable_data());
-  const int64_t es = DTypeSize(first.dtype);
-  int64_t at = 0;  // running offset along dim
-  for (const auto& part : parts) {
-    // Each part is written into its slot of the output as a strided view (no temporary).
-    cuda::CopyInto(part, base + at * out.strides[dim] * es, out.strides, out.dtype);
-    at += part.shape[dim];
-  }
+  StridedTensor out = StridedTensor::Empty(CatShape(parts, dim), parts[0].dtype, parts[0].device);
+  // Each part is written into its slot of the output as a strided view (no temporary).
+  ForEachCatSlot(out, parts, dim, [](const StridedTensor& part, const StridedTensor& slot) {
+    cuda::CopyInto(part, slot.mutable_data(), slot.strides, slot.dtype);
+  });
   return out;
 }
 

@@ -6,6 +6,7 @@
 #include "backends/cuda/cuda_backend.h"
 #include "backends/cuda/kernels/kernels.h"
 #include "backends/cuda/launch.h"
+#include "tensor/reduce_layout.h"
 #include "tensor/shape_rules.h"
 
 namespace kiln {
@@ -13,36 +14,6 @@ namespace kiln {
 using cuda::StridedTensor;
 
 namespace {
-
-struct Layout {
-  StridedTensor x;  // contiguous, reduced dims forming one block
-  int64_t outer = 1, reduced = 1, inner = 1;
-};
-
-Layout Arrange(const StridedTensor& p, absl::Span<const int64_t> dims) {
-  Layout l;
-  const bool consecutive = dims.back() - dims.front() + 1 == static_cast<int64_t>(dims.size());
-  if (consecutive) {
-    l.x = Cuda::contiguous(p);
-    for (int64_t d = 0; d < p.shape.rank(); ++d) {
-      (d < dims.front() ? l.outer : d <= dims.back() ? l.reduced : l.inner) *= p.shape[d];
-    }
-    return l;
-  }
-  Dims perm;
-  for (int64_t d = 0, k = 0; d < p.shape.rank(); ++d) {
-    if (k < static_cast<int64_t>(dims.size()) && dims[k] == d) {
-      ++k;
-      l.reduced *= p.shape[d];
-    } else {
-      perm.push_back(d);
-      l.outer *= p.shape[d];
-    }
-  }
-  perm.insert(perm.end(), dims.begin(), dims.end());
-  l.x = Cuda::contiguous(Cuda::permute(p, perm));
-  return l;
-}
 
 // How many chunks to split each reduction into: enough work items to fill the device
 // (~4 waves of blocks) while every chunk stays long enough to be worth a pass.
@@ -62,30 +33,29 @@ Cuda::Primitive Cuda::reduce(ReduceOp op, const Primitive& p, absl::Span<const i
   cuda::DeviceContext& c = cuda::Context(p.device);
   cuda::Await(c, {&p});
   StridedTensor out = StridedTensor::Empty(out_shape, p.dtype, p.device);
-  int64_t extent = 1;
-  for (int64_t d : dims) extent *= p.shape[d];
+  const ReduceLayout l = ArrangeReduce(p.shape, dims);  // shape arithmetic only: no copy yet
   if (out_shape.numel() == 0) return out;
-  if (extent == 0) {  // only sum and mean reach here: 0, and 0/0 (NaN for floats)
+  if (l.reduced == 0) {  // only sum and mean reach here: 0, and 0/0 (NaN for floats)
     const bool nan = op == ReduceOp::kMean && IsFloating(p.dtype);
     cuda::CheckLaunch(cuda::kernels::Fill(p.dtype, out.mutable_data(), out_shape.numel(),
                                           nan ? NAN : 0.0, 0, c.stream),
                       OpName(op), p.device);
     return out;
   }
-  const Layout l = Arrange(p, dims);
+  const StridedTensor x = ArrangeForReduce<Cuda>(p, l);
   const int64_t outputs = l.outer * l.inner;
   const int64_t target = l.inner == 1 ? 4 * c.multiprocessors : 64 * 1024;
   const int64_t splits = Splits(outputs, l.reduced, l.inner == 1 ? 8192 : 256, target);
   const int64_t chunk = (l.reduced + splits - 1) / splits;
   if (splits == 1) {
-    cuda::CheckLaunch(cuda::kernels::Reduce(op, p.dtype, l.x.data(), out.mutable_data(), l.outer,
+    cuda::CheckLaunch(cuda::kernels::Reduce(op, p.dtype, x.data(), out.mutable_data(), l.outer,
                                             l.reduced, l.inner, l.reduced, 1, c.stream),
                       OpName(op), p.device);
   } else {
     // Partials [outer, splits, inner], then one more pass over the splits.
     const StridedTensor partial =
         StridedTensor::Empty(Shape{l.outer, splits, l.inner}, p.dtype, p.device);
-    cuda::CheckLaunch(cuda::kernels::Reduce(op, p.dtype, l.x.data(), partial.mutable_data(),
+    cuda::CheckLaunch(cuda::kernels::Reduce(op, p.dtype, x.data(), partial.mutable_data(),
                                             l.outer, l.reduced, l.inner, chunk, splits, c.stream),
                       OpName(op), p.device);
     cuda::CheckLaunch(cuda::kernels::Reduce(op, p.dtype, partial.data(), out.mutable_data(),
@@ -94,7 +64,7 @@ Cuda::Primitive Cuda::reduce(ReduceOp op, const Primitive& p, absl::Span<const i
   }
   if (op == ReduceOp::kMean) {
     cuda::CheckLaunch(cuda::kernels::DivideBy(p.dtype, out.mutable_data(), out_shape.numel(),
-                                              extent, c.stream),
+                                              l.reduced, c.stream),
                       OpName(op), p.device);
   }
   return out;
@@ -107,8 +77,9 @@ Cuda::Primitive Cuda::argmax(const Primitive& p, int64_t dim, bool keepdim) {
   cuda::Await(c, {&p});
   StridedTensor out = StridedTensor::Empty(out_shape, DType::kI64, p.device);
   if (out_shape.numel() == 0) return out;
-  const Layout l = Arrange(p, dims);
-  cuda::CheckLaunch(cuda::kernels::Argmax(p.dtype, l.x.data(),
+  const ReduceLayout l = ArrangeReduce(p.shape, dims);
+  const StridedTensor x = ArrangeForReduce<Cuda>(p, l);
+  cuda::CheckLaunch(cuda::kernels::Argmax(p.dtype, x.data(),
                                           static_cast<int64_t*>(out.mutable_data()), l.outer,
                                           l.reduced, l.inner, c.stream),
                     "argmax", p.device);

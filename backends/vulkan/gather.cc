@@ -4,6 +4,7 @@
 #include "absl/strings/str_cat.h"
 #include "backends/vulkan/launch.h"
 #include "backends/vulkan/vulkan_backend.h"
+#include "tensor/index_check.h"
 
 namespace kiln {
 
@@ -29,13 +30,7 @@ static_assert(sizeof(GatherParams) <= 128 && sizeof(ScatterParams) <= 128);
 void CheckIndices(const VulkanTensor& index, int64_t size, const char* what, const Shape& source) {
   if (const auto& r = index.chunk->known_range; r && r->first >= 0 && r->second < size) return;
   const TensorData values = Vulkan::to_data(index);
-  const auto v = values.values<int64_t>();
-  for (int64_t i = 0; i < values.numel(); ++i) {
-    if (v[i] < 0 || v[i] >= size) {
-      ThrowOutOfRange("%s: index %d at position %d is out of range [0, %d) for source shape %s", what, v[i], i,
-                      size, source.ToString());
-    }
-  }
+  CheckIndexValues(values.values<int64_t>().data(), values.numel(), size, what, source);
 }
 
 // The kernels take rank <= 5 after merging dims (the indexed dim stays apart); a view that

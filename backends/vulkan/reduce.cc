@@ -6,6 +6,7 @@
 
 #include "backends/vulkan/launch.h"
 #include "backends/vulkan/vulkan_backend.h"
+#include "tensor/reduce_layout.h"
 #include "tensor/shape_rules.h"
 
 namespace kiln {
@@ -29,56 +30,26 @@ constexpr int64_t kShortRow = 64;
 // Elements each workgroup of a split row reduces.
 constexpr int64_t kChunk = 8192;
 
-struct Arranged {
-  VulkanTensor x;  // contiguous, the reduced dims one block
-  int64_t outer = 1, len = 1, inner = 1;
-};
-
-// Makes the reduced dims one contiguous block: already so when they are consecutive,
-// otherwise they are permuted to the end (one copy).
-Arranged Arrange(const VulkanTensor& p, absl::Span<const int64_t> dims) {
-  Arranged a;
-  if (dims.back() - dims.front() + 1 == static_cast<int64_t>(dims.size())) {
-    a.x = Vulkan::contiguous(p);
-    for (int64_t d = 0; d < p.shape.rank(); ++d) {
-      (d < dims.front() ? a.outer : d <= dims.back() ? a.len : a.inner) *= p.shape[d];
-    }
-    return a;
-  }
-  Dims perm;
-  for (int64_t d = 0, k = 0; d < p.shape.rank(); ++d) {
-    if (k < static_cast<int64_t>(dims.size()) && dims[k] == d) {
-      ++k;
-      a.len *= p.shape[d];
-    } else {
-      perm.push_back(d);
-      a.outer *= p.shape[d];
-    }
-  }
-  perm.insert(perm.end(), dims.begin(), dims.end());
-  a.x = Vulkan::contiguous(Vulkan::permute(p, perm));
-  return a;
-}
-
-void ReduceRows(int kernel, int op, const Arranged& a, const VulkanTensor& out) {
+// `x`: the dense [outer, reduced, 1] input that `l` describes.
+void ReduceRows(int kernel, int op, const VulkanTensor& x, const ReduceLayout& l, const VulkanTensor& out) {
   Context& c = out.context();
-  const int64_t chunks = a.outer >= 256 ? 1 : std::min<int64_t>(1024, (a.len + kChunk - 1) / kChunk);
+  const int64_t chunks = l.outer >= 256 ? 1 : std::min<int64_t>(1024, (l.reduced + kChunk - 1) / kChunk);
   if (chunks == 1) {
-    RowParams p{.out = out.address(), .x = a.x.address(), .len = static_cast<int32_t>(a.len), .chunks = 1,
-                .chunk_len = static_cast<int32_t>(a.len), .op = op, .count = static_cast<int32_t>(a.len)};
-    c.Launch(kernel, &p, sizeof(p), c.Exact(a.outer, 1));
+    RowParams p{.out = out.address(), .x = x.address(), .len = static_cast<int32_t>(l.reduced), .chunks = 1,
+                .chunk_len = static_cast<int32_t>(l.reduced), .op = op, .count = static_cast<int32_t>(l.reduced)};
+    c.Launch(kernel, &p, sizeof(p), c.Exact(l.outer, 1));
     return;
   }
-  const int64_t chunk_len = (a.len + chunks - 1) / chunks;
-  const VulkanTensor partial = VulkanTensor::Empty(Shape({a.outer, chunks}), out.dtype, out.device);
-  RowParams first{.out = partial.address(), .x = a.x.address(), .len = static_cast<int32_t>(a.len),
+  const int64_t chunk_len = (l.reduced + chunks - 1) / chunks;
+  const VulkanTensor partial = VulkanTensor::Empty(Shape({l.outer, chunks}), out.dtype, out.device);
+  RowParams first{.out = partial.address(), .x = x.address(), .len = static_cast<int32_t>(l.reduced),
                   .chunks = static_cast<int32_t>(chunks), .chunk_len = static_cast<int32_t>(chunk_len),
                   .op = op, .count = 0};
-  c.Launch(kernel, &first, sizeof(first), c.Exact(a.outer * chunks, 1));
+  c.Launch(kernel, &first, sizeof(first), c.Exact(l.outer * chunks, 1));
   RowParams second{.out = out.address(), .x = partial.address(), .len = static_cast<int32_t>(chunks),
                    .chunks = 1, .chunk_len = static_cast<int32_t>(chunks), .op = op,
-                   .count = static_cast<int32_t>(a.len)};
-  c.Launch(kernel, &second, sizeof(second), c.Exact(a.outer, 1));
+                   .count = static_cast<int32_t>(l.reduced)};
+  c.Launch(kernel, &second, sizeof(second), c.Exact(l.outer, 1));
 }
 
 }  // namespace
@@ -87,24 +58,23 @@ Vulkan::Primitive Vulkan::reduce(ReduceOp op, const Primitive& p, absl::Span<con
   if (p.dtype == DType::kBool) ThrowInvalidArgument("%s: not defined for bool", OpName(op));
   vulkan::RequireDType(p.context(), p.dtype, OpName(op));
   const Shape out_shape = ReducedShape(p.shape, dims, keepdim);
-  int64_t extent = 1;
-  for (int64_t d : dims) extent *= p.shape[d];
-  if (extent == 0) {  // only sum and mean reach here: 0, and 0/0 for floats
+  const ReduceLayout l = ArrangeReduce(p.shape, dims);  // shape arithmetic only: no copy yet
+  if (l.reduced == 0) {  // only sum and mean reach here: 0, and 0/0 for floats
     return full(out_shape, op == ReduceOp::kMean && IsFloating(p.dtype) ? Scalar(NAN) : Scalar(0),
                 p.dtype, p.device);
   }
   VulkanTensor out = VulkanTensor::Empty(out_shape, p.dtype, p.device);
   if (out_shape.numel() == 0) return out;
-  const Arranged a = Arrange(p, dims);
+  const VulkanTensor x = ArrangeForReduce<Vulkan>(p, l);
   const int code = static_cast<int>(op);
-  if (a.inner == 1 && a.len > kShortRow) {
-    ReduceRows(vulkan::Kernel("reduce_rows", p.dtype), code, a, out);
+  if (l.inner == 1 && l.reduced > kShortRow) {
+    ReduceRows(vulkan::Kernel("reduce_rows", p.dtype), code, x, l, out);
   } else {
-    ColParams params{.out = out.address(), .x = a.x.address(), .outer = static_cast<int32_t>(a.outer),
-                     .len = static_cast<int32_t>(a.len), .inner = static_cast<int32_t>(a.inner), .op = code,
-                     .count = static_cast<int32_t>(a.len)};
+    ColParams params{.out = out.address(), .x = x.address(), .outer = static_cast<int32_t>(l.outer),
+                     .len = static_cast<int32_t>(l.reduced), .inner = static_cast<int32_t>(l.inner), .op = code,
+                     .count = static_cast<int32_t>(l.reduced)};
     Context& c = p.context();
-    c.Launch(vulkan::Kernel("reduce_cols", p.dtype), &params, sizeof(params), c.Linear(a.outer * a.inner));
+    c.Launch(vulkan::Kernel("reduce_cols", p.dtype), &params, sizeof(params), c.Linear(l.outer * l.inner));
   }
   return out;
 }
@@ -115,12 +85,13 @@ Vulkan::Primitive Vulkan::argmax(const Primitive& p, int64_t dim, bool keepdim) 
   const Shape out_shape = ReducedShape(p.shape, dims, keepdim);
   VulkanTensor out = VulkanTensor::Empty(out_shape, DType::kI64, p.device);
   if (out_shape.numel() == 0) return out;
-  const Arranged a = Arrange(p, dims);
-  ColParams params{.out = out.address(), .x = a.x.address(), .outer = static_cast<int32_t>(a.outer),
-                   .len = static_cast<int32_t>(a.len), .inner = static_cast<int32_t>(a.inner)};
+  const ReduceLayout l = ArrangeReduce(p.shape, dims);
+  const VulkanTensor x = ArrangeForReduce<Vulkan>(p, l);
+  ColParams params{.out = out.address(), .x = x.address(), .outer = static_cast<int32_t>(l.outer),
+                   .len = static_cast<int32_t>(l.reduced), .inner = static_cast<int32_t>(l.inner)};
   Context& c = p.context();
-  c.Launch(vulkan::Kernel("argmax", p.dtype), &params, sizeof(params), c.Linear(a.outer * a.inner));
-  out.chunk->known_range = std::make_pair(int64_t{0}, a.len - 1);  // safe to index with
+  c.Launch(vulkan::Kernel("argmax", p.dtype), &params, sizeof(params), c.Linear(l.outer * l.inner));
+  out.chunk->known_range = std::make_pair(int64_t{0}, l.reduced - 1);  // safe to index with
   return out;
 }
 

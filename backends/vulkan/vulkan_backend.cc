@@ -6,6 +6,7 @@
 #include <cstring>
 
 #include "backends/vulkan/launch.h"
+#include "tensor/cat_slots.h"
 #include "tensor/strided_view.h"
 
 namespace kiln {
@@ -153,18 +154,9 @@ Vulkan::Primitive Vulkan::slice(const Primitive& p, int64_t dim, int64_t start, 
 }
 
 Vulkan::Primitive Vulkan::cat(absl::Span<const Primitive> parts, int64_t dim) {
-  const VulkanTensor& first = parts[0];
-  int64_t total = 0;
-  for (const auto& part : parts) total += part.shape[dim];
-  Dims dims(first.shape.dims().begin(), first.shape.dims().end());
-  dims[dim] = total;
-  VulkanTensor out = VulkanTensor::Empty(Shape(dims), first.dtype, first.device);
-  int64_t at = 0;
-  for (const auto& part : parts) {
-    const int64_t size = part.shape[dim];
-    if (size > 0) vulkan::CopyInto(slice(out, dim, at, at + size, 1), part);
-    at += size;
-  }
+  VulkanTensor out = VulkanTensor::Empty(CatShape(parts, dim), parts[0].dtype, parts[0].device);
+  ForEachCatSlot(out, parts, dim,
+                 [](const VulkanTensor& part, const VulkanTensor& slot) { vulkan::CopyInto(slot, part); });
   return out;
 }
 
