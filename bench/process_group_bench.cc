@@ -112,6 +112,9 @@ int Main(int argc, char** argv) {
            auto out = group.AllReduce(0, std::move(fresh), ReduceKind::kSum);
            if (!out.ok()) std::exit(1);
          }},
+        {"kiln agreement alone", [&] {
+           if (!(*world)->Agree("all_reduce(sum) of f32[n] on 1 local device(s)").ok()) std::exit(1);
+         }},
     };
     std::map<std::string, std::vector<double>> times;
     std::mt19937 order_gen(static_cast<uint32_t>(bytes));  // the same order on every rank
