@@ -334,16 +334,6 @@ void GlooProcessGroup::DirectAllReduce(const void* in, void* out, int64_t count,
   for (int r = 0; r < size_; ++r) {
     if (r != rank_) scratch[r] = ctx->createUnboundBuffer(segments_.data() + r * 2 * slot_bytes, 2 * slot_bytes);
   }
-  // With in == out, a rank sends a reduced segment back only after it has received ours, so
-  // our send from that memory is over when its result lands there.
-  for (int r = 0; r < size_; ++r) {
-    if (r == rank_) continue;
-    for (int64_t i = 0; i < parts(r); ++i) {
-      const auto [b, e] = segment(r, i);
-      output->recv(r, gather_slot_, b, e - b);
-      input->send(r, scatter_slot_, b, e - b);
-    }
-  }
   const int64_t mine = parts(rank_);
   auto receive = [&](int64_t i) {
     const auto [b, e] = segment(rank_, i);
@@ -351,8 +341,26 @@ void GlooProcessGroup::DirectAllReduce(const void* in, void* out, int64_t count,
       if (r != rank_) scratch[r]->recv(r, scatter_slot_, (i % 2) * slot_bytes, e - b);
     }
   };
+  // Receives first: a send whose receive the peer has already posted leaves at once, from the
+  // caller's thread, rather than later from Gloo's event loop.
   receive(0);
   receive(1);
+  // With in == out, a rank sends a reduced segment back only after it has received ours, so
+  // our send from that memory is over when its result lands there.
+  for (int r = 0; r < size_; ++r) {
+    if (r == rank_) continue;
+    for (int64_t i = 0; i < parts(r); ++i) {
+      const auto [b, e] = segment(r, i);
+      output->recv(r, gather_slot_, b, e - b);
+    }
+  }
+  for (int r = 0; r < size_; ++r) {
+    if (r == rank_) continue;
+    for (int64_t i = 0; i < parts(r); ++i) {
+      const auto [b, e] = segment(r, i);
+      input->send(r, scatter_slot_, b, e - b);
+    }
+  }
   std::vector<const void*> operands(size_);
   for (int64_t i = 0; i < mine; ++i) {
     const auto [b, e] = segment(rank_, i);
