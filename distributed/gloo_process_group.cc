@@ -316,7 +316,7 @@ void GlooProcessGroup::DirectAllReduce(const void* in, void* out, int64_t count,
   auto part = [&](int r) { return std::make_pair(count * r / size_, count * (r + 1) / size_); };
   auto parts = [&](int r) {
     const int64_t n = part(r).second - part(r).first;
-    return std::max<int64_t>(2, (n + room - 1) / room);
+    return std::max<int64_t>(1, (n + room - 1) / room);
   };
   // Segment i of part r as [begin, end) in bytes, the same on every rank.
   auto segment = [&](int r, int64_t i) {
@@ -344,7 +344,7 @@ void GlooProcessGroup::DirectAllReduce(const void* in, void* out, int64_t count,
   // Receives first: a send whose receive the peer has already posted leaves at once, from the
   // caller's thread, rather than later from Gloo's event loop.
   receive(0);
-  receive(1);
+  if (mine > 1) receive(1);
   // With in == out, a rank sends a reduced segment back only after it has received ours, so
   // our send from that memory is over when its result lands there.
   for (int r = 0; r < size_; ++r) {
