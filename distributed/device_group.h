@@ -190,16 +190,18 @@ class DeviceGroup {
                 n * (rank + 1) / size(), devices_[rank]);
       return LeaveShared(rank);
     }
-    // Sum locally (with one member: a copy, split over the device's threads, as a collective
-    // leaves its input untouched, unless that input was consumed), sum across processes in
-    // place, divide once for a mean.
+    // Sum locally, sum across processes, divide once for a mean. With one member there is
+    // nothing to sum locally: the process group reads the input (which a collective leaves
+    // untouched, unless it was consumed) and writes the result, with no copy in between.
     const ReduceKind local = kind == ReduceKind::kMean ? ReduceKind::kSum : kind;
-    if (!in_place) {
+    const bool one = size() == 1;
+    if (!one) {
       K::Reduce(local, t.dtype(), Inputs(), K::MutableData(shared_), n * rank / size(), n * (rank + 1) / size(),
                 devices_[rank]);
     }
     s = AcrossProcesses(rank, sig, [&](const std::string& call) {
-      absl::Status st = world_->AllReduce(call, K::Data(shared_), K::MutableData(shared_), n, t.dtype(), local);
+      const void* in = one ? K::Data(slots_[0]) : K::Data(shared_);
+      absl::Status st = world_->AllReduce(call, in, K::MutableData(shared_), n, t.dtype(), local);
       if (st.ok() && kind == ReduceKind::kMean) K::Divide(t.dtype(), K::MutableData(shared_), n, global_size(), devices_[rank]);
       return st;
     });

@@ -2,6 +2,7 @@
 
 #include <signal.h>
 
+#include <algorithm>
 #include <cstring>
 #include <limits>
 #include <thread>
@@ -13,12 +14,14 @@
 #include "absl/strings/str_join.h"
 #include "distributed/gloo_store.h"
 #include "gloo/allgather.h"
-#include "gloo/allreduce.h"
 #include "gloo/allreduce_halving_doubling.h"
 #include "gloo/broadcast.h"
 #include "gloo/common/error.h"
 #include "gloo/reduce_scatter.h"
 #include "gloo/rendezvous/context.h"
+#include "gloo/transport/buffer.h"
+#include "gloo/transport/pair.h"
+#include "gloo/transport/unbound_buffer.h"
 #include "gloo/transport/tcp/device.h"
 
 namespace kiln::distributed {
@@ -173,13 +176,31 @@ absl::StatusOr<std::shared_ptr<GlooProcessGroup>> GlooProcessGroup::Connect(cons
 GlooProcessGroup::GlooProcessGroup(int rank, int size, std::chrono::milliseconds timeout,
                                    std::shared_ptr<gloo::Context> context)
     : rank_(rank), size_(size), timeout_(timeout), context_(std::move(context)) {
-  if (size_ > 1) {
-    agree_algorithm_ = std::make_unique<gloo::AllreduceHalvingDoubling<int64_t>>(
-        context_, std::vector<int64_t*>{agree_.data()}, 2, gloo::ReductionFunction<int64_t>::max);
+  if (size_ == 1) return;
+  // Every rank takes its slots in the same order, so they match across ranks.
+  const int agree_slot = context_->nextSlot();
+  agree_theirs_.resize(size_);
+  agree_send_.resize(size_);
+  agree_recv_.resize(size_);
+  for (int r = 0; r < size_; ++r) {
+    if (r == rank_) continue;
+    auto& pair = context_->getPair(r);
+    agree_send_[r] = pair->createSendBuffer(agree_slot, agree_mine_.data(), sizeof(agree_mine_));
+    agree_recv_[r] = pair->createRecvBuffer(agree_slot, agree_theirs_[r].data(), sizeof(agree_theirs_[r]));
   }
+  scatter_slot_ = context_->nextSlot();
+  gather_slot_ = context_->nextSlot();
+  segments_.resize(2 * kSegmentBytes / (size_ - 1) * size_ + 64);
 }
 
-GlooProcessGroup::~GlooProcessGroup() = default;
+GlooProcessGroup::~GlooProcessGroup() {
+  // A collective can return while some of its last messages (Gloo's algorithms do not wait for
+  // every send they start) still sit in this process's send queue, which closing the
+  // connections would drop, leaving a peer waiting. So the ranks meet once more: a rank that
+  // has heard every other rank's last message has nothing in flight towards it.
+  std::lock_guard lock(mu_);
+  if (size_ > 1 && broken_.ok()) AgreeLocked("closing the process group").IgnoreError();
+}
 
 std::string GlooProcessGroup::Called(absl::string_view op) const {
   return called_.empty() ? std::string(op) : called_;
@@ -223,23 +244,28 @@ absl::Status GlooProcessGroup::Agree(absl::string_view call) {
 absl::Status GlooProcessGroup::AgreeLocked(absl::string_view signature) {
   called_ = std::string(signature);
   if (!broken_.ok() || size_ == 1) return broken_;
-  // max(h) == min(h) over the ranks iff all agree; ~ reverses the order, so one max-reduce of
-  // (h, ~h) gives both.
   const uint64_t mine = Fnv1a(signature);
-  agree_ = {static_cast<int64_t>(mine), static_cast<int64_t>(~mine)};
+  const int turn = agree_calls_++ % 2;
+  agree_mine_[turn] = mine;
+  std::vector<uint64_t> hashes(size_, mine);
   const std::string what = absl::StrCat("agreeing on ", signature);
-  absl::Status s = Run(what, [&] { agree_algorithm_->run(); });
-  if (!s.ok()) return s;
-  if (agree_[0] == ~agree_[1]) return absl::OkStatus();
-  std::vector<uint64_t> hashes(size_);
-  hashes[rank_] = mine;
-  s = Run(what, [&] {
-    gloo::AllgatherOptions opts(context_);
-    opts.setOutput(hashes.data(), hashes.size());
-    opts.setTimeout(timeout_);
-    gloo::allgather(opts);
+  // Every rank gets every hash, so all see the same mismatch, if any.
+  absl::Status s = Run(what, [&] {
+    const size_t at = turn * sizeof(uint64_t);
+    for (int r = 0; r < size_; ++r) {
+      if (r != rank_) agree_send_[r]->send(at, sizeof(uint64_t), at);
+    }
+    for (int r = 0; r < size_; ++r) {
+      if (r == rank_) continue;
+      agree_recv_[r]->waitRecv();
+      hashes[r] = agree_theirs_[r][turn];
+    }
+    for (int r = 0; r < size_; ++r) {
+      if (r != rank_) agree_send_[r]->waitSend();
+    }
   });
   if (!s.ok()) return s;
+  if (std::all_of(hashes.begin(), hashes.end(), [&](uint64_t h) { return h == mine; })) return absl::OkStatus();
   // Every rank sees the same hashes, so every rank comes here and reports the same thing.
   std::vector<char> all(kSignatureBytes * size_, '\0');
   std::memcpy(all.data() + kSignatureBytes * rank_, signature.data(), std::min(signature.size(), kSignatureBytes - 1));
@@ -269,22 +295,96 @@ absl::Status GlooProcessGroup::AllReduce(absl::string_view call, const void* in,
   if (absl::Status s = CheckReducible("all_reduce", dtype, kind); !s.ok()) return s;
   if (count == 0) return broken_;
   if (count * DTypeSize(dtype) <= kSmallBytes) return SmallAllReduce(in, out, count, dtype, kind);
-  return Run(Called("all_reduce"), [&] {
-    gloo::AllreduceOptions opts(context_);
-    VisitDType(dtype, [&](auto v) {
-      using T = decltype(v);
-      if constexpr (!std::is_same_v<T, bool>) {
-        if (in != out) opts.setInput(static_cast<T*>(const_cast<void*>(in)), count);
-        opts.setOutput(static_cast<T*>(out), count);
-      }
-    });
-    opts.setReduceFunction([kind, dtype](void* c, const void* a, const void* b, size_t n) {
-      ReduceOnHost(kind, dtype, {a, b}, c, 0, static_cast<int64_t>(n));
-    });
-    opts.setAlgorithm(gloo::AllreduceOptions::Algorithm::RING);
-    opts.setTimeout(timeout_);
-    gloo::allreduce(opts);
-  });
+  if (size_ == 1) {
+    if (in != out) std::memcpy(out, in, count * DTypeSize(dtype));
+    return absl::OkStatus();
+  }
+  return Run(Called("all_reduce"), [&] { DirectAllReduce(in, out, count, dtype, kind); });
+}
+
+// Rank r owns part r of the elements. It sends every other part of its input straight to
+// that part's owner and receives the others' copies of its own part, one segment at a time (two
+// in flight from each rank, into `segments_`); it reduces each segment into `out` (its own
+// input first, then the others in rank order) and sends the result to every rank at once, while
+// the others' reduced parts land in `out` directly. Every element is reduced once, on its owner,
+// so every rank gets the same bits; the input is only read, so a separate output costs no
+// copy; a rank sends its first results long before its last are in; and each element crosses
+// the network twice, as in a ring, but in two steps rather than 2 (size - 1).
+void GlooProcessGroup::DirectAllReduce(const void* in, void* out, int64_t count, DType dtype, ReduceKind kind) {
+  const int64_t size = DTypeSize(dtype);
+  const int64_t room = kSegmentBytes / (size_ - 1) / size;  // elements a segment may hold
+  auto part = [&](int r) { return std::make_pair(count * r / size_, count * (r + 1) / size_); };
+  auto parts = [&](int r) {
+    const int64_t n = part(r).second - part(r).first;
+    return std::max<int64_t>(1, (n + room - 1) / room);
+  };
+  // Segment i of part r as [begin, end) in bytes, the same on every rank.
+  auto segment = [&](int r, int64_t i) {
+    const auto [lo, hi] = part(r);
+    const int64_t n = hi - lo, k = parts(r);
+    return std::make_pair((lo + n * i / k) * size, (lo + n * (i + 1) / k) * size);
+  };
+  auto* ctx = context_.get();
+  const auto input = ctx->createUnboundBuffer(const_cast<void*>(in), count * size);
+  const auto output = ctx->createUnboundBuffer(out, count * size);
+  // Two segments from each other rank; a buffer per rank, as Gloo completes receives in order
+  // per sender and buffer.
+  const int64_t slot_bytes = room * size;
+  std::vector<std::unique_ptr<gloo::transport::UnboundBuffer>> scratch(size_);
+  for (int r = 0; r < size_; ++r) {
+    if (r != rank_) scratch[r] = ctx->createUnboundBuffer(segments_.data() + r * 2 * slot_bytes, 2 * slot_bytes);
+  }
+  const int64_t mine = parts(rank_);
+  auto receive = [&](int64_t i) {
+    const auto [b, e] = segment(rank_, i);
+    for (int r = 0; r < size_; ++r) {
+      if (r != rank_) scratch[r]->recv(r, scatter_slot_, (i % 2) * slot_bytes, e - b);
+    }
+  };
+  // Receives first: a send whose receive the peer has already posted leaves at once, from the
+  // caller's thread, rather than later from Gloo's event loop.
+  receive(0);
+  if (mine > 1) receive(1);
+  // With in == out, a rank sends a reduced segment back only after it has received ours, so
+  // our send from that memory is over when its result lands there.
+  for (int r = 0; r < size_; ++r) {
+    if (r == rank_) continue;
+    for (int64_t i = 0; i < parts(r); ++i) {
+      const auto [b, e] = segment(r, i);
+      output->recv(r, gather_slot_, b, e - b);
+    }
+  }
+  for (int r = 0; r < size_; ++r) {
+    if (r == rank_) continue;
+    for (int64_t i = 0; i < parts(r); ++i) {
+      const auto [b, e] = segment(r, i);
+      input->send(r, scatter_slot_, b, e - b);
+    }
+  }
+  std::vector<const void*> operands(size_);
+  for (int64_t i = 0; i < mine; ++i) {
+    const auto [b, e] = segment(rank_, i);
+    // Our own input first: with in == out, it is read before the result overwrites it.
+    operands[0] = static_cast<const char*>(in) + b;
+    for (int r = 0, k = 1; r < size_; ++r) {
+      if (r == rank_) continue;
+      scratch[r]->waitRecv(timeout_);
+      operands[k++] = segments_.data() + r * 2 * slot_bytes + (i % 2) * slot_bytes;
+    }
+    ReduceOnHost(kind, dtype, operands, static_cast<char*>(out) + b, 0, (e - b) / size);
+    if (i + 2 < mine) receive(i + 2);
+    for (int r = 0; r < size_; ++r) {
+      if (r != rank_) output->send(r, gather_slot_, b, e - b);
+    }
+  }
+  for (int r = 0; r < size_; ++r) {
+    if (r == rank_) continue;
+    for (int64_t i = 0; i < parts(r); ++i) {
+      input->waitSend(timeout_);
+      output->waitRecv(timeout_);
+    }
+    for (int64_t i = 0; i < mine; ++i) output->waitSend(timeout_);
+  }
 }
 
 absl::Status GlooProcessGroup::SmallAllReduce(const void* in, void* out, int64_t count, DType dtype,

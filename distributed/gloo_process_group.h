@@ -1,10 +1,10 @@
 // GlooProcessGroup: a ProcessGroup over Gloo's TCP transport (Debian's libgloo). Ranks meet
-// at a rendezvous store (gloo_store.h), connect a full mesh, and run Gloo's algorithms on
-// host buffers: all-reduce by Gloo's halving-doubling class for small payloads (its buffers
-// registered with the connections once per size, which saves the round trips gloo::allreduce
-// spends on every call) and by gloo::allreduce's ring for large ones (it streams segments and
-// reads the input in place), binomial-tree broadcast, ring all-gather and halving-doubling
-// reduce-scatter. Every
+// at a rendezvous store (gloo_store.h), connect a full mesh, and run on host buffers: Gloo's
+// halving-doubling all-reduce class for small payloads (its buffers registered with the
+// connections once per size, which saves the round trips a fresh setup spends on every call),
+// a direct all-reduce of kiln's own on Gloo's transport for larger ones (each rank reduces its
+// part and streams it to the others; it reads a separate input in place, so a kept input costs
+// no copy), binomial-tree broadcast, ring all-gather and halving-doubling reduce-scatter. Every
 // operation, the rendezvous included, has a deadline (`timeout`), so a rank that died or
 // became unreachable gives the others DeadlineExceeded or Unavailable naming the ranks,
 // never a hang.
@@ -27,6 +27,9 @@
 namespace gloo {
 class Algorithm;
 class Context;
+namespace transport {
+class Buffer;
+}  // namespace transport
 }  // namespace gloo
 
 namespace kiln::distributed {
@@ -51,6 +54,8 @@ class GlooProcessGroup : public ProcessGroup {
   // store (a duplicate rank, or an earlier run with the same store and run id).
   static absl::StatusOr<std::shared_ptr<GlooProcessGroup>> Connect(const ProcessGroupOptions& options);
 
+  // Waits (at most the timeout) for the other ranks to close theirs too, unless the group is
+  // broken, so that no rank closes its connections while a message to another is in flight.
   ~GlooProcessGroup() override;
 
   int rank() const override { return rank_; }
@@ -75,6 +80,10 @@ class GlooProcessGroup : public ProcessGroup {
   // All-reduces up to this many bytes go through a cached halving-doubling instance.
   static constexpr int64_t kSmallBytes = int64_t{256} << 10;
   absl::Status SmallAllReduce(const void* in, void* out, int64_t count, DType dtype, ReduceKind kind);
+  // Larger ones: each rank reduces its part and sends it on segment by segment (see the .cc).
+  // The segments in flight towards a rank at once (two per sender) are at most 2 * this much.
+  static constexpr int64_t kSegmentBytes = int64_t{1} << 20;
+  void DirectAllReduce(const void* in, void* out, int64_t count, DType dtype, ReduceKind kind);
 
   // Runs one Gloo operation: exceptions become a status that breaks the group for good.
   template <class F>
@@ -91,9 +100,17 @@ class GlooProcessGroup : public ProcessGroup {
   std::mutex mu_;  // one collective at a time: Gloo's context is not for concurrent use
   absl::Status broken_;
   std::string called_;
-  // Agree: max over ranks of (hash, ~hash), by a halving-doubling instance made once.
-  std::array<int64_t, 2> agree_{};
-  std::unique_ptr<gloo::Algorithm> agree_algorithm_;
+  // Agree: each rank writes its call's hash straight into a buffer every other rank registered
+  // with their connection once (one message each way, no notifications). Two places per rank,
+  // used by turns: a rank can be at most one call ahead of another (it needs the other's hash
+  // of its previous call to get past it), so it never overwrites a hash not yet read.
+  uint64_t agree_calls_ = 0;
+  std::array<uint64_t, 2> agree_mine_{};
+  std::vector<std::array<uint64_t, 2>> agree_theirs_;  // by rank
+  std::vector<std::unique_ptr<gloo::transport::Buffer>> agree_send_, agree_recv_;  // by rank, none for this one
+  // DirectAllReduce: Gloo slots of its two phases, and room for two segments from each rank.
+  uint64_t scatter_slot_ = 0, gather_slot_ = 0;
+  std::vector<char> segments_;
   // Small all-reduces: an instance and its buffer per (elements, dtype, kind). Made in call
   // order, which every rank shares (Agree checks it), so Gloo's slots match across ranks.
   struct Small {

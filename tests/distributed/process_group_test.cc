@@ -46,6 +46,12 @@ TEST_P(Collectives, EveryOpEveryKindExact) {
   ExpectAllPassed(ranks.WaitAll(milliseconds(60000)));
 }
 
+TEST_P(Collectives, LargeAllReducesExact) {
+  RankProcesses ranks(worker, GetParam().processes, FreshStore());
+  ranks.StartAll({"large", absl::StrCat(GetParam().devices)});
+  ExpectAllPassed(ranks.WaitAll(milliseconds(60000)));
+}
+
 TEST_P(Collectives, AutodiffBackwardIsACollectiveOverTheWorld) {
   RankProcesses ranks(worker, GetParam().processes, FreshStore());
   ranks.StartAll({"autodiff", absl::StrCat(GetParam().devices)});

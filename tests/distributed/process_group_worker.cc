@@ -5,9 +5,9 @@
 // the fault scenarios; the test reads the status line).
 //
 //   process_group_worker <scenario> [local devices] [timeout ms] [iterations]
-//   scenarios: collectives, autodiff, data_parallel, mismatch_shape, mismatch_dtype, loop, join;
-//   cuda_collectives, cuda_autodiff, cuda_mismatch_shape run on CUDA devices through NCCL (the
-//   process with local rank l takes GPUs l * devices, ...), in a --config=cuda build.
+//   scenarios: collectives, large, autodiff, data_parallel, mismatch_shape, mismatch_dtype, loop,
+//   join; cuda_collectives, cuda_autodiff, cuda_mismatch_shape run on CUDA devices through NCCL
+//   (the process with local rank l takes GPUs l * devices, ...), in a --config=cuda build.
 #include <chrono>
 #include <cmath>
 #include <cstdio>
@@ -66,6 +66,59 @@ struct Setup {
   std::vector<typename B::Device> devices;
   int local = 1;
 };
+
+// All-reduces past the process group's small-payload cutoff (odd counts, several segments per
+// rank), with the input kept and consumed, against exact values; a kept input stays untouched.
+int Large(const Setup<Cpu>& s) {
+  DeviceGroup<Cpu> group(s.devices, {.process_group = s.world});
+  const int G = group.global_size(), L = group.size();
+  // Just past the cutoff: every dtype and kind; with several segments per rank: a few.
+  struct Case {
+    int64_t n;
+    DType dtype;
+    ReduceKind kind;
+  };
+  std::vector<Case> cases;
+  for (DType dtype : {DType::kF32, DType::kF64, DType::kI32, DType::kI64}) {
+    for (ReduceKind kind : {ReduceKind::kSum, ReduceKind::kMean, ReduceKind::kMax, ReduceKind::kMin}) {
+      if (kind != ReduceKind::kMean || dtype == DType::kF32 || dtype == DType::kF64) cases.push_back({65537, dtype, kind});
+    }
+  }
+  const int64_t big = (5 << 18) + 3;
+  for (Case c : {Case{big, DType::kF32, ReduceKind::kSum}, Case{big, DType::kF64, ReduceKind::kMean},
+                 Case{big, DType::kI32, ReduceKind::kMax}, Case{big, DType::kF32, ReduceKind::kMin}}) {
+    cases.push_back(c);
+  }
+  for (const auto& [n, dtype, kind] : cases) {
+    const Shape shape({n});
+    std::vector<std::vector<double>> inputs;
+    for (int g = 0; g < G; ++g) inputs.push_back(V(Input<Cpu>(g, shape, dtype, s.devices[0])));
+    std::vector<double> want(n);
+    for (int64_t i = 0; i < n; ++i) {
+      double acc = inputs[0][i];
+      for (int g = 1; g < G; ++g) {
+        const double x = inputs[g][i];
+        acc = kind == ReduceKind::kMax ? std::max(acc, x) : kind == ReduceKind::kMin ? std::min(acc, x) : acc + x;
+      }
+      want[i] = kind != ReduceKind::kMean ? acc
+                : dtype == DType::kF32    ? static_cast<float>(acc) / static_cast<float>(G)
+                                          : acc / G;
+    }
+    std::vector<T> in;
+    for (int r = 0; r < L; ++r) in.push_back(Input<Cpu>(group.global_rank(r), shape, dtype, s.devices[r]));
+    auto kept = group.AllReduce(in, kind);
+    if (!kept.ok()) return Status(kept.status());
+    bool same = V(in[0]) == inputs[group.global_rank(0)];
+    for (int r = 0; r < L; ++r) same = same && V((*kept)[r]) == want;
+    if (L == 1) {
+      auto consumed = group.AllReduce(0, std::move(in[0]), kind);
+      if (!consumed.ok()) return Status(consumed.status());
+      same = same && V(*consumed) == want;
+    }
+    Check(same, absl::StrCat("all_reduce(", ReduceKindName(kind), ") of ", DTypeName(dtype), "[", n, "]"));
+  }
+  return failures ? 1 : 0;
+}
 
 template <Backend B>
 int Collectives(const Setup<B>& s) {
@@ -136,7 +189,9 @@ int Collectives(const Setup<B>& s) {
     auto want = group.AllReduce(0, original, ReduceKind::kSum);
     T y = Input<B>(group.global_rank(0), shape, DType::kF32, s.devices[0]) * 1;
     auto consumed = group.AllReduce(0, std::move(y), ReduceKind::kSum);
-    if (!kept.ok() || !want.ok() || !consumed.ok()) return Status(absl::InternalError("consumed all_reduce failed"));
+    if (!kept.ok()) return Status(kept.status());
+    if (!want.ok()) return Status(want.status());
+    if (!consumed.ok()) return Status(consumed.status());
     Check(V(original) == before && V(*kept) == V(*want) && V(*consumed) == V(*want),
           "a consumed all_reduce input: same result, a shared input left untouched");
   }
@@ -307,6 +362,7 @@ int Main(int argc, char** argv) {
   Setup<Cpu> s{.world = *world, .local = local};
   for (int r = 0; r < local; ++r) s.devices.push_back(CpuDevice(r));
   if (scenario == "collectives") return Collectives(s);
+  if (scenario == "large") return Large(s);
   if (scenario == "autodiff") return AutodiffScenario(s);
   if (scenario == "data_parallel") return DataParallelScenario(s, iterations > 0 ? iterations : 5);
   if (scenario == "mismatch_shape") return Mismatch(s, false);
