@@ -11,8 +11,11 @@
 // carries only control: NCCL's unique id (a broadcast from rank 0, which also checks that
 // every process has as many GPUs in its group), and before every collective an Agree on the
 // call, so a mismatched shape or dtype fails on every rank before NCCL moves anything and a
-// process that stopped calling gives the others its deadline. A watchdog (nccl_watchdog.h)
-// aborts the communicators when a collective outlives the timeout (a peer died mid-call).
+// process that stopped calling gives the others its deadline.
+// Every group has a watchdog (nccl_watchdog.h): it aborts the group's communicators when a
+// collective outlives the timeout (a peer died mid-call), and so does a call that fails after
+// the peers may have queued their halves; the group then reports why on every call. Buffers
+// are made before members meet, so running out of memory is an error before anything moves.
 // Included by device_group.h under KILN_WITH_CUDA; not to be included directly.
 #ifndef KILN_DISTRIBUTED_CUDA_GROUP_H_
 #define KILN_DISTRIBUTED_CUDA_GROUP_H_
@@ -123,13 +126,15 @@ class DeviceGroup<Cuda> {
   absl::Status EnsureComms() {
     std::lock_guard lock(comms_mu_);
     if (!comms_.empty() || !comms_status_.ok()) return comms_status_;
-    auto made = world_ ? JoinWorld() : cuda::NcclComm::CreateAll(devices_);
+    auto made = world_ ? JoinWorld() : cuda::NcclComm::CreateAll(devices_, timeout_);
     if (!made.ok()) {
       comms_status_ = made.status();
       return comms_status_;
     }
     comms_ = *std::move(made);
-    if (world_) watchdog_ = std::make_unique<cuda::NcclWatchdog>(timeout_);
+    std::vector<cuda::NcclComm*> all;
+    for (const auto& comm : comms_) all.push_back(comm.get());
+    watchdog_ = std::make_unique<cuda::NcclWatchdog>(timeout_, std::move(all));
     return absl::OkStatus();
   }
 
@@ -161,8 +166,8 @@ class DeviceGroup<Cuda> {
   // very call, and the communicators are healthy.
   absl::Status Prepare(const std::string& signature) {
     if (absl::Status s = EnsureComms(); !s.ok()) return s;
-    if (!world_) return absl::OkStatus();
     if (absl::Status s = watchdog_->status(); !s.ok()) return s;  // aborted earlier
+    if (!world_) return absl::OkStatus();
     if (absl::Status s = world_->Agree(absl::StrCat(signature, " on ", size(), " local device(s)")); !s.ok()) {
       // A mismatch is the caller's error and leaves the group usable; a peer that is gone may
       // leave a previous collective waiting for it on the GPU.
@@ -172,9 +177,14 @@ class DeviceGroup<Cuda> {
     return watchdog_->status();
   }
 
-  // After a collective was queued across processes: it gets the deadline.
+  // After a collective was queued: it gets the deadline. After a call failed: unless it was
+  // refused before anything was queued, the peers may wait for this rank's half, so the whole
+  // group is aborted.
   absl::Status Watch(std::vector<cuda::NcclComm*> comms, const std::string& signature) {
-    return world_ ? watchdog_->Watch(comms, signature) : absl::OkStatus();
+    return watchdog_->Watch(comms, signature);
+  }
+  void FailedRun(const absl::Status& s) {
+    if (s.code() != absl::StatusCode::kInvalidArgument && watchdog_ != nullptr) watchdog_->Fail(s);
   }
 
   // A member's call: meet the others (same call, same shapes), agree across processes, then
@@ -182,13 +192,19 @@ class DeviceGroup<Cuda> {
   absl::StatusOr<Tensor<Cuda>> Member(int rank, const Tensor<Cuda>& t, const std::string& signature,
                                       cuda::NcclOp op, ReduceKind kind, int root) {
     if (absl::Status s = CheckMember(rank, t, devices_); !s.ok()) return s;
+    // Buffers first: a member out of memory stays away (the others' meeting times out) rather
+    // than failing after they have queued their halves.
+    absl::StatusOr<cuda::NcclBuffers> buffers = cuda::NcclComm::Prepare(op, {t.primitive()}, global_size(), ToNccl(kind));
+    if (!buffers.ok()) return buffers.status();
     if (absl::Status s = rendezvous_.Arrive(rank, signature); !s.ok()) return s;
-    absl::Status ready = world_ ? rendezvous_.Together(rank, [&] { return Prepare(signature); }) : EnsureComms();
+    absl::Status ready = rendezvous_.Together(rank, [&] { return Prepare(signature); });
     absl::StatusOr<std::vector<P>> out =
-        ready.ok() ? cuda::NcclComm::Run({comms_[rank].get()}, op, {t.primitive()}, ToNccl(kind), root)
+        ready.ok() ? cuda::NcclComm::Run({comms_[rank].get()}, op, *buffers, ToNccl(kind), root)
                    : absl::StatusOr<std::vector<P>>(ready);
     if (out.ok()) {
       if (absl::Status s = Watch({comms_[rank].get()}, signature); !s.ok()) out = s;
+    } else if (ready.ok()) {
+      FailedRun(out.status());
     }
     // Every member has issued its call before any starts the next round (NCCL needs the
     // same order of collectives on every rank).
@@ -219,15 +235,18 @@ class DeviceGroup<Cuda> {
     }
     // The per-member signature, so that processes may mix list and per-member calls.
     const std::string signature = absl::StrCat(name, Describe(ts[0], ""));
+    std::vector<P> inputs;
+    for (int r = 0; r < size(); ++r) inputs.push_back(ts[r].primitive());
+    absl::StatusOr<cuda::NcclBuffers> buffers = cuda::NcclComm::Prepare(op, inputs, global_size(), ToNccl(kind));
+    if (!buffers.ok()) return buffers.status();
     if (absl::Status s = Prepare(signature); !s.ok()) return s;
     std::vector<cuda::NcclComm*> comms;
-    std::vector<P> inputs;
-    for (int r = 0; r < size(); ++r) {
-      comms.push_back(comms_[r].get());
-      inputs.push_back(ts[r].primitive());
+    for (int r = 0; r < size(); ++r) comms.push_back(comms_[r].get());
+    auto out = cuda::NcclComm::Run(comms, op, *buffers, ToNccl(kind), root);
+    if (!out.ok()) {
+      FailedRun(out.status());
+      return out.status();
     }
-    auto out = cuda::NcclComm::Run(comms, op, inputs, ToNccl(kind), root);
-    if (!out.ok()) return out.status();
     if (absl::Status s = Watch(comms, signature); !s.ok()) return s;
     std::vector<Tensor<Cuda>> result;
     for (P& p : *out) result.emplace_back(std::move(p));

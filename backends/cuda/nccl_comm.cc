@@ -1,5 +1,6 @@
 #include "backends/cuda/nccl_comm.h"
 
+#include <algorithm>
 #include <cstring>
 #include <thread>
 
@@ -88,21 +89,14 @@ absl::StatusOr<std::vector<std::unique_ptr<NcclComm>>> NcclComm::WrapAll(
   return out;
 }
 
-absl::StatusOr<std::vector<std::unique_ptr<NcclComm>>> NcclComm::CreateAll(
-    const std::vector<CudaDevice>& devices) {
-  std::vector<int> ids;
+absl::StatusOr<std::vector<std::unique_ptr<NcclComm>>> NcclComm::CreateAll(const std::vector<CudaDevice>& devices,
+                                                                           std::chrono::milliseconds timeout) {
   for (const CudaDevice& d : devices) {
     if (absl::Status s = CheckDevice(d); !s.ok()) return s;
-    ids.push_back(d.index());
   }
-  std::vector<ncclComm_t> comms(devices.size());
-  if (absl::Status s = NcclStatus(ncclCommInitAll(comms.data(), static_cast<int>(ids.size()), ids.data()),
-                                  "ncclCommInitAll");
-      !s.ok()) {
-    return s;
-  }
-  // In one process every rank is here: no peer to wait for, so no deadline.
-  return WrapAll(comms, 0, static_cast<int>(devices.size()), devices, std::chrono::milliseconds::max());
+  absl::StatusOr<std::string> id = NewUniqueId();
+  if (!id.ok()) return id.status();
+  return Join(*id, 0, static_cast<int>(devices.size()), devices, timeout);
 }
 
 absl::StatusOr<std::string> NcclComm::NewUniqueId() {
@@ -134,7 +128,8 @@ absl::StatusOr<std::vector<std::unique_ptr<NcclComm>>> NcclComm::Join(absl::stri
   const std::string what = absl::StrCat("ncclCommInitRankConfig (rank", n == 1 ? " " : "s ", first_rank,
                                         n == 1 ? "" : absl::StrCat("..", first_rank + n - 1), " of ", world, ")");
   std::vector<ncclComm_t> comms(n, nullptr);
-  absl::Status issued = NcclStatus(ncclGroupStart(), "ncclGroupStart");
+  if (absl::Status s = NcclStatus(ncclGroupStart(), "ncclGroupStart"); !s.ok()) return s;
+  absl::Status issued;
   for (int i = 0; i < n && issued.ok(); ++i) {
     try {
       Context(devices[i]);
@@ -177,11 +172,17 @@ absl::StatusOr<std::vector<std::unique_ptr<NcclComm>>> NcclComm::Join(absl::stri
 }
 
 void NcclComm::Abort() {
+  std::lock_guard lock(mu_);
+  AbortLocked();
+}
+
+void NcclComm::AbortLocked() {
   if (aborted_.exchange(true)) return;
   ncclCommAbort(comm_);
 }
 
 absl::Status NcclComm::AsyncError() const {
+  std::lock_guard lock(mu_);
   if (aborted_) return absl::FailedPreconditionError(absl::StrCat(device_.ToString(), ": NCCL communicator aborted"));
   ncclResult_t state = ncclSuccess;
   if (absl::Status s = NcclStatus(ncclCommGetAsyncError(comm_, &state), "ncclCommGetAsyncError"); !s.ok()) return s;
@@ -191,96 +192,126 @@ absl::Status NcclComm::AsyncError() const {
 
 absl::Status NcclComm::Settle(absl::string_view what) const {
   const auto start = std::chrono::steady_clock::now();
-  auto waited = [&] {  // in ms, so that an unlimited timeout (milliseconds::max) cannot overflow
-    return std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::steady_clock::now() - start);
-  };
   while (true) {
-    if (aborted_) return absl::FailedPreconditionError(absl::StrCat(what, ": the NCCL communicator was aborted"));
     ncclResult_t state = ncclSuccess;
-    if (absl::Status s = NcclStatus(ncclCommGetAsyncError(comm_, &state), what); !s.ok()) return s;
+    {
+      std::lock_guard lock(mu_);
+      if (aborted_) return absl::FailedPreconditionError(absl::StrCat(what, ": the NCCL communicator was aborted"));
+      if (absl::Status s = NcclStatus(ncclCommGetAsyncError(comm_, &state), what); !s.ok()) return s;
+    }
     if (state != ncclInProgress) return NcclStatus(state, what);
-    if (waited() > timeout_) {
-      return absl::DeadlineExceededError(absl::StrCat(what, ": NCCL was still connecting to its peers after ",
+    // In ms, so that a huge timeout cannot overflow.
+    if (std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::steady_clock::now() - start) > timeout_) {
+      return absl::DeadlineExceededError(absl::StrCat(what, ": NCCL was still busy (connecting to its peers?) after ",
                                                       timeout_.count(), " ms"));
     }
-    std::this_thread::sleep_for(std::chrono::microseconds(100));
+    std::this_thread::yield();
   }
 }
 
 NcclComm::~NcclComm() {
   cudaSetDevice(device_.index());
   if (!aborted_) {
-    // A communicator that cannot finish its work within its timeout (a peer gone) is aborted
-    // instead, so that a process whose peer died still exits.
+    // Destroy only a communicator whose work is done and whose state is clean (ncclCommDestroy
+    // gives up on one in error or in progress, leaking every local rank); a peer that is gone
+    // leaves the stream busy: abort after the deadline, so that this process still exits.
     const auto start = std::chrono::steady_clock::now();
     cudaError_t queued = cudaErrorNotReady;
-    while ((queued = cudaStreamQuery(stream_)) == cudaErrorNotReady && AsyncError().ok() &&
-           std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::steady_clock::now() - start) <= timeout_) {
+    ncclResult_t state = ncclInProgress;
+    while (true) {
+      queued = cudaStreamQuery(stream_);
+      if (ncclCommGetAsyncError(comm_, &state) != ncclSuccess) state = ncclInternalError;
+      if ((queued != cudaErrorNotReady && state != ncclInProgress) || (state != ncclSuccess && state != ncclInProgress) ||
+          std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::steady_clock::now() - start) > timeout_) {
+        break;
+      }
       std::this_thread::sleep_for(std::chrono::microseconds(200));
     }
-    // No ncclCommFinalize: it waits for every rank to quiesce, which would deadlock a thread
-    // destroying several ranks of one communicator in turn; ncclCommDestroy handles that.
-    if (queued == cudaSuccess) {
-      ncclCommDestroy(comm_);
-    } else {
-      ncclCommAbort(comm_);
-    }
+    if (queued != cudaSuccess || state != ncclSuccess || ncclCommDestroy(comm_) != ncclSuccess) ncclCommAbort(comm_);
   }
   cudaStreamDestroy(stream_);
 }
 
-absl::StatusOr<std::vector<StridedTensor>> NcclComm::Run(const std::vector<NcclComm*>& comms,
-                                                         NcclOp op,
-                                                         const std::vector<StridedTensor>& inputs,
-                                                         NcclReduce reduce, int root) {
-  if (comms.size() != inputs.size() || comms.empty()) {
-    return absl::InvalidArgumentError("NcclComm::Run: one input per communicator");
-  }
+absl::StatusOr<NcclBuffers> NcclComm::Prepare(NcclOp op, const std::vector<StridedTensor>& inputs, int world,
+                                              NcclReduce reduce) {
+  if (inputs.empty()) return absl::InvalidArgumentError("NCCL: a collective needs at least one input");
   const DType dtype = inputs[0].dtype;
-  absl::StatusOr<ncclDataType_t> type = NcclType(dtype);
-  if (!type.ok()) return type.status();
+  if (absl::StatusOr<ncclDataType_t> type = NcclType(dtype); !type.ok()) return type.status();
   if (dtype == DType::kBool && op != NcclOp::kBroadcast && op != NcclOp::kAllGather &&
       (reduce == NcclReduce::kSum || reduce == NcclReduce::kMean)) {
     return absl::InvalidArgumentError(absl::StrCat(
         OpName(op), ": a bool tensor has no sum or mean; convert it with .to(DType::kI64)"));
   }
-  const ncclRedOp_t red = NcclRedOp(reduce, dtype);
-  const int world = comms[0]->size();
-  std::vector<StridedTensor> staged(comms.size()), outputs(comms.size());
-  // 1. On each compute stream: the dense input and a fresh output; then the communication
-  //    stream waits for both (an event after them).
+  NcclBuffers b;
   try {
-    for (size_t i = 0; i < comms.size(); ++i) {
-      const StridedTensor& t = inputs[i];
-      DeviceContext& c = Context(comms[i]->device());
-      staged[i] = Cuda::contiguous(t);
-      Await(c, {&staged[i]});
+    for (const StridedTensor& t : inputs) {
+      b.inputs.push_back(Cuda::contiguous(t));
       Dims dims(t.shape.dims().begin(), t.shape.dims().end());
       if (op == NcclOp::kAllGather) dims[0] *= world;
       if (op == NcclOp::kReduceScatter) dims[0] /= world;
-      outputs[i] = StridedTensor::Empty(Shape(dims), dtype, comms[i]->device());
-      absl::Status s;
-      DeviceBuffer::Event ready = NewEvent(&s, "collective: cudaEventCreate");
-      if (!s.ok()) return s;
-      ThrowIfCuda(cudaEventRecord(ready.get(), c.stream), "collective: cudaEventRecord");
-      ThrowIfCuda(cudaStreamWaitEvent(comms[i]->stream(), ready.get(), 0),
-                  "collective: cudaStreamWaitEvent");
+      b.outputs.push_back(StridedTensor::Empty(Shape(dims), dtype, t.device));
     }
   } catch (const Error& e) {
     return e.status();
   }
-  // 2. The NCCL calls, grouped.
-  absl::Status issued = NcclStatus(ncclGroupStart(), "ncclGroupStart");
+  return b;
+}
+
+absl::StatusOr<std::vector<StridedTensor>> NcclComm::Run(const std::vector<NcclComm*>& comms, NcclOp op,
+                                                         const std::vector<StridedTensor>& inputs, NcclReduce reduce,
+                                                         int root) {
+  if (comms.size() != inputs.size() || comms.empty()) {
+    return absl::InvalidArgumentError("NcclComm::Run: one input per communicator");
+  }
+  absl::StatusOr<NcclBuffers> buffers = Prepare(op, inputs, comms[0]->size(), reduce);
+  if (!buffers.ok()) return buffers.status();
+  return Run(comms, op, *buffers, reduce, root);
+}
+
+absl::StatusOr<std::vector<StridedTensor>> NcclComm::Run(const std::vector<NcclComm*>& comms, NcclOp op,
+                                                         const NcclBuffers& buffers, NcclReduce reduce, int root) {
+  if (comms.empty() || comms.size() != buffers.inputs.size() || comms.size() != buffers.outputs.size()) {
+    return absl::InvalidArgumentError("NcclComm::Run: one input per communicator");
+  }
+  const DType dtype = buffers.inputs[0].dtype;
+  absl::StatusOr<ncclDataType_t> type = NcclType(dtype);
+  if (!type.ok()) return type.status();
+  const ncclRedOp_t red = NcclRedOp(reduce, dtype);
+  const int world = comms[0]->size();
+  // One thread at a time per communicator; in address order, so two calls cannot deadlock.
+  std::vector<NcclComm*> order = comms;
+  std::sort(order.begin(), order.end());
+  std::vector<std::unique_lock<std::mutex>> locks;
+  for (NcclComm* comm : order) locks.emplace_back(comm->mu_);
+  for (NcclComm* comm : comms) {
+    if (comm->aborted_) {
+      return absl::FailedPreconditionError(absl::StrCat(comm->device().ToString(), ": ", OpName(op),
+                                                        ": the NCCL communicator was aborted"));
+    }
+  }
+  // 1. Each communication stream waits for what its compute stream has queued (an event).
+  try {
+    for (size_t i = 0; i < comms.size(); ++i) {
+      DeviceContext& c = Context(comms[i]->device());
+      Await(c, {&buffers.inputs[i]});  // an input still being written by an earlier collective
+      absl::Status s;
+      DeviceBuffer::Event ready = NewEvent(&s, "collective: cudaEventCreate");
+      if (!s.ok()) return s;
+      ThrowIfCuda(cudaEventRecord(ready.get(), c.stream), "collective: cudaEventRecord");
+      ThrowIfCuda(cudaStreamWaitEvent(comms[i]->stream(), ready.get(), 0), "collective: cudaStreamWaitEvent");
+    }
+  } catch (const Error& e) {
+    return e.status();
+  }
+  // 2. The NCCL calls, grouped. From here on a failure leaves the peers waiting for this
+  //    rank's half: the communicators are aborted.
+  if (absl::Status s = NcclStatus(ncclGroupStart(), "ncclGroupStart"); !s.ok()) return s;
+  absl::Status issued;
   for (size_t i = 0; i < comms.size() && issued.ok(); ++i) {
     NcclComm& comm = *comms[i];
-    const void* in = staged[i].data();
-    void* out = outputs[i].mutable_data();
-    const size_t count = static_cast<size_t>(staged[i].shape.numel());
-    if (comm.aborted_) {
-      issued = absl::FailedPreconditionError(absl::StrCat(comm.device().ToString(), ": ", OpName(op),
-                                                          ": the NCCL communicator was aborted"));
-      break;
-    }
+    const void* in = buffers.inputs[i].data();
+    void* out = const_cast<StridedTensor&>(buffers.outputs[i]).mutable_data();
+    const size_t count = static_cast<size_t>(buffers.inputs[i].shape.numel());
     ncclResult_t r = ncclSuccess;
     switch (op) {
       case NcclOp::kAllReduce: r = ncclAllReduce(in, out, count, *type, red, comm.comm_, comm.stream_); break;
@@ -293,29 +324,39 @@ absl::StatusOr<std::vector<StridedTensor>> NcclComm::Run(const std::vector<NcclC
     if (r != ncclInProgress) issued = NcclStatus(r, absl::StrCat(comm.device().ToString(), ": ", OpName(op)));
   }
   const ncclResult_t end = ncclGroupEnd();
-  if (!issued.ok()) return issued;
-  if (end != ncclInProgress) {
-    if (absl::Status s = NcclStatus(end, "ncclGroupEnd"); !s.ok()) return s;
-  }
-  // A non-blocking communicator may still be queueing (connecting on first use).
+  if (issued.ok() && end != ncclInProgress) issued = NcclStatus(end, "ncclGroupEnd");
+  auto abort_all = [&](const absl::Status& why) {
+    for (NcclComm* comm : comms) comm->AbortLocked();
+    return absl::Status(why.code(), absl::StrCat(why.message(), "; the NCCL communicators were aborted"));
+  };
+  if (!issued.ok()) return abort_all(issued);
+  locks.clear();  // polls take the lock one at a time, so that Abort can get in
+  // 3. A non-blocking communicator may still be queueing (connecting on first use).
   for (NcclComm* comm : comms) {
-    if (absl::Status s = comm->Settle(absl::StrCat(comm->device().ToString(), ": ", OpName(op))); !s.ok()) return s;
+    if (absl::Status s = comm->Settle(absl::StrCat(comm->device().ToString(), ": ", OpName(op))); !s.ok()) {
+      for (NcclComm* c : comms) c->Abort();
+      return absl::Status(s.code(), absl::StrCat(s.message(), "; the NCCL communicators were aborted"));
+    }
   }
-  // 3. Fences: later users of the input and the output wait for the collective, not sooner.
+  // 4. Fences: later users of the input and the output wait for the collective, not sooner.
+  std::vector<StridedTensor> outputs = buffers.outputs;
   try {
     for (size_t i = 0; i < comms.size(); ++i) {
       DeviceContext& c = Context(comms[i]->device());
       absl::Status s;
       DeviceBuffer::Event done = NewEvent(&s, "collective: cudaEventCreate");
-      if (!s.ok()) return s;
-      ThrowIfCuda(cudaEventRecord(done.get(), comms[i]->stream()), "collective: cudaEventRecord");
-      if (staged[i].buffer) staged[i].buffer->SetFence(done);
+      if (s.ok()) s = CudaStatus(cudaEventRecord(done.get(), comms[i]->stream()), "collective: cudaEventRecord");
+      if (!s.ok()) {
+        // Unfenced buffers must not be reused while NCCL may write them: end the collective.
+        for (NcclComm* comm : comms) comm->Abort();
+        return absl::Status(s.code(), absl::StrCat(s.message(), "; the NCCL communicators were aborted"));
+      }
+      if (buffers.inputs[i].buffer) buffers.inputs[i].buffer->SetFence(done);
       if (outputs[i].buffer) outputs[i].buffer->SetFence(done);
       if (reduce == NcclReduce::kMean && !IsFloating(dtype) &&
           (op == NcclOp::kAllReduce || op == NcclOp::kReduceScatter)) {
         Await(c, {&outputs[i]});
-        CheckLaunch(kernels::DivideBy(dtype, outputs[i].mutable_data(), outputs[i].shape.numel(),
-                                      world, c.stream),
+        CheckLaunch(kernels::DivideBy(dtype, outputs[i].mutable_data(), outputs[i].shape.numel(), world, c.stream),
                     "mean", comms[i]->device());
       }
     }

@@ -4,11 +4,14 @@
 // stream goes on with other work (backward) while it runs and only ops that use those buffers
 // wait for it (see DeviceBuffer::SetFence).
 //
-// In one process, CreateAll makes a communicator per device (ncclCommInitAll); across
-// processes, one process calls NewUniqueId and every process passes those bytes to Join with
-// its first rank, the world size and its devices (ncclCommInitRankConfig). Joined
-// communicators are non-blocking, so that joining and every call have a deadline: NCCL
-// itself would wait for a peer that never comes for ever.
+// In one process, CreateAll makes a communicator over the given devices; across processes,
+// one process calls NewUniqueId and every process passes those bytes to Join with its first
+// rank, the world size and its devices (ncclCommInitRankConfig). Every communicator is
+// non-blocking, so that joining and every call have a deadline (NCCL itself would wait for a
+// peer that never comes for ever) and another thread can abort one that is stuck.
+//
+// One thread at a time uses a communicator (NCCL's rule): each NcclComm has a mutex that its
+// calls, polls and Abort take.
 #ifndef KILN_BACKENDS_CUDA_NCCL_COMM_H_
 #define KILN_BACKENDS_CUDA_NCCL_COMM_H_
 
@@ -18,6 +21,7 @@
 #include <atomic>
 #include <chrono>
 #include <memory>
+#include <mutex>
 #include <string>
 #include <vector>
 
@@ -33,10 +37,18 @@ absl::Status NcclStatus(ncclResult_t result, absl::string_view what);
 enum class NcclOp { kAllReduce, kBroadcast, kAllGather, kReduceScatter };
 enum class NcclReduce { kSum, kMean, kMax, kMin };
 
+// A collective's dense inputs and fresh outputs, made on the compute streams before any rank
+// queues its NCCL call: a rank that runs out of memory fails before, not after, the others
+// have queued theirs (they would wait for it until aborted).
+struct NcclBuffers {
+  std::vector<StridedTensor> inputs, outputs;
+};
+
 class NcclComm {
  public:
-  static absl::StatusOr<std::vector<std::unique_ptr<NcclComm>>> CreateAll(
-      const std::vector<CudaDevice>& devices);
+  // Every rank in this process: Join with a fresh id.
+  static absl::StatusOr<std::vector<std::unique_ptr<NcclComm>>> CreateAll(const std::vector<CudaDevice>& devices,
+                                                                         std::chrono::milliseconds timeout);
   // NCCL_UNIQUE_ID_BYTES opaque bytes naming a new communicator.
   static absl::StatusOr<std::string> NewUniqueId();
   // Ranks first_rank, first_rank + 1, ... of `world` on `devices`, joined together (one NCCL
@@ -60,17 +72,26 @@ class NcclComm {
   // NCCL's asynchronous error (e.g. a peer's connection dropped): OK while healthy or busy.
   absl::Status AsyncError() const;
 
+  // The buffers of `op` over `world` ranks for these inputs (one per local rank): InvalidArgument
+  // for what NCCL cannot do, ResourceExhausted when a device is out of memory.
+  static absl::StatusOr<NcclBuffers> Prepare(NcclOp op, const std::vector<StridedTensor>& inputs, int world,
+                                             NcclReduce reduce = NcclReduce::kSum);
+
   // Runs `op` for comms[i] on inputs[i], all in one NCCL group (ncclGroupStart/End), so one
   // thread may drive every rank of an in-process communicator; a per-rank thread passes just
   // its own. Each call returns once its operations are queued (at most the communicator's
   // timeout while a non-blocking communicator connects). Inputs must agree in shape and dtype across ranks (the caller checks). Results:
   //   all-reduce: the reduction (kMean: ncclAvg for floats; integer sums divided, truncating)
   //   broadcast: rank `root`'s tensor; all-gather / reduce-scatter: along dim 0.
-  static absl::StatusOr<std::vector<StridedTensor>> Run(const std::vector<NcclComm*>& comms,
-                                                        NcclOp op,
+  // An error after any call was queued aborts `comms` (the peers' halves of the collective
+  // would otherwise wait for ever) and says so.
+  static absl::StatusOr<std::vector<StridedTensor>> Run(const std::vector<NcclComm*>& comms, NcclOp op,
+                                                        const NcclBuffers& buffers,
+                                                        NcclReduce reduce = NcclReduce::kSum, int root = 0);
+  // Prepare, then Run.
+  static absl::StatusOr<std::vector<StridedTensor>> Run(const std::vector<NcclComm*>& comms, NcclOp op,
                                                         const std::vector<StridedTensor>& inputs,
-                                                        NcclReduce reduce = NcclReduce::kSum,
-                                                        int root = 0);
+                                                        NcclReduce reduce = NcclReduce::kSum, int root = 0);
 
  private:
   NcclComm(ncclComm_t comm, int rank, int size, CudaDevice device, cudaStream_t stream,
@@ -80,8 +101,10 @@ class NcclComm {
   static absl::StatusOr<std::vector<std::unique_ptr<NcclComm>>> WrapAll(
       const std::vector<ncclComm_t>& comms, int first_rank, int world, const std::vector<CudaDevice>& devices,
       std::chrono::milliseconds timeout);
-  // Waits while a non-blocking communicator is busy with a previous call (ncclInProgress).
+  // Waits while the communicator is busy with a previous call (ncclInProgress), taking mu_
+  // for each poll only, so that Abort can get in.
   absl::Status Settle(absl::string_view what) const;
+  void AbortLocked();  // mu_ held
 
   ncclComm_t comm_;
   int rank_, size_;
@@ -89,6 +112,7 @@ class NcclComm {
   cudaStream_t stream_;
   std::chrono::milliseconds timeout_;
   std::atomic<bool> aborted_{false};
+  mutable std::mutex mu_;
 };
 
 }  // namespace kiln::cuda

@@ -5,7 +5,8 @@
 
 namespace kiln::cuda {
 
-NcclWatchdog::NcclWatchdog(std::chrono::milliseconds timeout) : timeout_(timeout), thread_([this] { Loop(); }) {}
+NcclWatchdog::NcclWatchdog(std::chrono::milliseconds timeout, std::vector<NcclComm*> comms)
+    : timeout_(timeout), comms_(std::move(comms)), thread_([this] { Loop(); }) {}
 
 NcclWatchdog::~NcclWatchdog() {
   {
@@ -30,7 +31,6 @@ absl::Status NcclWatchdog::Watch(const std::vector<NcclComm*>& comms, std::strin
   {
     std::lock_guard lock(mu_);
     if (!status_.ok()) return status_;
-    for (NcclComm* comm : comms) watched_.insert(comm);
     pending_.push_back(std::move(p));
   }
   wake_.notify_all();
@@ -38,8 +38,12 @@ absl::Status NcclWatchdog::Watch(const std::vector<NcclComm*>& comms, std::strin
 }
 
 void NcclWatchdog::Fail(absl::Status why) {
-  std::lock_guard lock(mu_);
-  AbortAll(std::move(why));
+  std::vector<NcclComm*> doomed;
+  {
+    std::lock_guard lock(mu_);
+    doomed = Failing(why);
+  }
+  for (NcclComm* comm : doomed) comm->Abort();
 }
 
 absl::Status NcclWatchdog::status() const {
@@ -61,12 +65,12 @@ absl::Status NcclWatchdog::Check(const Pending& p) const {
   return absl::OkStatus();
 }
 
-void NcclWatchdog::AbortAll(absl::Status why) {
-  if (!status_.ok()) return;
-  for (NcclComm* comm : watched_) comm->Abort();
+std::vector<NcclComm*> NcclWatchdog::Failing(const absl::Status& why) {
+  if (!status_.ok()) return {};
   status_ = absl::Status(why.code(), absl::StrCat("NCCL: ", why.message(),
                                                   "; its communicators were aborted, the group is unusable from now on"));
   pending_.clear();
+  return comms_;
 }
 
 void NcclWatchdog::Loop() {
@@ -95,7 +99,10 @@ void NcclWatchdog::Loop() {
       }
       if (failed.ok()) failed = Check(*it);
       if (!failed.ok()) {
-        AbortAll(failed);
+        const std::vector<NcclComm*> doomed = Failing(failed);
+        lock.unlock();
+        for (NcclComm* comm : doomed) comm->Abort();
+        lock.lock();
         break;
       }
       ++it;

@@ -17,7 +17,7 @@ using T = Tensor<Cuda>;
 
 TEST(Nccl, WithoutAGpuEveryEntryPointIsAStatus) {
   if (cuda::Available().ok()) GTEST_SKIP() << "this machine has a GPU";
-  const auto all = cuda::NcclComm::CreateAll({CudaDevice(0)});
+  const auto all = cuda::NcclComm::CreateAll({CudaDevice(0)}, std::chrono::seconds(30));
   EXPECT_EQ(all.status().code(), absl::StatusCode::kInvalidArgument);
   EXPECT_TRUE(absl::StartsWith(all.status().message(), "cuda:0 does not exist: no CUDA device"))
       << all.status();
@@ -37,6 +37,10 @@ TEST(Nccl, JoinChecksItsArguments) {
             "NCCL ranks 1..2 are outside a world of 2");
   EXPECT_EQ(cuda::NcclComm::Join(id, 0, 2, {}, second).status().message(),
             "NCCL: joining needs at least one device");
+  EXPECT_EQ(cuda::NcclComm::Prepare(cuda::NcclOp::kAllReduce, {}, 2).status().message(),
+            "NCCL: a collective needs at least one input");
+  EXPECT_EQ(cuda::NcclComm::Run({}, cuda::NcclOp::kAllReduce, cuda::NcclBuffers{}).status().message(),
+            "NcclComm::Run: one input per communicator");
 }
 
 class OneGpu : public ::testing::Test {
