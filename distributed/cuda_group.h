@@ -16,6 +16,8 @@
 // collective outlives the timeout (a peer died mid-call), and so does a call that fails after
 // the peers may have queued their halves; the group then reports why on every call. Buffers
 // are made before members meet, so running out of memory is an error before anything moves.
+// NCCL forbids queueing collectives of two communicators on one device from two threads at
+// once: use one CUDA group per set of devices (and per process group) at a time.
 // Included by device_group.h under KILN_WITH_CUDA; not to be included directly.
 #ifndef KILN_DISTRIBUTED_CUDA_GROUP_H_
 #define KILN_DISTRIBUTED_CUDA_GROUP_H_

@@ -9,9 +9,18 @@ NcclWatchdog::NcclWatchdog(std::chrono::milliseconds timeout, std::vector<NcclCo
     : timeout_(timeout), comms_(std::move(comms)), thread_([this] { Loop(); }) {}
 
 NcclWatchdog::~NcclWatchdog() {
-  {
-    std::lock_guard lock(mu_);
-    stop_ = true;
+  // Collectives still running get their deadline first, so that the communicators are idle or
+  // aborted when they are destroyed: teardown after a peer died takes one timeout, not one
+  // per communicator.
+  while (true) {
+    {
+      std::lock_guard lock(mu_);
+      if (pending_.empty() || !status_.ok()) {
+        stop_ = true;
+        break;
+      }
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(1));
   }
   wake_.notify_all();
   thread_.join();

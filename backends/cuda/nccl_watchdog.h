@@ -29,6 +29,7 @@ class NcclWatchdog {
   // failure aborts them all. The deadline counts from when a collective is queued, so it
   // includes the wait for the compute that produces its input.
   NcclWatchdog(std::chrono::milliseconds timeout, std::vector<NcclComm*> comms);
+  // Waits for the collectives it follows to finish or be aborted at their deadline.
   ~NcclWatchdog();
   NcclWatchdog(const NcclWatchdog&) = delete;
   NcclWatchdog& operator=(const NcclWatchdog&) = delete;
