@@ -46,6 +46,7 @@ class DeviceGroup<Cuda> {
   DeviceGroup(std::vector<Device> devices, GroupOptions options = {})
       : devices_(std::move(devices)),
         rendezvous_(static_cast<int>(devices_.size()), options.timeout),
+        refused_(devices_.size()),
         world_(std::move(options.process_group)),
         timeout_(options.timeout) {}
   DeviceGroup(const DeviceGroup&) = delete;
@@ -185,8 +186,12 @@ class DeviceGroup<Cuda> {
   absl::Status Watch(std::vector<cuda::NcclComm*> comms, const std::string& signature) {
     return watchdog_->Watch(comms, signature);
   }
-  void FailedRun(const absl::Status& s) {
-    if (s.code() != absl::StatusCode::kInvalidArgument && watchdog_ != nullptr) watchdog_->Fail(s);
+  // Returns what to report: the group's own failure, which names the cause, once there is one
+  // (a member whose communicator another's failure aborted would only say "aborted").
+  absl::Status FailedRun(const absl::Status& s) {
+    if (s.code() == absl::StatusCode::kInvalidArgument || watchdog_ == nullptr) return s;
+    watchdog_->Fail(s);
+    return watchdog_->status();
   }
 
   // A member's call: meet the others (same call, same shapes), agree across processes, then
@@ -195,18 +200,25 @@ class DeviceGroup<Cuda> {
                                       cuda::NcclOp op, ReduceKind kind, int root) {
     if (absl::Status s = CheckMember(rank, t, devices_); !s.ok()) return s;
     // Buffers first: a member out of memory stays away (the others' meeting times out) rather
-    // than failing after they have queued their halves.
+    // than failing after they have queued their halves. One that NCCL cannot serve (a bool
+    // sum) still meets the others, who then all get its error and the group stays usable.
     absl::StatusOr<cuda::NcclBuffers> buffers = cuda::NcclComm::Prepare(op, {t.primitive()}, global_size(), ToNccl(kind));
-    if (!buffers.ok()) return buffers.status();
+    if (!buffers.ok() && buffers.status().code() != absl::StatusCode::kInvalidArgument) return buffers.status();
+    refused_[rank] = buffers.status();
     if (absl::Status s = rendezvous_.Arrive(rank, signature); !s.ok()) return s;
-    absl::Status ready = rendezvous_.Together(rank, [&] { return Prepare(signature); });
+    absl::Status ready = rendezvous_.Together(rank, [&] {
+      for (const absl::Status& refusal : refused_) {
+        if (!refusal.ok()) return refusal;
+      }
+      return Prepare(signature);
+    });
     absl::StatusOr<std::vector<P>> out =
         ready.ok() ? cuda::NcclComm::Run({comms_[rank].get()}, op, *buffers, ToNccl(kind), root)
                    : absl::StatusOr<std::vector<P>>(ready);
     if (out.ok()) {
-      if (absl::Status s = Watch({comms_[rank].get()}, signature); !s.ok()) out = s;
+      if (absl::Status s = Watch({comms_[rank].get()}, signature); !s.ok()) out = FailedRun(s);
     } else if (ready.ok()) {
-      FailedRun(out.status());
+      out = FailedRun(out.status());
     }
     // Every member has issued its call before any starts the next round (NCCL needs the
     // same order of collectives on every rank).
@@ -245,11 +257,8 @@ class DeviceGroup<Cuda> {
     std::vector<cuda::NcclComm*> comms;
     for (int r = 0; r < size(); ++r) comms.push_back(comms_[r].get());
     auto out = cuda::NcclComm::Run(comms, op, *buffers, ToNccl(kind), root);
-    if (!out.ok()) {
-      FailedRun(out.status());
-      return out.status();
-    }
-    if (absl::Status s = Watch(comms, signature); !s.ok()) return s;
+    if (!out.ok()) return FailedRun(out.status());
+    if (absl::Status s = Watch(comms, signature); !s.ok()) return FailedRun(s);
     std::vector<Tensor<Cuda>> result;
     for (P& p : *out) result.emplace_back(std::move(p));
     return result;
@@ -257,6 +266,7 @@ class DeviceGroup<Cuda> {
 
   const std::vector<Device> devices_;
   Rendezvous rendezvous_;
+  std::vector<absl::Status> refused_;  // member r's call refused before the round (its own write)
   const std::shared_ptr<ProcessGroup> world_;
   const std::chrono::milliseconds timeout_;
   std::mutex comms_mu_;

@@ -212,22 +212,15 @@ absl::Status NcclComm::Settle(absl::string_view what) const {
 NcclComm::~NcclComm() {
   cudaSetDevice(device_.index());
   if (!aborted_) {
-    // Destroy only a communicator whose work is done and whose state is clean (ncclCommDestroy
-    // gives up on one in error or in progress, leaking every local rank); a peer that is gone
-    // leaves the stream busy: abort after the deadline, so that this process still exits.
+    // Let queued work finish (at most the deadline: a peer that is gone leaves it waiting),
+    // then abort, which frees an idle communicator as destroy would, without destroy's early
+    // return on a communicator in error (which would leak every local rank).
     const auto start = std::chrono::steady_clock::now();
-    cudaError_t queued = cudaErrorNotReady;
-    ncclResult_t state = ncclInProgress;
-    while (true) {
-      queued = cudaStreamQuery(stream_);
-      if (ncclCommGetAsyncError(comm_, &state) != ncclSuccess) state = ncclInternalError;
-      if ((queued != cudaErrorNotReady && state != ncclInProgress) || (state != ncclSuccess && state != ncclInProgress) ||
-          std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::steady_clock::now() - start) > timeout_) {
-        break;
-      }
+    while (cudaStreamQuery(stream_) == cudaErrorNotReady && AsyncError().ok() &&
+           std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::steady_clock::now() - start) <= timeout_) {
       std::this_thread::sleep_for(std::chrono::microseconds(200));
     }
-    if (queued != cudaSuccess || state != ncclSuccess || ncclCommDestroy(comm_) != ncclSuccess) ncclCommAbort(comm_);
+    Abort();
   }
   cudaStreamDestroy(stream_);
 }
@@ -278,17 +271,6 @@ absl::StatusOr<std::vector<StridedTensor>> NcclComm::Run(const std::vector<NcclC
   if (!type.ok()) return type.status();
   const ncclRedOp_t red = NcclRedOp(reduce, dtype);
   const int world = comms[0]->size();
-  // One thread at a time per communicator; in address order, so two calls cannot deadlock.
-  std::vector<NcclComm*> order = comms;
-  std::sort(order.begin(), order.end());
-  std::vector<std::unique_lock<std::mutex>> locks;
-  for (NcclComm* comm : order) locks.emplace_back(comm->mu_);
-  for (NcclComm* comm : comms) {
-    if (comm->aborted_) {
-      return absl::FailedPreconditionError(absl::StrCat(comm->device().ToString(), ": ", OpName(op),
-                                                        ": the NCCL communicator was aborted"));
-    }
-  }
   // 1. Each communication stream waits for what its compute stream has queued (an event).
   try {
     for (size_t i = 0; i < comms.size(); ++i) {
@@ -303,8 +285,20 @@ absl::StatusOr<std::vector<StridedTensor>> NcclComm::Run(const std::vector<NcclC
   } catch (const Error& e) {
     return e.status();
   }
-  // 2. The NCCL calls, grouped. From here on a failure leaves the peers waiting for this
-  //    rank's half: the communicators are aborted.
+  // 2. The NCCL calls, grouped, one thread at a time per communicator (locked in address
+  //    order, so two calls cannot deadlock, and only around NCCL's calls, so that a thread
+  //    blocked on a stream cannot keep the watchdog from aborting). From here on a failure
+  //    leaves the peers waiting for this rank's half: the communicators are aborted.
+  std::vector<NcclComm*> order = comms;
+  std::sort(order.begin(), order.end());
+  std::vector<std::unique_lock<std::mutex>> locks;
+  for (NcclComm* comm : order) locks.emplace_back(comm->mu_);
+  for (NcclComm* comm : comms) {
+    if (comm->aborted_) {
+      return absl::FailedPreconditionError(absl::StrCat(comm->device().ToString(), ": ", OpName(op),
+                                                        ": the NCCL communicator was aborted"));
+    }
+  }
   if (absl::Status s = NcclStatus(ncclGroupStart(), "ncclGroupStart"); !s.ok()) return s;
   absl::Status issued;
   for (size_t i = 0; i < comms.size() && issued.ok(); ++i) {
@@ -325,36 +319,56 @@ absl::StatusOr<std::vector<StridedTensor>> NcclComm::Run(const std::vector<NcclC
   }
   const ncclResult_t end = ncclGroupEnd();
   if (issued.ok() && end != ncclInProgress) issued = NcclStatus(end, "ncclGroupEnd");
-  auto abort_all = [&](const absl::Status& why) {
-    for (NcclComm* comm : comms) comm->AbortLocked();
+  // After a failure: abort, then fence the buffers behind whatever the communication streams
+  // still run (an aborted kernel may write before it exits); buffers that cannot be fenced are
+  // kept for good rather than handed back to the allocator while NCCL may write them.
+  auto fail = [&](const absl::Status& why, bool locked) {
+    for (NcclComm* comm : comms) locked ? comm->AbortLocked() : comm->Abort();
+    for (size_t i = 0; i < comms.size(); ++i) {
+      absl::Status s;
+      DeviceBuffer::Event after = NewEvent(&s, "collective: cudaEventCreate");
+      if (s.ok()) s = CudaStatus(cudaEventRecord(after.get(), comms[i]->stream()), "collective: cudaEventRecord");
+      for (const StridedTensor* t : {&buffers.inputs[i], &buffers.outputs[i]}) {
+        if (!t->buffer) continue;
+        if (s.ok()) {
+          t->buffer->SetFence(after);
+        } else {
+          static auto* kept = new std::vector<std::shared_ptr<DeviceBuffer>>;  // never freed, on purpose
+          static std::mutex kept_mu;
+          std::lock_guard lock(kept_mu);
+          kept->push_back(t->buffer);
+        }
+      }
+    }
     return absl::Status(why.code(), absl::StrCat(why.message(), "; the NCCL communicators were aborted"));
   };
-  if (!issued.ok()) return abort_all(issued);
+  if (!issued.ok()) return fail(issued, /*locked=*/true);
   locks.clear();  // polls take the lock one at a time, so that Abort can get in
   // 3. A non-blocking communicator may still be queueing (connecting on first use).
   for (NcclComm* comm : comms) {
     if (absl::Status s = comm->Settle(absl::StrCat(comm->device().ToString(), ": ", OpName(op))); !s.ok()) {
-      for (NcclComm* c : comms) c->Abort();
-      return absl::Status(s.code(), absl::StrCat(s.message(), "; the NCCL communicators were aborted"));
+      return fail(s, /*locked=*/false);
     }
   }
   // 4. Fences: later users of the input and the output wait for the collective, not sooner.
   std::vector<StridedTensor> outputs = buffers.outputs;
+  std::vector<DeviceBuffer::Event> done(comms.size());
+  for (size_t i = 0; i < comms.size(); ++i) {
+    absl::Status s;
+    done[i] = NewEvent(&s, "collective: cudaEventCreate");
+    if (s.ok()) s = CudaStatus(cudaEventRecord(done[i].get(), comms[i]->stream()), "collective: cudaEventRecord");
+    if (!s.ok()) return fail(s, /*locked=*/false);
+  }
+  for (size_t i = 0; i < comms.size(); ++i) {
+    if (buffers.inputs[i].buffer) buffers.inputs[i].buffer->SetFence(done[i]);
+    if (outputs[i].buffer) outputs[i].buffer->SetFence(done[i]);
+  }
+  // 5. Integer means: NCCL sums, the division follows on the compute stream.
   try {
     for (size_t i = 0; i < comms.size(); ++i) {
-      DeviceContext& c = Context(comms[i]->device());
-      absl::Status s;
-      DeviceBuffer::Event done = NewEvent(&s, "collective: cudaEventCreate");
-      if (s.ok()) s = CudaStatus(cudaEventRecord(done.get(), comms[i]->stream()), "collective: cudaEventRecord");
-      if (!s.ok()) {
-        // Unfenced buffers must not be reused while NCCL may write them: end the collective.
-        for (NcclComm* comm : comms) comm->Abort();
-        return absl::Status(s.code(), absl::StrCat(s.message(), "; the NCCL communicators were aborted"));
-      }
-      if (buffers.inputs[i].buffer) buffers.inputs[i].buffer->SetFence(done);
-      if (outputs[i].buffer) outputs[i].buffer->SetFence(done);
       if (reduce == NcclReduce::kMean && !IsFloating(dtype) &&
           (op == NcclOp::kAllReduce || op == NcclOp::kReduceScatter)) {
+        DeviceContext& c = Context(comms[i]->device());
         Await(c, {&outputs[i]});
         CheckLaunch(kernels::DivideBy(dtype, outputs[i].mutable_data(), outputs[i].shape.numel(), world, c.stream),
                     "mean", comms[i]->device());

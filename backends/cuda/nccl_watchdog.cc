@@ -62,6 +62,7 @@ absl::Status NcclWatchdog::status() const {
 
 absl::Status NcclWatchdog::Check(const Pending& p) const {
   for (const auto& [comm, event] : p.done) {
+    if (comm->aborted()) continue;  // whoever aborted it reports why (NcclWatchdog::Fail)
     if (absl::Status s = comm->AsyncError(); !s.ok()) {
       return absl::UnavailableError(absl::StrCat(p.what, " failed: ", s.message()));
     }
@@ -69,7 +70,7 @@ absl::Status NcclWatchdog::Check(const Pending& p) const {
   if (std::chrono::duration_cast<std::chrono::milliseconds>(Clock::now() - p.start) > timeout_) {
     return absl::DeadlineExceededError(absl::StrCat(
         p.what, " did not finish within ", timeout_.count(),
-        " ms: a peer process may have died or stopped calling collectives"));
+        " ms: a peer (another process, or a device of this one) may have died or stopped calling collectives"));
   }
   return absl::OkStatus();
 }
