@@ -123,9 +123,9 @@ class DeviceGroup<Cuda> {
     return cuda::NcclReduce::kSum;
   }
 
-  // The communicators, made on first use: ncclCommInitAll over the group's devices, or across
-  // processes one communicator over every GPU of every process (collective: one thread of
-  // each process calls this).
+  // The communicators, made on first use: CreateAll (a fresh unique id) over the group's
+  // devices, or across processes one communicator over every GPU of every process (collective:
+  // one thread of each process calls this).
   absl::Status EnsureComms() {
     std::lock_guard lock(comms_mu_);
     if (!comms_.empty() || !comms_status_.ok()) return comms_status_;
