@@ -22,13 +22,18 @@ inline bool IsContiguous(const Shape& shape, const Dims& strides) {
   return true;
 }
 
-// The strides of view `v` broadcast to `shape` (0 where it is broadcast).
+// The strides of the first `dims` dims of view `v` (all of them by default; a matmul operand's
+// batch dims) broadcast to `shape` (0 where it is broadcast).
+template <class V>
+Dims BroadcastStrides(const V& v, const Shape& shape, int64_t dims) {
+  Dims strides(shape.rank(), 0);
+  const int64_t lead = shape.rank() - dims;
+  for (int64_t i = 0; i < dims; ++i) strides[lead + i] = v.shape[i] == 1 ? 0 : v.strides[i];
+  return strides;
+}
 template <class V>
 Dims BroadcastStrides(const V& v, const Shape& shape) {
-  Dims strides(shape.rank(), 0);
-  const int64_t lead = shape.rank() - v.shape.rank();
-  for (int64_t i = 0; i < v.shape.rank(); ++i) strides[lead + i] = v.shape[i] == 1 ? 0 : v.strides[i];
-  return strides;
+  return BroadcastStrides(v, shape, v.shape.rank());
 }
 
 template <class V>

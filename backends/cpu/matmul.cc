@@ -47,10 +47,7 @@ Operand Prepare(const StridedTensor& p, const Shape& batch) {
     op.layout = {true, std::max<int64_t>(cols, 1)};
   }
   // Batch strides as a broadcast of the operand's leading dims to `batch`.
-  StridedTensor lead = op.t;
-  lead.shape = Shape(p.shape.dims().subspan(0, r - 2));
-  lead.strides.resize(r - 2);
-  op.batch_strides = cpu::BroadcastStrides(lead, batch);
+  op.batch_strides = cpu::BroadcastStrides(op.t, batch, r - 2);
   return op;
 }
 

@@ -50,10 +50,7 @@ Operand Prepare(const StridedTensor& p, const Shape& batch) {
     op.t = Cuda::contiguous(p);
     op.layout = {CUBLAS_OP_N, std::max<int64_t>(cols, 1)};
   }
-  StridedTensor lead = op.t;
-  lead.shape = Shape(p.shape.dims().subspan(0, r - 2));
-  lead.strides.resize(r - 2);
-  const Dims strides = cuda::BroadcastStrides(lead, batch);
+  const Dims strides = cuda::BroadcastStrides(op.t, batch, r - 2);
   const auto index = cuda::IndexFor<1>(batch, {strides}, "matmul");
   op.offsets.resize(batch.numel());
   for (int64_t b = 0; b < batch.numel(); ++b) index.Offsets(b, &op.offsets[b]);
