@@ -38,27 +38,18 @@
 namespace kiln::distributed {
 
 template <>
-class DeviceGroup<Cuda> {
+class DeviceGroup<Cuda> : public GroupMembership<CudaDevice> {
  public:
   using Device = CudaDevice;
   using P = Cuda::Primitive;
 
   DeviceGroup(std::vector<Device> devices, GroupOptions options = {})
-      : devices_(std::move(devices)),
-        rendezvous_(static_cast<int>(devices_.size()), options.timeout),
+      : GroupMembership<CudaDevice>(std::move(devices), std::move(options.process_group)),
+        rendezvous_(size(), options.timeout),
         refused_(devices_.size()),
-        world_(std::move(options.process_group)),
         timeout_(options.timeout) {}
   DeviceGroup(const DeviceGroup&) = delete;
   DeviceGroup& operator=(const DeviceGroup&) = delete;
-
-  int size() const { return static_cast<int>(devices_.size()); }
-  const std::vector<Device>& devices() const { return devices_; }
-  // As DeviceGroup<B>: processes, members over all of them, a local member's global index.
-  int processes() const { return world_ ? world_->world_size() : 1; }
-  int global_size() const { return size() * processes(); }
-  int global_rank(int rank) const { return (world_ ? world_->rank() * size() : 0) + rank; }
-  const std::shared_ptr<ProcessGroup>& process_group() const { return world_; }
 
   // ---- Per-device calls ---------------------------------------------------------------------
   absl::StatusOr<Tensor<Cuda>> AllReduce(int rank, const Tensor<Cuda>& t, ReduceKind kind,
@@ -264,10 +255,8 @@ class DeviceGroup<Cuda> {
     return result;
   }
 
-  const std::vector<Device> devices_;
   Rendezvous rendezvous_;
   std::vector<absl::Status> refused_;  // member r's call refused before the round (its own write)
-  const std::shared_ptr<ProcessGroup> world_;
   const std::chrono::milliseconds timeout_;
   std::mutex comms_mu_;
   absl::Status comms_status_;

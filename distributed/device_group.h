@@ -19,6 +19,7 @@
 #include "absl/types/span.h"
 #include "distributed/collective_checks.h"
 #include "distributed/collective_kernels.h"
+#include "distributed/group_membership.h"
 #include "distributed/process_group.h"
 #ifdef KILN_WITH_VULKAN
 #include "distributed/vulkan_collectives.h"
@@ -60,28 +61,25 @@ absl::StatusOr<std::vector<T>> OnEveryMember(int size, size_t given, F call) {
 }
 
 template <Backend B>
-class DeviceGroup {
+class DeviceGroup : public GroupMembership<typename B::Device> {
+  using GroupMembership<typename B::Device>::devices_;
+  using GroupMembership<typename B::Device>::world_;
+
  public:
+  using GroupMembership<typename B::Device>::size;
+  using GroupMembership<typename B::Device>::global_size;
+  using GroupMembership<typename B::Device>::global_rank;
+  using GroupMembership<typename B::Device>::processes;
   using Device = typename B::Device;
   using P = typename B::Primitive;
   using K = CollectiveKernels<B>;
   using Staged = typename K::Staged;
 
   DeviceGroup(std::vector<Device> devices, GroupOptions options = {})
-      : devices_(std::move(devices)), rendezvous_(static_cast<int>(devices_.size()), options.timeout),
-        slots_(devices_.size()), world_(std::move(options.process_group)) {}
+      : GroupMembership<Device>(std::move(devices), std::move(options.process_group)),
+        rendezvous_(size(), options.timeout), slots_(devices_.size()) {}
   DeviceGroup(const DeviceGroup&) = delete;
   DeviceGroup& operator=(const DeviceGroup&) = delete;
-
-  // Members in this process.
-  int size() const { return static_cast<int>(devices_.size()); }
-  const std::vector<Device>& devices() const { return devices_; }
-  // Processes, and members over all of them (size() when there is no process group).
-  int processes() const { return world_ ? world_->world_size() : 1; }
-  int global_size() const { return size() * processes(); }
-  // The global index of local member `rank`.
-  int global_rank(int rank) const { return (world_ ? world_->rank() * size() : 0) + rank; }
-  const std::shared_ptr<ProcessGroup>& process_group() const { return world_; }
 
   // ---- Per-device calls ---------------------------------------------------------------------
   absl::StatusOr<Tensor<B>> AllReduce(int rank, const Tensor<B>& t, ReduceKind kind,
@@ -271,11 +269,9 @@ class DeviceGroup {
     return Tensor<B>(mine);
   }
 
-  const std::vector<Device> devices_;
   Rendezvous rendezvous_;
   std::vector<Staged> slots_;  // member r's staged input for the current round
   Staged shared_;              // the output of the current round, when members share one
-  std::shared_ptr<ProcessGroup> world_;  // the other processes, if any
 };
 
 }  // namespace kiln::distributed
