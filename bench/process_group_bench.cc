@@ -7,7 +7,7 @@
 //
 // Raw Gloo is timed with each of its all-reduce algorithms (ring and bcube through
 // gloo::allreduce, the classic ring, chunked ring and halving-doubling classes), in place on
-// one buffer, and the best is the reference. kiln's call leaves its input untouched and
+// one buffer, on connections of its own, and the best is the reference. kiln's call leaves its input untouched and
 // returns a new tensor (as every kiln collective does), after checking that the ranks agree
 // on the call; a second kiln variant hands over a fresh input tensor (std::move), which kiln
 // then reduces in place, as it does with gradient sync's buckets; a third row times that
@@ -40,10 +40,12 @@ namespace {
 
 using Clock = std::chrono::steady_clock;
 
-double Median(std::vector<double> v) {
+double Quantile(std::vector<double> v, double q) {
   std::sort(v.begin(), v.end());
-  return v[v.size() / 2];
+  return v[static_cast<size_t>(q * (v.size() - 1) + 0.5)];
 }
+
+double Median(const std::vector<double>& v) { return Quantile(v, 0.5); }
 
 int Main(int argc, char** argv) {
   const int reps = argc > 1 ? std::atoi(argv[1]) : 15;
@@ -58,17 +60,28 @@ int Main(int argc, char** argv) {
     std::fprintf(stderr, "%s\n", std::string(world.status().message()).c_str());
     return 1;
   }
-  const auto& context = (*world)->context();
+  // Raw Gloo gets connections of its own: its registered-buffer classes size a socket's send
+  // buffer for their messages, which would change kiln's sockets too if they were shared.
+  ProcessGroupOptions raw_options = ProcessGroupOptions::From(**env, std::chrono::seconds(120));
+  raw_options.run_id += "-raw";
+  auto raw = GlooProcessGroup::Connect(raw_options);
+  if (!raw.ok()) {
+    std::fprintf(stderr, "%s\n", std::string(raw.status().message()).c_str());
+    return 1;
+  }
+  const auto& context = (*raw)->context();
   const bool lead = (*world)->rank() == 0;
   DeviceGroup<Cpu> group({CpuDevice(0)}, {.process_group = *world});
   if (lead) {
-    std::printf("%-10s %-28s %10s %10s %8s %8s\n", "size", "variant", "median ms", "GB/s", "vs best", "vs ring");
+    std::printf("%-10s %-28s %10s %8s %8s %10s %8s %8s\n", "size", "variant", "median ms", "p10 ms", "p90 ms", "GB/s",
+                "vs best", "vs ring");
   }
   std::vector<int64_t> sizes;
   for (const char* s = std::getenv("SIZES_KIB"); s != nullptr && *s;) {
     sizes.push_back(std::strtoll(s, const_cast<char**>(&s), 10) << 10);
     if (*s == ',') ++s;
   }
+  const char* only = std::getenv("VARIANT");  // times only the variants whose names contain this
   if (sizes.empty()) sizes = {int64_t{4} << 10, int64_t{1} << 20, int64_t{25} << 20, int64_t{64} << 20};
   for (int64_t bytes : sizes) {
     const int64_t n = bytes / 4;
@@ -125,6 +138,7 @@ int Main(int argc, char** argv) {
       std::shuffle(order.begin(), order.end(), order_gen);
       for (size_t v : order) {
         const auto& [name, run] = variants[v];
+        if (only != nullptr && name.find(only) == std::string::npos) continue;
         if (name == "kiln all_reduce, consuming") fresh = Tensor<Cpu>::full({n}, 1.0f, DType::kF32, CpuDevice(0));
         const auto start = Clock::now();
         run();
@@ -143,10 +157,13 @@ int Main(int argc, char** argv) {
     }
     if (!lead) continue;
     const std::string size = bytes >= (1 << 20) ? absl::StrCat(bytes >> 20, " MiB") : absl::StrCat(bytes >> 10, " KiB");
+    const double ring = times.count("gloo allreduce ring") ? Median(times["gloo allreduce ring"]) : 0;
     for (const auto& [name, run] : variants) {
+      if (!times.count(name)) continue;
       const double m = Median(times[name]);
-      std::printf("%-10s %-28s %10.3f %10.2f %8.2f %8.2f%s\n", size.c_str(), name.c_str(), m * 1e3, bytes / m * 1e-9,
-                  best / m, Median(times["gloo allreduce ring"]) / m, name == best_name ? "  (best raw gloo)" : "");
+      std::printf("%-10s %-28s %10.3f %8.3f %8.3f %10.2f %8.2f %8.2f%s\n", size.c_str(), name.c_str(), m * 1e3,
+                  Quantile(times[name], 0.1) * 1e3, Quantile(times[name], 0.9) * 1e3, bytes / m * 1e-9,
+                  best / m, ring / m, name == best_name ? "  (best raw gloo)" : "");
     }
     std::fflush(stdout);
   }

@@ -4,9 +4,7 @@
 
 #include <algorithm>
 #include <cstring>
-#include <limits>
 #include <thread>
-#include <type_traits>
 #include <vector>
 
 #include "absl/strings/match.h"
@@ -14,13 +12,9 @@
 #include "absl/strings/str_join.h"
 #include "distributed/gloo_store.h"
 #include "gloo/allgather.h"
-#include "gloo/allreduce_halving_doubling.h"
 #include "gloo/broadcast.h"
 #include "gloo/common/error.h"
-#include "gloo/reduce_scatter.h"
 #include "gloo/rendezvous/context.h"
-#include "gloo/transport/buffer.h"
-#include "gloo/transport/pair.h"
 #include "gloo/transport/unbound_buffer.h"
 #include "gloo/transport/tcp/device.h"
 
@@ -52,21 +46,6 @@ uint64_t Fnv1a(absl::string_view s) {
   uint64_t h = 1469598103934665603ull;
   for (unsigned char c : s) h = (h ^ c) * 1099511628211ull;
   return h;
-}
-
-// kiln's element-wise reduction (integers wrap, max/min propagate NaN), as Gloo's reduce
-// functions.
-template <class T, ReduceKind kKind>
-void ReduceInto(T* x, const T* y, size_t n) {
-  ReduceOnHost(kKind, DTypeOf<T>(), {x, y}, x, 0, static_cast<int64_t>(n));
-}
-
-template <class T>
-const gloo::ReductionFunction<T>* GlooReduction(ReduceKind kind) {
-  static const gloo::ReductionFunction<T> sum(gloo::SUM, &ReduceInto<T, ReduceKind::kSum>);
-  static const gloo::ReductionFunction<T> max(gloo::MAX, &ReduceInto<T, ReduceKind::kMax>);
-  static const gloo::ReductionFunction<T> min(gloo::MIN, &ReduceInto<T, ReduceKind::kMin>);
-  return kind == ReduceKind::kMax ? &max : kind == ReduceKind::kMin ? &min : &sum;
 }
 
 absl::Status CheckReducible(const char* what, DType dtype, ReduceKind kind) {
@@ -178,19 +157,27 @@ GlooProcessGroup::GlooProcessGroup(int rank, int size, std::chrono::milliseconds
     : rank_(rank), size_(size), timeout_(timeout), context_(std::move(context)) {
   if (size_ == 1) return;
   // Every rank takes its slots in the same order, so they match across ranks.
-  const int agree_slot = context_->nextSlot();
-  agree_theirs_.resize(size_);
-  agree_send_.resize(size_);
-  agree_recv_.resize(size_);
-  for (int r = 0; r < size_; ++r) {
-    if (r == rank_) continue;
-    auto& pair = context_->getPair(r);
-    agree_send_[r] = pair->createSendBuffer(agree_slot, agree_mine_.data(), sizeof(agree_mine_));
-    agree_recv_[r] = pair->createRecvBuffer(agree_slot, agree_theirs_[r].data(), sizeof(agree_theirs_[r]));
-  }
+  agree_slot_ = context_->nextSlot();
   scatter_slot_ = context_->nextSlot();
   gather_slot_ = context_->nextSlot();
-  segments_.resize(2 * kSegmentBytes / (size_ - 1) * size_ + 64);
+  slot_bytes_ = kSegmentBytes / (size_ - 1) / 8 * 8;
+  segments_.resize(kWindow * slot_bytes_ * size_);
+  agree_mine_.resize(size_);
+  agree_theirs_.resize(size_);
+  agree_out_.resize(size_);
+  agree_in_.resize(size_);
+  scratch_.resize(size_);
+  received_.assign(size_, 0);
+  for (int r = 0; r < size_; ++r) {
+    if (r == rank_) continue;
+    agree_out_[r] = context_->createUnboundBuffer(agree_mine_[r].data(), sizeof(agree_mine_[r]));
+    agree_in_[r] = context_->createUnboundBuffer(agree_theirs_[r].data(), sizeof(agree_theirs_[r]));
+    scratch_[r] = context_->createUnboundBuffer(segments_.data() + r * kWindow * slot_bytes_, kWindow * slot_bytes_);
+    for (int place = 0; place < kWindow; ++place) {
+      agree_in_[r]->recv(r, agree_slot_, place * sizeof(Claim), sizeof(Claim));
+      scratch_[r]->recv(r, scatter_slot_, place * slot_bytes_, slot_bytes_);
+    }
+  }
 }
 
 GlooProcessGroup::~GlooProcessGroup() {
@@ -241,31 +228,48 @@ absl::Status GlooProcessGroup::Agree(absl::string_view call) {
   return AgreeLocked(call);
 }
 
-absl::Status GlooProcessGroup::AgreeLocked(absl::string_view signature) {
+absl::Status GlooProcessGroup::AgreeLocked(absl::string_view signature, const std::vector<int64_t>& early,
+                                           const std::function<void()>& send_early) {
   called_ = std::string(signature);
   if (!broken_.ok() || size_ == 1) return broken_;
   const uint64_t mine = Fnv1a(signature);
-  const int turn = agree_calls_++ % 2;
-  agree_mine_[turn] = mine;
-  std::vector<uint64_t> hashes(size_, mine);
+  const int place = agree_calls_++ % kWindow;
+  std::vector<Claim> theirs(size_, Claim{mine, 0});
   const std::string what = absl::StrCat("agreeing on ", signature);
   // Every rank gets every hash, so all see the same mismatch, if any.
   absl::Status s = Run(what, [&] {
-    const size_t at = turn * sizeof(uint64_t);
-    for (int r = 0; r < size_; ++r) {
-      if (r != rank_) agree_send_[r]->send(at, sizeof(uint64_t), at);
-    }
     for (int r = 0; r < size_; ++r) {
       if (r == rank_) continue;
-      agree_recv_[r]->waitRecv();
-      hashes[r] = agree_theirs_[r][turn];
+      agree_mine_[r][place] = {mine, early.empty() ? 0 : static_cast<uint64_t>(early[r])};
+      agree_out_[r]->send(r, agree_slot_, place * sizeof(Claim), sizeof(Claim));
+    }
+    if (send_early) send_early();
+    // Claims arrive in the order they were sent, each in the place this rank posted for it
+    // (kWindow of them, by turns), which is taken back for a later call once read.
+    for (int r = 0; r < size_; ++r) {
+      if (r == rank_) continue;
+      agree_in_[r]->waitRecv(timeout_);
+      theirs[r] = agree_theirs_[r][place];
+      agree_in_[r]->recv(r, agree_slot_, place * sizeof(Claim), sizeof(Claim));
     }
     for (int r = 0; r < size_; ++r) {
-      if (r != rank_) agree_send_[r]->waitSend();
+      if (r != rank_) agree_out_[r]->waitSend(timeout_);
     }
   });
   if (!s.ok()) return s;
-  if (std::all_of(hashes.begin(), hashes.end(), [&](uint64_t h) { return h == mine; })) return absl::OkStatus();
+  if (std::all_of(theirs.begin(), theirs.end(), [&](const Claim& c) { return c.hash == mine; })) return absl::OkStatus();
+  // The calls differ: the segments peers sent early are not this call's; take them in and
+  // drop them.
+  s = Run(what, [&] {
+    for (int r = 0; r < size_; ++r) {
+      if (r == rank_) continue;
+      for (uint64_t i = 0; i < std::min<uint64_t>(theirs[r].early, kWindow); ++i) {
+        NextSegment(r);
+        FreeSegment(r);
+      }
+    }
+  });
+  if (!s.ok()) return s;
   // Every rank sees the same hashes, so every rank comes here and reports the same thing.
   std::vector<char> all(kSignatureBytes * size_, '\0');
   std::memcpy(all.data() + kSignatureBytes * rank_, signature.data(), std::min(signature.size(), kSignatureBytes - 1));
@@ -278,7 +282,7 @@ absl::Status GlooProcessGroup::AgreeLocked(absl::string_view signature) {
   if (!s.ok()) return s;
   auto sig = [&](int r) { return std::string(all.data() + kSignatureBytes * r); };
   for (int r = 1; r < size_; ++r) {
-    if (hashes[r] != hashes[0]) {
+    if (theirs[r].hash != theirs[0].hash) {
       return absl::InvalidArgumentError(absl::StrCat(
           "process group: rank ", r, " called ", sig(r), " but rank 0 called ", sig(0),
           "; every rank must make the same collective calls, in the same order, with tensors of one shape "
@@ -291,28 +295,59 @@ absl::Status GlooProcessGroup::AgreeLocked(absl::string_view signature) {
 absl::Status GlooProcessGroup::AllReduce(absl::string_view call, const void* in, void* out, int64_t count,
                                          DType dtype, ReduceKind kind) {
   std::lock_guard lock(mu_);
+  const absl::Status reducible = CheckReducible("all_reduce", dtype, kind);
+  if (size_ > 1 && reducible.ok() && count > 0) return Direct(call, in, out, count, dtype, kind, /*gather=*/true);
   if (absl::Status s = AgreeLocked(call); !s.ok()) return s;
-  if (absl::Status s = CheckReducible("all_reduce", dtype, kind); !s.ok()) return s;
-  if (count == 0) return broken_;
-  if (count * DTypeSize(dtype) <= kSmallBytes) return SmallAllReduce(in, out, count, dtype, kind);
-  if (size_ == 1) {
-    if (in != out) std::memcpy(out, in, count * DTypeSize(dtype));
-    return absl::OkStatus();
+  if (!reducible.ok()) return reducible;
+  if (in != out && count > 0) std::memcpy(out, in, count * DTypeSize(dtype));
+  return broken_;
+}
+
+absl::Status GlooProcessGroup::ReduceScatter(absl::string_view call, void* data, int64_t count, DType dtype,
+                                             ReduceKind kind) {
+  std::lock_guard lock(mu_);
+  const absl::Status reducible = CheckReducible("reduce_scatter", dtype, kind);
+  if (size_ > 1 && reducible.ok() && count > 0 && count % size_ == 0) {
+    return Direct(call, data, data, count, dtype, kind, /*gather=*/false);
   }
-  return Run(Called("all_reduce"), [&] { DirectAllReduce(in, out, count, dtype, kind); });
+  if (absl::Status s = AgreeLocked(call); !s.ok()) return s;
+  if (!reducible.ok()) return reducible;
+  if (count % size_ != 0) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("reduce_scatter: ", count, " elements do not split into ", size_, " equal parts"));
+  }
+  return broken_;
+}
+
+const char* GlooProcessGroup::NextSegment(int rank) {
+  scratch_[rank]->waitRecv(timeout_);
+  return segments_.data() + (rank * kWindow + received_[rank] % kWindow) * slot_bytes_;
+}
+
+void GlooProcessGroup::FreeSegment(int rank) {
+  const int64_t place = received_[rank]++ % kWindow;
+  scratch_[rank]->recv(rank, scatter_slot_, place * slot_bytes_, slot_bytes_);
 }
 
 // Rank r owns part r of the elements. It sends every other part of its input straight to
-// that part's owner and receives the others' copies of its own part, one segment at a time (two
-// in flight from each rank, into `segments_`); it reduces each segment into `out` (its own
-// input first, then the others in rank order) and sends the result to every rank at once, while
-// the others' reduced parts land in `out` directly. Every element is reduced once, on its owner,
+// that part's owner and receives the others' copies of its own part, one segment at a time,
+// into its scratch window for that sender (kWindow segments, a receive always posted in each
+// free place); it reduces each segment into `out` (its own input first, then the others in
+// rank order). For an all-reduce (`gather`) it sends each reduced segment to every rank at
+// once, while the others' reduced parts land in `out` directly; a reduce-scatter moves its
+// part to the front when every send is over. Every element is reduced once, on its owner,
 // so every rank gets the same bits; the input is only read, so a separate output costs no
 // copy; a rank sends its first results long before its last are in; and each element crosses
 // the network twice, as in a ring, but in two steps rather than 2 (size - 1).
-void GlooProcessGroup::DirectAllReduce(const void* in, void* out, int64_t count, DType dtype, ReduceKind kind) {
+//
+// The first kWindow segments towards each rank leave right behind this rank's claim on the
+// call, before the others' claims are in: they land in the peer's scratch, never in a
+// caller's memory, so when the calls differ the peer drops them (AgreeLocked) and nothing is
+// corrupted; when they match, the agreement has cost no round trip of its own.
+absl::Status GlooProcessGroup::Direct(absl::string_view call, const void* in, void* out, int64_t count,
+                                      DType dtype, ReduceKind kind, bool gather) {
   const int64_t size = DTypeSize(dtype);
-  const int64_t room = kSegmentBytes / (size_ - 1) / size;  // elements a segment may hold
+  const int64_t room = slot_bytes_ / size;  // elements a segment may hold
   auto part = [&](int r) { return std::make_pair(count * r / size_, count * (r + 1) / size_); };
   auto parts = [&](int r) {
     const int64_t n = part(r).second - part(r).first;
@@ -327,93 +362,72 @@ void GlooProcessGroup::DirectAllReduce(const void* in, void* out, int64_t count,
   auto* ctx = context_.get();
   const auto input = ctx->createUnboundBuffer(const_cast<void*>(in), count * size);
   const auto output = ctx->createUnboundBuffer(out, count * size);
-  // Two segments from each other rank; a buffer per rank, as Gloo completes receives in order
-  // per sender and buffer.
-  const int64_t slot_bytes = room * size;
-  std::vector<std::unique_ptr<gloo::transport::UnboundBuffer>> scratch(size_);
+  std::vector<int64_t> early(size_, 0);
   for (int r = 0; r < size_; ++r) {
-    if (r != rank_) scratch[r] = ctx->createUnboundBuffer(segments_.data() + r * 2 * slot_bytes, 2 * slot_bytes);
+    if (r != rank_) early[r] = std::min<int64_t>(kWindow, parts(r));
   }
-  const int64_t mine = parts(rank_);
-  auto receive = [&](int64_t i) {
-    const auto [b, e] = segment(rank_, i);
-    for (int r = 0; r < size_; ++r) {
-      if (r != rank_) scratch[r]->recv(r, scatter_slot_, (i % 2) * slot_bytes, e - b);
-    }
+  auto send = [&](int r, int64_t i) {
+    const auto [b, e] = segment(r, i);
+    input->send(r, scatter_slot_, b, e - b);
   };
-  // Receives first: a send whose receive the peer has already posted leaves at once, from the
-  // caller's thread, rather than later from Gloo's event loop.
-  receive(0);
-  if (mine > 1) receive(1);
-  // With in == out, a rank sends a reduced segment back only after it has received ours, so
-  // our send from that memory is over when its result lands there.
-  for (int r = 0; r < size_; ++r) {
-    if (r == rank_) continue;
-    for (int64_t i = 0; i < parts(r); ++i) {
-      const auto [b, e] = segment(r, i);
-      output->recv(r, gather_slot_, b, e - b);
-    }
-  }
-  for (int r = 0; r < size_; ++r) {
-    if (r == rank_) continue;
-    for (int64_t i = 0; i < parts(r); ++i) {
-      const auto [b, e] = segment(r, i);
-      input->send(r, scatter_slot_, b, e - b);
-    }
-  }
-  std::vector<const void*> operands(size_);
-  for (int64_t i = 0; i < mine; ++i) {
-    const auto [b, e] = segment(rank_, i);
-    // Our own input first: with in == out, it is read before the result overwrites it.
-    operands[0] = static_cast<const char*>(in) + b;
-    for (int r = 0, k = 1; r < size_; ++r) {
-      if (r == rank_) continue;
-      scratch[r]->waitRecv(timeout_);
-      operands[k++] = segments_.data() + r * 2 * slot_bytes + (i % 2) * slot_bytes;
-    }
-    ReduceOnHost(kind, dtype, operands, static_cast<char*>(out) + b, 0, (e - b) / size);
-    if (i + 2 < mine) receive(i + 2);
+  const std::string op = gather ? "all_reduce" : "reduce_scatter";
+  const absl::Status agreed = AgreeLocked(call, early, [&] {
     for (int r = 0; r < size_; ++r) {
-      if (r != rank_) output->send(r, gather_slot_, b, e - b);
+      for (int64_t i = 0; i < early[r]; ++i) send(r, i);
     }
-  }
-  for (int r = 0; r < size_; ++r) {
-    if (r == rank_) continue;
-    for (int64_t i = 0; i < parts(r); ++i) {
-      input->waitSend(timeout_);
-      output->waitRecv(timeout_);
-    }
-    for (int64_t i = 0; i < mine; ++i) output->waitSend(timeout_);
-  }
-}
-
-absl::Status GlooProcessGroup::SmallAllReduce(const void* in, void* out, int64_t count, DType dtype,
-                                              ReduceKind kind) {
-  const int64_t bytes = count * DTypeSize(dtype);
-  auto key = std::make_tuple(count, dtype, kind);
-  auto it = small_.find(key);
-  if (it == small_.end()) {
-    if (small_.size() >= 64) small_.clear();  // every rank clears at the same call
-    Small entry;
-    entry.buffer.resize(bytes);
-    absl::Status s = Run(Called("all_reduce"), [&] {
-      VisitDType(dtype, [&](auto v) {
-        using T = decltype(v);
-        if constexpr (!std::is_same_v<T, bool>) {
-          entry.algorithm = std::make_unique<gloo::AllreduceHalvingDoubling<T>>(
-              context_, std::vector<T*>{reinterpret_cast<T*>(entry.buffer.data())}, static_cast<int>(count),
-              GlooReduction<T>(kind));
+  });
+  if (!agreed.ok()) {
+    // Our early segments were taken in and dropped by peers that disagreed; they must be out of
+    // the caller's memory before we return.
+    if (broken_.ok()) {
+      absl::Status s = Run(Called(op), [&] {
+        for (int r = 0; r < size_; ++r) {
+          for (int64_t i = 0; i < early[r]; ++i) input->waitSend(timeout_);
         }
       });
-    });
-    if (!s.ok()) return s;
-    it = small_.emplace(key, std::move(entry)).first;
+      if (!s.ok()) return s;
+    }
+    return agreed;
   }
-  Small& small = it->second;
-  std::memcpy(small.buffer.data(), in, bytes);
-  absl::Status s = Run(Called("all_reduce"), [&] { small.algorithm->run(); });
-  if (s.ok()) std::memcpy(out, small.buffer.data(), bytes);
-  return s;
+  return Run(Called(op), [&] {
+    // With in == out, a rank sends a reduced segment back only after it has received ours, so
+    // our send from that memory is over when its result lands there.
+    for (int r = 0; r < size_ && gather; ++r) {
+      if (r == rank_) continue;
+      for (int64_t i = 0; i < parts(r); ++i) {
+        const auto [b, e] = segment(r, i);
+        output->recv(r, gather_slot_, b, e - b);
+      }
+    }
+    for (int r = 0; r < size_; ++r) {
+      for (int64_t i = early[r]; r != rank_ && i < parts(r); ++i) send(r, i);
+    }
+    std::vector<const void*> operands(size_);
+    for (int64_t i = 0; i < parts(rank_); ++i) {
+      const auto [b, e] = segment(rank_, i);
+      // Our own input first: with in == out, it is read before the result overwrites it.
+      operands[0] = static_cast<const char*>(in) + b;
+      for (int r = 0, k = 1; r < size_; ++r) {
+        if (r != rank_) operands[k++] = NextSegment(r);
+      }
+      ReduceOnHost(kind, dtype, operands, static_cast<char*>(out) + b, 0, (e - b) / size);
+      for (int r = 0; r < size_; ++r) {
+        if (r == rank_) continue;
+        FreeSegment(r);
+        if (gather) output->send(r, gather_slot_, b, e - b);
+      }
+    }
+    for (int r = 0; r < size_; ++r) {
+      if (r == rank_) continue;
+      for (int64_t i = 0; i < parts(r); ++i) input->waitSend(timeout_);
+      for (int64_t i = 0; i < parts(r) && gather; ++i) output->waitRecv(timeout_);
+      for (int64_t i = 0; i < parts(rank_) && gather; ++i) output->waitSend(timeout_);
+    }
+    if (!gather && rank_ != 0) {
+      const auto [lo, hi] = part(rank_);
+      std::memmove(out, static_cast<char*>(out) + lo * size, (hi - lo) * size);
+    }
+  });
 }
 
 absl::Status GlooProcessGroup::Broadcast(absl::string_view call, void* data, int64_t bytes, int root) {
@@ -444,37 +458,4 @@ absl::Status GlooProcessGroup::AllGather(absl::string_view call, void* data, int
   });
 }
 
-absl::Status GlooProcessGroup::ReduceScatter(absl::string_view call, void* data, int64_t count, DType dtype,
-                                             ReduceKind kind) {
-  std::lock_guard lock(mu_);
-  if (absl::Status s = AgreeLocked(call); !s.ok()) return s;
-  if (absl::Status s = CheckReducible("reduce_scatter", dtype, kind); !s.ok()) return s;
-  if (count % size_ != 0 || count > std::numeric_limits<int>::max()) {
-    return absl::InvalidArgumentError(absl::StrCat("reduce_scatter: ", count, " elements do not split into ", size_,
-                                                   " equal parts, or exceed Gloo's limit of 2^31 - 1"));
-  }
-  if (count == 0) return broken_;
-  return Run(Called("reduce_scatter"), [&] {
-    VisitDType(dtype, [&](auto v) {
-      using T = decltype(v);
-      if constexpr (!std::is_same_v<T, bool>) {
-        // Gloo's halving-doubling reduce-scatter takes the parts' sizes in an int each.
-        const std::vector<int> parts(size_, static_cast<int>(count / size_));
-        gloo::ReduceScatterHalvingDoubling<T> algorithm(context_, {static_cast<T*>(data)}, static_cast<int>(count),
-                                                        parts, GlooReduction<T>(kind));
-        algorithm.run();
-      }
-    });
-  });
-}
-
 }  // namespace kiln::distributed
-
-// ThreadSanitizer: Gloo's halving-doubling reduce-scatter sends and receives its notification
-// messages through one int member (`dummy_`) at once; the value is never read, so the race
-// TSan sees inside Gloo's TCP pair is harmless. Only reports with GlooProcessGroup's
-// ReduceScatter on a stack are suppressed (the data buffers are covered by the all-reduce
-// paths, which are not). Unused outside TSan builds.
-extern "C" const char* __tsan_default_suppressions() {
-  return "race:kiln::distributed::GlooProcessGroup::ReduceScatter\n";
-}

@@ -1,23 +1,20 @@
 // GlooProcessGroup: a ProcessGroup over Gloo's TCP transport (Debian's libgloo). Ranks meet
-// at a rendezvous store (gloo_store.h), connect a full mesh, and run on host buffers: Gloo's
-// halving-doubling all-reduce class for small payloads (its buffers registered with the
-// connections once per size, which saves the round trips a fresh setup spends on every call),
-// a direct all-reduce of kiln's own on Gloo's transport for larger ones (each rank reduces its
-// part and streams it to the others; it reads a separate input in place, so a kept input costs
-// no copy), binomial-tree broadcast, ring all-gather and halving-doubling reduce-scatter. Every
-// operation, the rendezvous included, has a deadline (`timeout`), so a rank that died or
-// became unreachable gives the others DeadlineExceeded or Unavailable naming the ranks,
-// never a hang.
+// at a rendezvous store (gloo_store.h), connect a full mesh, and run on host buffers: an
+// all-reduce and a reduce-scatter of kiln's own on Gloo's transport (each rank reduces its part
+// and streams it to the others; a separate input is read in place, so a kept input costs no
+// copy; the first segments travel with the agreement on the call), Gloo's binomial-tree
+// broadcast and ring all-gather. Every operation, the rendezvous included, has a deadline
+// (`timeout`), so a rank that died or became unreachable gives the others DeadlineExceeded or
+// Unavailable naming the ranks, never a hang.
 #ifndef KILN_DISTRIBUTED_GLOO_PROCESS_GROUP_H_
 #define KILN_DISTRIBUTED_GLOO_PROCESS_GROUP_H_
 
 #include <array>
 #include <chrono>
-#include <map>
+#include <functional>
 #include <memory>
 #include <mutex>
 #include <string>
-#include <tuple>
 #include <vector>
 
 #include "absl/status/statusor.h"
@@ -25,10 +22,9 @@
 #include "distributed/process_group.h"
 
 namespace gloo {
-class Algorithm;
 class Context;
 namespace transport {
-class Buffer;
+class UnboundBuffer;
 }  // namespace transport
 }  // namespace gloo
 
@@ -77,20 +73,28 @@ class GlooProcessGroup : public ProcessGroup {
  private:
   GlooProcessGroup(int rank, int size, std::chrono::milliseconds timeout, std::shared_ptr<gloo::Context> context);
 
-  // All-reduces up to this many bytes go through a cached halving-doubling instance.
-  static constexpr int64_t kSmallBytes = int64_t{256} << 10;
-  absl::Status SmallAllReduce(const void* in, void* out, int64_t count, DType dtype, ReduceKind kind);
-  // Larger ones: each rank reduces its part and sends it on segment by segment (see the .cc).
-  // The segments in flight towards a rank at once (two per sender) are at most 2 * this much.
+  // All-reduce and reduce-scatter: each rank reduces its part, segment by segment (see the
+  // .cc), agreeing on the call while its first segments are already on their way. The segments
+  // in flight towards a rank at once (kWindow per sender) are at most kWindow * this much.
   static constexpr int64_t kSegmentBytes = int64_t{1} << 20;
-  void DirectAllReduce(const void* in, void* out, int64_t count, DType dtype, ReduceKind kind);
+  static constexpr int kWindow = 2;
+  absl::Status Direct(absl::string_view call, const void* in, void* out, int64_t count, DType dtype, ReduceKind kind,
+                      bool gather);
+  // Waits for the next segment from `rank` in its scratch window and returns where it is; Free
+  // gives that place back (a receive for a later segment is posted at once).
+  const char* NextSegment(int rank);
+  void FreeSegment(int rank);
 
   // Runs one Gloo operation: exceptions become a status that breaks the group for good.
   template <class F>
   absl::Status Run(absl::string_view what, F&& op);
   std::string OtherRanks() const;
-  // Agree's work (mu_ held).
-  absl::Status AgreeLocked(absl::string_view call);
+  // Agree's work (mu_ held). `early[r]` segments of this call's data go to rank r into its
+  // scratch window before r's answer is in; `send_early` sends them (after this rank's claim,
+  // so that a peer reads the claim first). When the ranks disagree, each takes in and drops
+  // the early segments sent to it, so the windows stay in step for the next call.
+  absl::Status AgreeLocked(absl::string_view call, const std::vector<int64_t>& early = {},
+                           const std::function<void()>& send_early = {});
   // The call being made (for messages), or `op`.
   std::string Called(absl::string_view op) const;
 
@@ -100,24 +104,28 @@ class GlooProcessGroup : public ProcessGroup {
   std::mutex mu_;  // one collective at a time: Gloo's context is not for concurrent use
   absl::Status broken_;
   std::string called_;
-  // Agree: each rank writes its call's hash straight into a buffer every other rank registered
-  // with their connection once (one message each way, no notifications). Two places per rank,
-  // used by turns: a rank can be at most one call ahead of another (it needs the other's hash
-  // of its previous call to get past it), so it never overwrites a hash not yet read.
-  uint64_t agree_calls_ = 0;
-  std::array<uint64_t, 2> agree_mine_{};
-  std::vector<std::array<uint64_t, 2>> agree_theirs_;  // by rank
-  std::vector<std::unique_ptr<gloo::transport::Buffer>> agree_send_, agree_recv_;  // by rank, none for this one
-  // DirectAllReduce: Gloo slots of its two phases, and room for two segments from each rank.
-  uint64_t scatter_slot_ = 0, gather_slot_ = 0;
-  std::vector<char> segments_;
-  // Small all-reduces: an instance and its buffer per (elements, dtype, kind). Made in call
-  // order, which every rank shares (Agree checks it), so Gloo's slots match across ranks.
-  struct Small {
-    std::vector<char> buffer;
-    std::unique_ptr<gloo::Algorithm> algorithm;
+  // Agree: each rank sends every other its claim (its call's hash, and how many segments it
+  // sends that rank early) into one of kWindow places the other keeps a receive posted in, by
+  // turns, so a claim leaves at once, with no notification to wait for. (Only Gloo's
+  // unbound buffers are used: its registered buffers fix a socket's send buffer at the size of
+  // the first message, here a few bytes, and every large transfer then waits for acks.)
+  struct Claim {
+    uint64_t hash = 0;
+    uint64_t early = 0;
   };
-  std::map<std::tuple<int64_t, DType, ReduceKind>, Small> small_;
+  uint64_t agree_calls_ = 0;
+  uint64_t agree_slot_ = 0;
+  std::vector<std::array<Claim, kWindow>> agree_mine_, agree_theirs_;                   // by rank
+  std::vector<std::unique_ptr<gloo::transport::UnboundBuffer>> agree_out_, agree_in_;  // by rank, none for this one
+  // Direct: Gloo slots of its two phases, and each other rank's scratch window:
+  // kWindow places of `slot_bytes_`, with a receive always posted in each that is free, so a
+  // peer's first segments of a call leave at once, before the ranks have agreed on it.
+  // `received_[r]` counts the segments taken from rank r; the next lies at place received_ % kWindow.
+  uint64_t scatter_slot_ = 0, gather_slot_ = 0;
+  int64_t slot_bytes_ = 0;
+  std::vector<char> segments_;
+  std::vector<std::unique_ptr<gloo::transport::UnboundBuffer>> scratch_;  // by rank
+  std::vector<uint64_t> received_;
 };
 
 }  // namespace kiln::distributed

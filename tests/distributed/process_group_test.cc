@@ -155,6 +155,29 @@ TEST(ProcessGroupErrors, MismatchedDtypesFailOnEveryRank) {
   }
 }
 
+// The direct all-reduce sends its first segments before the ranks have compared their calls;
+// when they differ, every rank still reports it, and those segments never reach a result.
+TEST(ProcessGroupErrors, MismatchesOnTheDirectPathLeaveTheGroupExact) {
+  for (int processes : {2, 3}) {
+    RankProcesses ranks(worker, processes, FreshStore());
+    ranks.StartAll({"mismatch_large"});
+    for (const RankResult& r : ranks.WaitAll(milliseconds(60000))) {
+      EXPECT_EQ(r.exit_code, 0) << r.output;
+      EXPECT_FALSE(absl::StrContains(r.output, "FAIL")) << r.output;
+      for (const char* call : {"all_reduce(sum) of f32[786446] on 1 local device(s)", "something else",
+                               "reduce_scatter(sum) of f32[786438] on 1 local device(s)",
+                               "all_reduce(sum) of f32[3] on 1 local device(s)"}) {
+        EXPECT_TRUE(absl::StrContains(r.output, absl::StrCat("STATUS INVALID_ARGUMENT: process group: rank 1 called ",
+                                                             call, " but rank 0 called all_reduce(sum) of f32[")))
+            << call << "\n" << r.output;
+      }
+      for (const char* after : {"a longer tensor", "an agreement", "a reduce-scatter", "a small tensor"}) {
+        EXPECT_TRUE(absl::StrContains(r.output, absl::StrCat("OK exact after ", after))) << r.output;
+      }
+    }
+  }
+}
+
 // A rank killed mid-run: the survivor's next collective fails at once (the connection closes)
 // or at the latest at the timeout, with a status naming the dead rank; no hang.
 TEST(ProcessGroupFaults, KilledRankFailsTheOthersWithinTheTimeout) {

@@ -5,8 +5,8 @@
 // the fault scenarios; the test reads the status line).
 //
 //   process_group_worker <scenario> [local devices] [timeout ms] [iterations]
-//   scenarios: collectives, large, autodiff, data_parallel, mismatch_shape, mismatch_dtype, loop,
-//   join; cuda_collectives, cuda_autodiff, cuda_mismatch_shape run on CUDA devices through NCCL
+//   scenarios: collectives, large, autodiff, data_parallel, mismatch_shape, mismatch_dtype,
+//   mismatch_large, loop, join; cuda_collectives, cuda_autodiff, cuda_mismatch_shape run on CUDA devices through NCCL
 //   (the process with local rank l takes GPUs l * devices, ...), in a --config=cuda build.
 #include <chrono>
 #include <cmath>
@@ -116,7 +116,61 @@ int Large(const Setup<Cpu>& s) {
       same = same && V(*consumed) == want;
     }
     Check(same, absl::StrCat("all_reduce(", ReduceKindName(kind), ") of ", DTypeName(dtype), "[", n, "]"));
+    // Reduce-scatter of the same kind (on a count the world divides): member g's part of the
+    // all-reduce's result.
+    if (kind == ReduceKind::kMean || n % G != 0) continue;
+    auto scattered = group.ReduceScatter(in, kind);
+    if (!scattered.ok()) return Status(scattered.status());
+    same = V(in[0]) == inputs[group.global_rank(0)];
+    for (int r = 0; r < L; ++r) {
+      const int g = group.global_rank(r);
+      same = same && V((*scattered)[r]) == std::vector<double>(want.begin() + n / G * g, want.begin() + n / G * (g + 1));
+    }
+    Check(same, absl::StrCat("reduce_scatter(", ReduceKindName(kind), ") of ", DTypeName(dtype), "[", n, "]"));
   }
+  return failures ? 1 : 0;
+}
+
+// Calls that differ across ranks on the direct all-reduce's path, whose first segments leave
+// before the ranks have compared their calls: every rank reports the mismatch, the segments
+// sent early are dropped (a kept input stays untouched), and the next calls give exact results.
+// Rank 1 differs; the others make the same call.
+int MismatchLarge(const Setup<Cpu>& s) {
+  DeviceGroup<Cpu> group(s.devices, {.process_group = s.world});
+  const int rank = s.world->rank(), G = group.global_size();
+  const int64_t n = (3 << 18) + 6;  // several segments; divisible by worlds of 2 and 3
+  const T big = Input<Cpu>(rank, Shape({n}), DType::kF32, s.devices[0]);
+  const std::vector<double> before = V(big);
+  std::vector<double> want(n, 0.0);
+  for (int g = 0; g < G; ++g) {
+    const std::vector<double> x = V(Input<Cpu>(g, Shape({n}), DType::kF32, s.devices[0]));
+    for (int64_t i = 0; i < n; ++i) want[i] += x[i];
+  }
+  auto exact = [&](const std::string& after) {
+    auto out = group.AllReduce(0, big, ReduceKind::kSum);
+    if (!out.ok()) Status(out.status());
+    Check(out.ok() && V(big) == before && V(*out) == want, absl::StrCat("exact after ", after));
+  };
+  // 1: more elements on rank 1 (both send early, their segments of different sizes).
+  auto r1 = rank == 1 ? group.AllReduce(0, T::full({n + 8}, 1.0f, DType::kF32, s.devices[0]), ReduceKind::kSum)
+                      : group.AllReduce(0, big, ReduceKind::kSum);
+  Status(r1.status());
+  exact("a longer tensor");
+  // 2: rank 1 only agrees on something else (sends nothing early); the others' input is kept.
+  if (rank == 1) {
+    Status(s.world->Agree("something else"));
+  } else {
+    Status(group.AllReduce(0, big, ReduceKind::kSum).status());
+  }
+  exact("an agreement");
+  // 3: rank 1 reduce-scatters what the others all-reduce.
+  Status(rank == 1 ? group.ReduceScatter(0, big, ReduceKind::kSum).status()
+                   : group.AllReduce(0, big, ReduceKind::kSum).status());
+  exact("a reduce-scatter");
+  // 4: rank 1 all-reduces a small tensor (one segment, a few bytes) against a large one.
+  Status(rank == 1 ? group.AllReduce(0, T::ones({3}, DType::kF32, s.devices[0]), ReduceKind::kSum).status()
+                   : group.AllReduce(0, big, ReduceKind::kSum).status());
+  exact("a small tensor");
   return failures ? 1 : 0;
 }
 
@@ -367,6 +421,7 @@ int Main(int argc, char** argv) {
   if (scenario == "data_parallel") return DataParallelScenario(s, iterations > 0 ? iterations : 5);
   if (scenario == "mismatch_shape") return Mismatch(s, false);
   if (scenario == "mismatch_dtype") return Mismatch(s, true);
+  if (scenario == "mismatch_large") return MismatchLarge(s);
   if (scenario == "loop") return Loop(s, iterations);
   if (scenario == "join") return 0;
   std::printf("unknown scenario '%s'\n", std::string(scenario).c_str());
