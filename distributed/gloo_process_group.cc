@@ -183,10 +183,29 @@ GlooProcessGroup::GlooProcessGroup(int rank, int size, std::chrono::milliseconds
 GlooProcessGroup::~GlooProcessGroup() {
   // A collective can return while some of its last messages (Gloo's algorithms do not wait for
   // every send they start) still sit in this process's send queue, which closing the
-  // connections would drop, leaving a peer waiting. So the ranks meet once more: a rank that
-  // has heard every other rank's last message has nothing in flight towards it.
+  // connections would drop, leaving a peer waiting. So the ranks meet once more, and then fill
+  // each other's standing receives (claims, scratch) with empty messages: a rank that has all
+  // of them has nothing in flight towards it, and no receive is left posted in a buffer about
+  // to be freed (Gloo's event loop would wake it when a peer closes its connection).
   std::lock_guard lock(mu_);
-  if (size_ > 1 && broken_.ok()) AgreeLocked("closing the process group").IgnoreError();
+  if (size_ == 1 || !broken_.ok() || !AgreeLocked("closing the process group").ok()) return;
+  Run("closing", [&] {
+    for (int r = 0; r < size_; ++r) {
+      for (int i = 0; i < kWindow && r != rank_; ++i) {
+        agree_out_[r]->send(r, agree_slot_, 0, 0);
+        agree_out_[r]->send(r, scatter_slot_, 0, 0);
+      }
+    }
+    for (int r = 0; r < size_; ++r) {
+      for (int i = 0; i < kWindow && r != rank_; ++i) {
+        agree_in_[r]->waitRecv(timeout_);
+        scratch_[r]->waitRecv(timeout_);
+      }
+    }
+    for (int r = 0; r < size_; ++r) {
+      for (int i = 0; i < 2 * kWindow && r != rank_; ++i) agree_out_[r]->waitSend(timeout_);
+    }
+  }).IgnoreError();
 }
 
 std::string GlooProcessGroup::Called(absl::string_view op) const {
@@ -459,3 +478,4 @@ absl::Status GlooProcessGroup::AllGather(absl::string_view call, void* data, int
 }
 
 }  // namespace kiln::distributed
+

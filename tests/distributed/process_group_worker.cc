@@ -249,6 +249,16 @@ int Collectives(const Setup<B>& s) {
     Check(V(original) == before && V(*kept) == V(*want) && V(*consumed) == V(*want),
           "a consumed all_reduce input: same result, a shared input left untouched");
   }
+  // Fewer elements than ranks (a loss, a count): some ranks own an empty part.
+  for (int64_t n : {1, 2}) {
+    std::vector<T> tiny;
+    for (int r = 0; r < L; ++r) tiny.push_back(T::full({n}, group.global_rank(r) + 1, DType::kF32, s.devices[r]));
+    auto out = group.AllReduce(tiny, ReduceKind::kSum);
+    if (!out.ok()) return Status(out.status());
+    same = true;
+    for (int r = 0; r < L; ++r) same = same && V((*out)[r]) == std::vector<double>(n, G * (G + 1) / 2.0);
+    Check(same, absl::StrCat("all_reduce of f32[", n, "]"));
+  }
   // Errors the caller makes are caught before anything moves, the same on every rank.
   auto bad_root = group.Broadcast(in, G);
   Check(bad_root.status().message() == absl::StrCat("broadcast: root ", G, " is not a member of a group of ", G),
