@@ -178,6 +178,21 @@ TEST(ProcessGroupErrors, MismatchesOnTheDirectPathLeaveTheGroupExact) {
   }
 }
 
+// Repeated all-reduces must not wait on the kernel: Gloo's registered buffers fix a socket's
+// send buffer at the size of its first message, and kiln once sent a few bytes that way first,
+// after which every 1 MiB call stalled on delayed acks (40-200 ms, median ~50 ms, against ~1
+// ms). The bound is 20x a normal call here, so a slow or sanitized build still passes it.
+TEST(ProcessGroupSpeed, RepeatedAllReducesDoNotStall) {
+  RankProcesses ranks(worker, 2, FreshStore());
+  ranks.StartAll({"repeated"});
+  for (const RankResult& r : ranks.WaitAll(milliseconds(60000))) {
+    ASSERT_EQ(r.exit_code, 0) << r.output;
+    const size_t at = r.output.find("MEDIAN_MS ");
+    ASSERT_NE(at, std::string::npos) << r.output;
+    EXPECT_LT(std::stod(r.output.substr(at + 10)), 20.0) << r.output;
+  }
+}
+
 // A rank killed mid-run: the survivor's next collective fails at once (the connection closes)
 // or at the latest at the timeout, with a status naming the dead rank; no hang.
 TEST(ProcessGroupFaults, KilledRankFailsTheOthersWithinTheTimeout) {

@@ -6,8 +6,9 @@
 //
 //   process_group_worker <scenario> [local devices] [timeout ms] [iterations]
 //   scenarios: collectives, large, autodiff, data_parallel, mismatch_shape, mismatch_dtype,
-//   mismatch_large, loop, join; cuda_collectives, cuda_autodiff, cuda_mismatch_shape run on CUDA devices through NCCL
+//   mismatch_large, repeated, loop, join; cuda_collectives, cuda_autodiff, cuda_mismatch_shape run on CUDA devices through NCCL
 //   (the process with local rank l takes GPUs l * devices, ...), in a --config=cuda build.
+#include <algorithm>
 #include <chrono>
 #include <cmath>
 #include <cstdio>
@@ -361,6 +362,24 @@ int Mismatch(const Setup<B>& s, bool dtype) {
   return failures ? 1 : 0;
 }
 
+// A training loop's all-reduce, repeated: 40 calls of 1 MiB back to back, consuming their
+// input as gradient sync does; prints the median time of a call.
+int Repeated(const Setup<Cpu>& s) {
+  DeviceGroup<Cpu> group(s.devices, {.process_group = s.world});
+  std::vector<double> ms;
+  for (int i = 0; i < 40; ++i) {
+    T x = T::full({1 << 18}, 1.0f, DType::kF32, s.devices[0]);
+    const auto start = std::chrono::steady_clock::now();
+    auto out = group.AllReduce(0, std::move(x), ReduceKind::kSum);
+    ms.push_back(std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count());
+    if (!out.ok()) return Status(out.status());
+    if (V(*out)[777] != group.global_size()) Check(false, "repeated all_reduce sum");
+  }
+  std::sort(ms.begin(), ms.end());
+  std::printf("MEDIAN_MS %.3f\n", ms[ms.size() / 2]);
+  return failures ? 1 : 0;
+}
+
 // All-reduces until told to stop (iterations) or a collective fails; prints the time from the
 // last success to the failure.
 int Loop(const Setup<Cpu>& s, int iterations) {
@@ -432,6 +451,7 @@ int Main(int argc, char** argv) {
   if (scenario == "mismatch_shape") return Mismatch(s, false);
   if (scenario == "mismatch_dtype") return Mismatch(s, true);
   if (scenario == "mismatch_large") return MismatchLarge(s);
+  if (scenario == "repeated") return Repeated(s);
   if (scenario == "loop") return Loop(s, iterations);
   if (scenario == "join") return 0;
   std::printf("unknown scenario '%s'\n", std::string(scenario).c_str());
