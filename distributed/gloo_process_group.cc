@@ -305,7 +305,7 @@ absl::Status GlooProcessGroup::AgreeLocked(absl::string_view signature, const st
       return absl::InvalidArgumentError(absl::StrCat(
           "process group: rank ", r, " called ", sig(r), " but rank 0 called ", sig(0),
           "; every rank must make the same collective calls, in the same order, with tensors of one shape "
-          "and dtype (nothing was exchanged)"));
+          "and dtype (no tensor was changed)"));
     }
   }
   return absl::OkStatus();

@@ -9,8 +9,9 @@
 // every process (cuda_group.h).
 //
 // Every rank must make the same calls in the same order (as with NCCL or torch.distributed).
-// Each call is compared across the ranks before any of its data moves. After a failed collective (a peer gone, a
-// timeout) the process group is unusable: every later call returns the same status.
+// Each call is compared across the ranks before any of its data reaches a tensor. After a
+// failed collective (a peer gone, a timeout) the process group is unusable: every later call
+// returns the same status.
 #ifndef KILN_DISTRIBUTED_PROCESS_GROUP_H_
 #define KILN_DISTRIBUTED_PROCESS_GROUP_H_
 

@@ -1,6 +1,6 @@
 // The Gloo process group across real processes: collectives over 2 and 3 processes of 1 and 2
 // devices against exact values, the autodiff path, DataParallel against the in-process run,
-// mismatched calls reported on every rank before data moves, and faults (a rank killed, a
+// mismatched calls reported on every rank before any tensor changes, and faults (a rank killed, a
 // rank stopped) ending every other rank within the timeout. Ranks are child processes running
 // process_group_worker (its path is the first argument).
 #include <gtest/gtest.h>
@@ -131,7 +131,7 @@ TEST(ProcessGroupErrors, MismatchedShapesFailOnEveryRankBeforeDataMoves) {
         r.output,
         "STATUS INVALID_ARGUMENT: process group: rank 1 called all_reduce(sum) of f32[5] on 1 local device(s) but "
         "rank 0 called all_reduce(sum) of f32[4] on 1 local device(s); every rank must make the same collective "
-        "calls, in the same order, with tensors of one shape and dtype (nothing was exchanged)\n"))
+        "calls, in the same order, with tensors of one shape and dtype (no tensor was changed)\n"))
         << r.output;
     EXPECT_TRUE(absl::StrContains(r.output, "OK the next call works")) << r.output;
     EXPECT_TRUE(absl::StrContains(r.output,
