@@ -15,6 +15,7 @@
 #include "gloo/broadcast.h"
 #include "gloo/common/error.h"
 #include "gloo/rendezvous/context.h"
+#include "gloo/transport/pair.h"
 #include "gloo/transport/unbound_buffer.h"
 #include "gloo/transport/tcp/device.h"
 
@@ -188,8 +189,12 @@ GlooProcessGroup::~GlooProcessGroup() {
   // of them has nothing in flight towards it, and no receive is left posted in a buffer about
   // to be freed (Gloo's event loop would wake it when a peer closes its connection).
   std::lock_guard lock(mu_);
-  if (size_ == 1 || !broken_.ok() || !AgreeLocked("closing the process group").ok()) return;
-  Run("closing", [&] {
+  if (size_ == 1 || !broken_.ok()) return;  // a broken group has closed its connections
+  if (!AgreeLocked("closing the process group").ok()) {
+    CloseConnections();
+    return;
+  }
+  Run("closing", [&] {  // a failure closes the connections too
     for (int r = 0; r < size_; ++r) {
       for (int i = 0; i < kWindow && r != rank_; ++i) {
         agree_out_[r]->send(r, agree_slot_, 0, 0);
@@ -206,6 +211,17 @@ GlooProcessGroup::~GlooProcessGroup() {
       for (int i = 0; i < 2 * kWindow && r != rank_; ++i) agree_out_[r]->waitSend(timeout_);
     }
   }).IgnoreError();
+}
+
+void GlooProcessGroup::CloseConnections() {
+  for (int r = 0; r < size_; ++r) {
+    if (r == rank_) continue;
+    try {
+      context_->getPair(r)->close();
+    } catch (const std::exception&) {
+      // Already broken; closing is all that was asked.
+    }
+  }
 }
 
 std::string GlooProcessGroup::Called(absl::string_view op) const {
@@ -239,6 +255,7 @@ absl::Status GlooProcessGroup::Run(absl::string_view what, F&& op) {
     broken_ = absl::UnavailableError(absl::StrCat(head, " lost its connection to rank(s) ", OtherRanks(), " (",
                                                   why, ")", tail));
   }
+  CloseConnections();
   return broken_;
 }
 

@@ -85,10 +85,13 @@ class GlooProcessGroup : public ProcessGroup {
   const char* NextSegment(int rank);
   void FreeSegment(int rank);
 
-  // Runs one Gloo operation: exceptions become a status that breaks the group for good.
+  // Runs one Gloo operation: exceptions become a status that breaks the group for good and
+  // close its connections (the peers learn at once, and Gloo's event loop no longer touches
+  // the receives this rank leaves posted).
   template <class F>
   absl::Status Run(absl::string_view what, F&& op);
   std::string OtherRanks() const;
+  void CloseConnections();
   // Agree's work (mu_ held). `early[r]` segments of this call's data go to rank r into its
   // scratch window before r's answer is in; `send_early` sends them (after this rank's claim,
   // so that a peer reads the claim first). When the ranks disagree, each takes in and drops
