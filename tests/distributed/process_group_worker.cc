@@ -6,8 +6,9 @@
 //
 //   process_group_worker <scenario> [local devices] [timeout ms] [iterations]
 //   scenarios: collectives, large, autodiff, data_parallel, mismatch_shape, mismatch_dtype,
-//   mismatch_large, repeated, loop, join; cuda_collectives, cuda_autodiff, cuda_mismatch_shape run on CUDA devices through NCCL
-//   (the process with local rank l takes GPUs l * devices, ...), in a --config=cuda build.
+//   mismatch_large, repeated, loop, join; cuda_collectives, cuda_autodiff, cuda_mismatch_shape
+//   run on CUDA devices through NCCL (the process with local rank l takes GPUs l * devices,
+//   ...), in a --config=cuda build.
 #include <algorithm>
 #include <chrono>
 #include <cmath>
@@ -117,17 +118,20 @@ int Large(const Setup<Cpu>& s) {
       same = same && V(*consumed) == want;
     }
     Check(same, absl::StrCat("all_reduce(", ReduceKindName(kind), ") of ", DTypeName(dtype), "[", n, "]"));
-    // Reduce-scatter of the same kind (on a count the world divides): member g's part of the
-    // all-reduce's result.
-    if (kind == ReduceKind::kMean || n % G != 0) continue;
-    auto scattered = group.ReduceScatter(in, kind);
+    // Reduce-scatter of the same kind, on the first m elements (a count the world divides):
+    // member g gets its part of the all-reduce's result, the input stays untouched.
+    if (kind == ReduceKind::kMean) continue;
+    const int64_t m = n / G * G;
+    std::vector<T> head;
+    for (int r = 0; r < L; ++r) head.push_back(Input<Cpu>(group.global_rank(r), Shape({m}), dtype, s.devices[r]));
+    auto scattered = group.ReduceScatter(head, kind);
     if (!scattered.ok()) return Status(scattered.status());
-    same = V(in[0]) == inputs[group.global_rank(0)];
+    same = V(head[0]) == std::vector<double>(inputs[group.global_rank(0)].begin(), inputs[group.global_rank(0)].begin() + m);
     for (int r = 0; r < L; ++r) {
       const int g = group.global_rank(r);
-      same = same && V((*scattered)[r]) == std::vector<double>(want.begin() + n / G * g, want.begin() + n / G * (g + 1));
+      same = same && V((*scattered)[r]) == std::vector<double>(want.begin() + m / G * g, want.begin() + m / G * (g + 1));
     }
-    Check(same, absl::StrCat("reduce_scatter(", ReduceKindName(kind), ") of ", DTypeName(dtype), "[", n, "]"));
+    Check(same, absl::StrCat("reduce_scatter(", ReduceKindName(kind), ") of ", DTypeName(dtype), "[", m, "]"));
   }
   return failures ? 1 : 0;
 }
