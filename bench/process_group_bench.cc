@@ -1,20 +1,19 @@
-// All-reduce (sum, f32) across processes: kiln's Gloo process group next to raw Gloo on the
-// same connections in the same run, plus the in-process group for contrast. Run it under the
-// launcher, one device per process:
+// All-reduce (sum, f32) across processes: kiln's Gloo process group next to raw Gloo in the
+// same run, plus the in-process group for contrast. Run it under the launcher, one device per
+// process:
 //
 //   ./bazelw build //bench:process_group_bench //tools:launch
-//   bazel-bin/tools/launch --nproc=2 -- bazel-bin/bench/process_group_bench [repetitions]
+//   bazel-bin/tools/launch --nproc=2 -- bazel-bin/bench/process_group_bench [rounds]
 //
-// Raw Gloo is timed with each of its all-reduce algorithms (ring and bcube through
-// gloo::allreduce, the classic ring, chunked ring and halving-doubling classes), in place on
-// one buffer, on connections of its own, and the best is the reference. kiln's call leaves its input untouched and
-// returns a new tensor (as every kiln collective does), after checking that the ranks agree
-// on the call; a second kiln variant hands over a fresh input tensor (std::move), which kiln
-// then reduces in place, as it does with gradient sync's buckets; a third row times that
-// agreement alone. Every round runs the variants in a new random order (the same on every
-// rank), so that drift and order effects hit all alike; medians are reported. Rank 0 prints
-// the table, with each variant's rate relative to the best raw Gloo variant and to raw Gloo's
-// in-place ring.
+// Raw Gloo runs on connections of its own, with each of its all-reduce algorithms: ring and
+// bcube through gloo::allreduce (in place, and from a separate input), and the classic ring,
+// chunked ring and halving-doubling classes (in place). kiln is timed keeping its input (the
+// result is a new tensor, as every kiln collective returns) and consuming a fresh input
+// (std::move, as gradient sync hands over its buckets), which it reduces in place; a third row
+// times the agreement on a call alone. Each kiln call is compared with the fastest raw variant
+// of its kind. Every round runs the variants in a new random order (the same on every rank),
+// so drift hits all alike; medians, p10 and p90 of rank 0's calls are printed.
+// SIZES_KIB=4,1024 and VARIANT=<part of a name> narrow the run.
 #include <algorithm>
 #include <cstdlib>
 #include <chrono>
@@ -94,16 +93,10 @@ int Main(int argc, char** argv) {
     gloo::AllreduceRing<float> classic_ring(context, {data}, static_cast<int>(n));
     gloo::AllreduceRingChunked<float> chunked(context, {data}, static_cast<int>(n));
     gloo::AllreduceHalvingDoubling<float> halving(context, {data}, static_cast<int>(n));
-    auto modern = [&](gloo::AllreduceOptions::Algorithm algorithm) {
+    // gloo::allreduce into `data`, in place or from `second`.
+    auto modern = [&](gloo::AllreduceOptions::Algorithm algorithm, bool separate) {
       gloo::AllreduceOptions opts(context);
-      opts.setOutput(data, n);
-      opts.setAlgorithm(algorithm);
-      opts.setReduceFunction(static_cast<void (*)(void*, const void*, const void*, size_t)>(&gloo::sum<float>));
-      gloo::allreduce(opts);
-    };
-    auto separate = [&](gloo::AllreduceOptions::Algorithm algorithm) {
-      gloo::AllreduceOptions opts(context);
-      opts.setInput(second.data(), n);
+      if (separate) opts.setInput(second.data(), n);
       opts.setOutput(data, n);
       opts.setAlgorithm(algorithm);
       opts.setReduceFunction(static_cast<void (*)(void*, const void*, const void*, size_t)>(&gloo::sum<float>));
@@ -115,10 +108,10 @@ int Main(int argc, char** argv) {
       std::function<void()> run;
     };
     const std::vector<Variant> variants = {
-        {"gloo allreduce ring", false, [&] { modern(gloo::AllreduceOptions::Algorithm::RING); }},
-        {"gloo allreduce bcube", false, [&] { modern(gloo::AllreduceOptions::Algorithm::BCUBE); }},
-        {"gloo allreduce ring in->out", true, [&] { separate(gloo::AllreduceOptions::Algorithm::RING); }},
-        {"gloo allreduce bcube in->out", true, [&] { separate(gloo::AllreduceOptions::Algorithm::BCUBE); }},
+        {"gloo allreduce ring", false, [&] { modern(gloo::AllreduceOptions::Algorithm::RING, false); }},
+        {"gloo allreduce bcube", false, [&] { modern(gloo::AllreduceOptions::Algorithm::BCUBE, false); }},
+        {"gloo allreduce ring in->out", true, [&] { modern(gloo::AllreduceOptions::Algorithm::RING, true); }},
+        {"gloo allreduce bcube in->out", true, [&] { modern(gloo::AllreduceOptions::Algorithm::BCUBE, true); }},
         {"gloo AllreduceRing", false, [&] { classic_ring.run(); }},
         {"gloo AllreduceRingChunked", false, [&] { chunked.run(); }},
         {"gloo AllreduceHalvingDoubling", false, [&] { halving.run(); }},

@@ -414,16 +414,13 @@ absl::Status GlooProcessGroup::Direct(absl::string_view call, const void* in, vo
   });
   if (!agreed.ok()) {
     // Our early segments were taken in and dropped by peers that disagreed; they must be out of
-    // the caller's memory before we return.
-    if (broken_.ok()) {
-      absl::Status s = Run(Called(op), [&] {
-        for (int r = 0; r < size_; ++r) {
-          for (int64_t i = 0; i < early[r]; ++i) input->waitSend(timeout_);
-        }
-      });
-      if (!s.ok()) return s;
-    }
-    return agreed;
+    // the caller's memory before we return (a broken group has closed its connections).
+    const absl::Status sent = Run(Called(op), [&] {
+      for (int r = 0; r < size_; ++r) {
+        for (int64_t i = 0; i < early[r]; ++i) input->waitSend(timeout_);
+      }
+    });
+    return sent.ok() ? agreed : sent;
   }
   return Run(Called(op), [&] {
     // With in == out, a rank sends a reduced segment back only after it has received ours, so
