@@ -2,6 +2,10 @@
 // device's compute stream in the same run:
 //   matmul through kiln vs cuBLAS called directly (same sizes, same f32 settings);
 //   element-wise add vs a device-to-device cudaMemcpy moving the same bytes (bandwidth);
+//   sums (whole tensor, over rows, over columns) vs cuBLAS reading the same bytes (asum,
+//   gemv with a vector of ones);
+//   a tiny add (64 floats), host time per op, vs one cudaMemsetAsync (a bare launch): what
+//   kiln adds to every op when kernels are too small to hide it (small training batches);
 //   NCCL all-reduce over every GPU: bus bandwidth as nccl-tests defines it,
 //   busbw = algbw * 2(n-1)/n, where algbw = bytes / time.
 // Without a GPU it prints why and exits 0 (so scripts can run it anywhere).
@@ -104,6 +108,95 @@ void BM_Add(benchmark::State& state) {
   state.counters["ratio"] = ref_ms / kiln_ms;
 }
 BENCHMARK(BM_Add)->Arg(1 << 20)->Arg(1 << 24)->Arg(1 << 28)->UseManualTime()->Unit(benchmark::kMicrosecond);
+
+// Host time per tiny add, 1000 in a row then one wait, against as many cudaMemsetAsync calls
+// of the same bytes: the launch-bound regime of small batches, where the host is the limit.
+void BM_TinyAdd(benchmark::State& state) {
+  constexpr int kOps = 1000;
+  const T a = T::ones({64}), b = T::ones({64});
+  T c = a + b;
+  cuda::DeviceContext& ctx = cuda::Context(CudaDevice(0));
+  auto host_ms = [&](auto&& op) {
+    const auto start = std::chrono::steady_clock::now();
+    for (int i = 0; i < kOps; ++i) op();
+    cuda::Synchronize(CudaDevice(0));
+    return std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count();
+  };
+  auto memset = [&] { cudaMemsetAsync(c.primitive().mutable_data(), 0, 64 * sizeof(float), ctx.stream); };
+  host_ms(memset);
+  double kiln_ms = 0, ref_ms = 0;
+  for (auto _ : state) {
+    const double k = host_ms([&] { c = a + b; });
+    const double r = host_ms(memset);
+    kiln_ms += k;
+    ref_ms += r;
+    state.SetIterationTime(k / 1e3);  // an iteration is kOps adds
+  }
+  state.counters["kiln_us"] = kiln_ms * 1e3 / kOps / state.iterations();
+  state.counters["launch_us"] = ref_ms * 1e3 / kOps / state.iterations();
+  state.counters["ratio"] = ref_ms / kiln_ms;
+}
+BENCHMARK(BM_TinyAdd)->UseManualTime()->Unit(benchmark::kMicrosecond);
+
+// Sums of N positive floats, each against the cuBLAS call that reads the same bytes once:
+// the whole tensor (asum), each row of [N/4096, 4096] and each column of [4096, N/4096]
+// (gemv with a vector of ones). Both write their result on the device.
+enum class SumOver { kAll, kRows, kColumns };
+
+void Sum(benchmark::State& state, SumOver over) {
+  const int64_t n = state.range(0), wide = 4096, other = n / wide;
+  const Shape shape = over == SumOver::kColumns ? Shape{wide, other} : Shape{other, wide};
+  const T a = T::ones(shape);
+  const auto kiln_sum = [&] {
+    switch (over) {
+      case SumOver::kAll: return a.sum();
+      case SumOver::kRows: return a.sum({1});
+      case SumOver::kColumns: return a.sum({0});
+    }
+    return a.sum();
+  };
+  T c = kiln_sum();
+  cublasHandle_t handle;
+  cuda::ThrowIfCublas(cublasCreate(&handle), "cublasCreate");
+  cuda::ThrowIfCublas(cublasSetStream(handle, cuda::Context(CudaDevice(0)).stream), "cublasSetStream");
+  cuda::ThrowIfCublas(cublasSetPointerMode(handle, CUBLAS_POINTER_MODE_DEVICE), "cublasSetPointerMode");
+  const T ones = T::ones({wide > other ? wide : other}), out = T::zeros({wide > other ? wide : other});
+  const T scalars = T::from_data(TensorData::FromVector(std::vector<float>{1, 0}, Shape{2}), CudaDevice(0));
+  const float* x = static_cast<const float*>(a.primitive().data());
+  const float* one = static_cast<const float*>(scalars.primitive().data());
+  const float* zero = one + 1;
+  float* y = static_cast<float*>(out.primitive().mutable_data());
+  const float* v = static_cast<const float*>(ones.primitive().data());
+  // Row-major [rows, cols] is column-major [cols, rows]: row sums are its transpose times ones.
+  auto reference = [&](cudaStream_t) {
+    const int w = static_cast<int>(wide), o = static_cast<int>(other);
+    switch (over) {
+      case SumOver::kAll: cublasSasum(handle, static_cast<int>(n), x, 1, y); break;
+      case SumOver::kRows: cublasSgemv(handle, CUBLAS_OP_T, w, o, one, x, w, v, 1, zero, y, 1); break;
+      case SumOver::kColumns: cublasSgemv(handle, CUBLAS_OP_N, o, w, one, x, o, v, 1, zero, y, 1); break;
+    }
+  };
+  TimeOnStream(reference);
+  double kiln_ms = 0, ref_ms = 0;
+  for (auto _ : state) {
+    const double k = TimeOnStream([&](cudaStream_t) { c = kiln_sum(); });
+    const double r = TimeOnStream(reference);
+    kiln_ms += k;
+    ref_ms += r;
+    state.SetIterationTime(k / 1e3);
+  }
+  cublasDestroy(handle);
+  const double bytes = static_cast<double>(n) * sizeof(float) * state.iterations();
+  state.counters["kiln_GBps"] = bytes / (kiln_ms / 1e3) / 1e9;
+  state.counters["cublas_GBps"] = bytes / (ref_ms / 1e3) / 1e9;
+  state.counters["ratio"] = ref_ms / kiln_ms;
+}
+void BM_SumAll(benchmark::State& state) { Sum(state, SumOver::kAll); }
+void BM_SumRows(benchmark::State& state) { Sum(state, SumOver::kRows); }
+void BM_SumColumns(benchmark::State& state) { Sum(state, SumOver::kColumns); }
+BENCHMARK(BM_SumAll)->Arg(1 << 20)->Arg(1 << 24)->Arg(1 << 28)->UseManualTime()->Unit(benchmark::kMicrosecond);
+BENCHMARK(BM_SumRows)->Arg(1 << 20)->Arg(1 << 24)->Arg(1 << 28)->UseManualTime()->Unit(benchmark::kMicrosecond);
+BENCHMARK(BM_SumColumns)->Arg(1 << 20)->Arg(1 << 24)->Arg(1 << 28)->UseManualTime()->Unit(benchmark::kMicrosecond);
 
 // All-reduce (sum) of `bytes` of f32 on every GPU, as one grouped list call.
 void BM_NcclAllReduce(benchmark::State& state) {

@@ -15,8 +15,8 @@ using cuda::StridedTensor;
 
 namespace {
 
-// How many chunks to split each reduction into: enough work items to fill the device
-// (~4 waves of blocks) while every chunk stays long enough to be worth a pass.
+// How many chunks to split each reduction into: enough work items to fill the device while
+// every chunk stays long enough to be worth a pass.
 int64_t Splits(int64_t outputs, int64_t reduced, int64_t min_chunk, int64_t target_items) {
   if (reduced <= 2 * min_chunk || outputs >= target_items) return 1;
   const int64_t wanted = (target_items + outputs - 1) / outputs;
@@ -44,7 +44,9 @@ Cuda::Primitive Cuda::reduce(ReduceOp op, const Primitive& p, absl::Span<const i
   }
   const StridedTensor x = ArrangeForReduce<Cuda>(p, l);
   const int64_t outputs = l.outer * l.inner;
-  const int64_t target = l.inner == 1 ? 4 * c.multiprocessors : 64 * 1024;
+  // Rows: two waves of 8 resident 256-thread blocks per multiprocessor; columns (a thread per
+  // output): about one thread per resident slot (2048 per multiprocessor).
+  const int64_t target = l.inner == 1 ? 16 * c.multiprocessors : 2048 * c.multiprocessors;
   const int64_t splits = Splits(outputs, l.reduced, l.inner == 1 ? 8192 : 256, target);
   const int64_t chunk = (l.reduced + splits - 1) / splits;
   if (splits == 1) {
