@@ -244,6 +244,27 @@ TEST(ProcessGroupFaults, StuckRankGivesDeadlineExceeded) {
   EXPECT_LT(waited, 5.0);
 }
 
+// A rank whose call times out closes its connections at once (Gloo does so on its timeouts;
+// kiln's group does the same on any other failure), so a peer learns from the closed
+// connection rather than at its own, here much longer, deadline. Rank 1 (2 s timeout) gives up
+// while rank 0 is stopped and then stays alive (LINGER_MS), so no process exit closes anything;
+// resumed, rank 0 (60 s timeout) must fail within 10 s, naming rank 1.
+TEST(ProcessGroupFaults, BrokenGroupClosesItsConnectionsSoPeersFailFast) {
+  RankProcesses ranks(worker, 2, FreshStore(), {{"LINGER_MS", "30000"}});
+  ranks.Start(0, {"loop", "1", "60000"});
+  ranks.Start(1, {"loop", "1", "2000"});
+  ASSERT_TRUE(ranks.WaitForOutput(0, "ITERATION 50 ok", milliseconds(30000))) << ranks.Output(0);
+  kill(ranks.pid(0), SIGSTOP);
+  const bool rank1_failed = ranks.WaitForOutput(1, "STATUS DEADLINE_EXCEEDED", milliseconds(15000));
+  kill(ranks.pid(0), SIGCONT);
+  ASSERT_TRUE(rank1_failed) << ranks.Output(1);
+  // (Both ranks linger after failing; the destructor of `ranks` ends them.)
+  ASSERT_TRUE(ranks.WaitForOutput(0, "STATUS ", milliseconds(10000))) << ranks.Output(0);
+  const std::string out = ranks.Output(0);
+  EXPECT_TRUE(absl::StrContains(out, "STATUS UNAVAILABLE: process group (gloo, rank 0 of 2): ")) << out;
+  EXPECT_TRUE(absl::StrContains(out, " lost its connection to rank(s) 1 (")) << out;
+}
+
 }  // namespace
 }  // namespace kiln::distributed
 

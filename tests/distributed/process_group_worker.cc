@@ -15,6 +15,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "absl/status/status.h"
@@ -385,7 +386,8 @@ int Repeated(const Setup<Cpu>& s) {
 }
 
 // All-reduces until told to stop (iterations) or a collective fails; prints the time from the
-// last success to the failure.
+// last success to the failure. With LINGER_MS set, a failed rank then stays alive that long,
+// holding its group, so a test sees what the group itself did with its connections.
 int Loop(const Setup<Cpu>& s, int iterations) {
   DeviceGroup<Cpu> group(s.devices, {.process_group = s.world});
   std::vector<T> in;
@@ -397,7 +399,11 @@ int Loop(const Setup<Cpu>& s, int iterations) {
     const auto now = std::chrono::steady_clock::now();
     if (!out.ok()) {
       std::printf("FAILED after %.3f s\n", std::chrono::duration<double>(now - last).count());
-      return Status(out.status());
+      const int code = Status(out.status());
+      if (const char* linger = std::getenv("LINGER_MS")) {
+        std::this_thread::sleep_for(std::chrono::milliseconds(std::atoi(linger)));
+      }
+      return code;
     }
     if (V((*out)[0])[12345] != want) {
       Check(false, absl::StrCat("iteration ", i, " sum ", V((*out)[0])[12345], " != ", want));
