@@ -181,7 +181,7 @@ int Main(int argc, char** argv) {
   }
   // The in-process group for contrast: rank 0 alone, two devices, one thread each; the
   // other ranks wait for it at a last collective.
-  if (lead) {
+  if (lead && (only == nullptr || std::string("kiln in-process").find(only) != std::string::npos)) {
     DeviceGroup<Cpu> local({CpuDevice(0), CpuDevice(1)});
     MemberThreads threads(2);
     for (int64_t bytes : {int64_t{4} << 10, int64_t{1} << 20, int64_t{25} << 20, int64_t{64} << 20}) {

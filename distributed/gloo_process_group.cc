@@ -16,7 +16,7 @@
 #include "gloo/common/error.h"
 #include "gloo/rendezvous/context.h"
 #include "gloo/transport/pair.h"
-#include "gloo/transport/unbound_buffer.h"
+#include "gloo/transport/buffer.h"
 #include "gloo/transport/tcp/device.h"
 
 namespace kiln::distributed {
@@ -158,59 +158,41 @@ GlooProcessGroup::GlooProcessGroup(int rank, int size, std::chrono::milliseconds
     : rank_(rank), size_(size), timeout_(timeout), context_(std::move(context)) {
   if (size_ == 1) return;
   // Every rank takes its slots in the same order, so they match across ranks.
-  agree_slot_ = context_->nextSlot();
-  scatter_slot_ = context_->nextSlot();
-  gather_slot_ = context_->nextSlot();
-  slot_bytes_ = kSegmentBytes / (size_ - 1) / 8 * 8;
-  segments_.resize(kWindow * slot_bytes_ * size_);
-  agree_mine_.resize(size_);
-  agree_theirs_.resize(size_);
-  agree_out_.resize(size_);
-  agree_in_.resize(size_);
-  scratch_.resize(size_);
-  received_.assign(size_, 0);
+  window_slot_ = context_->nextSlot(size_);
+  credit_slot_ = context_->nextSlot(size_);
+  result_slot_ = context_->nextSlot(size_);
+  segment_bytes_ = kSegmentBytes / (size_ - 1) / kHeaderBytes * kHeaderBytes;
+  windows_.resize(size_ * kWindow * PlaceBytes());
+  claims_.resize(size_);
+  credit_mem_.assign(2 * size_, 0);
+  window_in_.resize(size_);
+  claim_out_.resize(size_);
+  credit_in_.resize(size_);
+  credit_out_.resize(size_);
+  used_.assign(size_, 0);
+  credits_.assign(size_, 0);
+  read_.assign(size_, 0);
+  control_sends_.assign(size_, 0);
   for (int r = 0; r < size_; ++r) {
     if (r == rank_) continue;
-    agree_out_[r] = context_->createUnboundBuffer(agree_mine_[r].data(), sizeof(agree_mine_[r]));
-    agree_in_[r] = context_->createUnboundBuffer(agree_theirs_[r].data(), sizeof(agree_theirs_[r]));
-    scratch_[r] = context_->createUnboundBuffer(segments_.data() + r * kWindow * slot_bytes_, kWindow * slot_bytes_);
-    for (int place = 0; place < kWindow; ++place) {
-      agree_in_[r]->recv(r, agree_slot_, place * sizeof(Claim), sizeof(Claim));
-      scratch_[r]->recv(r, scatter_slot_, place * slot_bytes_, slot_bytes_);
-    }
+    auto& pair = context_->getPair(r);
+    window_in_[r] = pair->createRecvBuffer(window_slot_ + rank_, windows_.data() + r * kWindow * PlaceBytes(),
+                                           kWindow * PlaceBytes());
+    claim_out_[r] = pair->createSendBuffer(window_slot_ + r, claims_[r].data(), kHeaderBytes);
+    credit_in_[r] = pair->createRecvBuffer(credit_slot_ + rank_, &credit_mem_[2 * r], sizeof(uint64_t));
+    credit_out_[r] = pair->createSendBuffer(credit_slot_ + r, &credit_mem_[2 * r + 1], sizeof(uint64_t));
   }
 }
 
 GlooProcessGroup::~GlooProcessGroup() {
-  // A collective can return while some of its last messages (Gloo's algorithms do not wait for
-  // every send they start) still sit in this process's send queue, which closing the
-  // connections would drop, leaving a peer waiting. So the ranks meet once more, and then fill
-  // each other's standing receives (claims, scratch) with empty messages: a rank that has all
-  // of them has nothing in flight towards it, and no receive is left posted in a buffer about
-  // to be freed (Gloo's event loop would wake it when a peer closes its connection).
+  // A collective can return while the credits it sent are still in this process's send queue,
+  // which closing the connections would drop, and a peer may still be reading its last
+  // messages. So the ranks meet once more (each rank's closing claim comes after everything
+  // it sent before), and only then do the buffers go. A broken group has closed its
+  // connections already.
   std::lock_guard lock(mu_);
-  if (size_ == 1 || !broken_.ok()) return;  // a broken group has closed its connections
-  if (!AgreeLocked("closing the process group").ok()) {
-    CloseConnections();
-    return;
-  }
-  Run("closing", [&] {  // a failure closes the connections too
-    for (int r = 0; r < size_; ++r) {
-      for (int i = 0; i < kWindow && r != rank_; ++i) {
-        agree_out_[r]->send(r, agree_slot_, 0, 0);
-        agree_out_[r]->send(r, scatter_slot_, 0, 0);
-      }
-    }
-    for (int r = 0; r < size_; ++r) {
-      for (int i = 0; i < kWindow && r != rank_; ++i) {
-        agree_in_[r]->waitRecv(timeout_);
-        scratch_[r]->waitRecv(timeout_);
-      }
-    }
-    for (int r = 0; r < size_; ++r) {
-      for (int i = 0; i < 2 * kWindow && r != rank_; ++i) agree_out_[r]->waitSend(timeout_);
-    }
-  }).IgnoreError();
+  if (size_ == 1 || !broken_.ok()) return;
+  if (!AgreeLocked("closing the process group", {}, {}, /*closing=*/true).ok()) CloseConnections();
 }
 
 void GlooProcessGroup::CloseConnections() {
@@ -264,33 +246,58 @@ absl::Status GlooProcessGroup::Agree(absl::string_view call) {
   return AgreeLocked(call);
 }
 
+int64_t GlooProcessGroup::AcquirePlace(int rank) {
+  while (used_[rank] - credits_[rank] >= kWindow) {
+    credit_in_[rank]->waitRecv();
+    ++credits_[rank];
+  }
+  return static_cast<int64_t>(used_[rank]++ % kWindow) * PlaceBytes();
+}
+
+const char* GlooProcessGroup::NextMessage(int rank) {
+  window_in_[rank]->waitRecv();
+  return windows_.data() + (rank * kWindow + static_cast<int64_t>(read_[rank] % kWindow)) * PlaceBytes();
+}
+
+void GlooProcessGroup::Release(int rank, bool credit) {
+  ++read_[rank];
+  if (!credit) return;
+  credit_out_[rank]->send(0, sizeof(uint64_t), 0);
+  ++control_sends_[rank];
+}
+
+void GlooProcessGroup::WaitControlSends() {
+  for (int r = 0; r < size_; ++r) {
+    for (; r != rank_ && control_sends_[r] > 0; --control_sends_[r]) credit_out_[r]->waitSend();
+  }
+}
+
 absl::Status GlooProcessGroup::AgreeLocked(absl::string_view signature, const std::vector<int64_t>& early,
-                                           const std::function<void()>& send_early) {
+                                           const std::function<void()>& send_early, bool closing) {
   called_ = std::string(signature);
   if (!broken_.ok() || size_ == 1) return broken_;
   const uint64_t mine = Fnv1a(signature);
-  const int place = agree_calls_++ % kWindow;
   std::vector<Claim> theirs(size_, Claim{mine, 0});
   const std::string what = absl::StrCat("agreeing on ", signature);
-  // Every rank gets every hash, so all see the same mismatch, if any.
+  // Every rank gets every hash, so all see the same mismatch, if any. A claim opens a place
+  // in the receiver's window; the call's first segment, if any, fills the rest of it.
   absl::Status s = Run(what, [&] {
     for (int r = 0; r < size_; ++r) {
       if (r == rank_) continue;
-      agree_mine_[r][place] = {mine, early.empty() ? 0 : static_cast<uint64_t>(early[r])};
-      agree_out_[r]->send(r, agree_slot_, place * sizeof(Claim), sizeof(Claim));
+      const Claim claim{mine, early.empty() ? 0 : static_cast<uint64_t>(early[r])};
+      std::memcpy(claims_[r].data(), &claim, sizeof(claim));
+      claim_out_[r]->send(0, kHeaderBytes, AcquirePlace(r));
     }
     if (send_early) send_early();
-    // Claims arrive in the order they were sent, each in the place this rank posted for it
-    // (kWindow of them, by turns), which is taken back for a later call once read.
     for (int r = 0; r < size_; ++r) {
       if (r == rank_) continue;
-      agree_in_[r]->waitRecv(timeout_);
-      theirs[r] = agree_theirs_[r][place];
-      agree_in_[r]->recv(r, agree_slot_, place * sizeof(Claim), sizeof(Claim));
+      std::memcpy(&theirs[r], NextMessage(r), sizeof(Claim));
+      if (theirs[r].early == 0) Release(r, !closing);  // no segment shares the place
     }
     for (int r = 0; r < size_; ++r) {
-      if (r != rank_) agree_out_[r]->waitSend(timeout_);
+      if (r != rank_) claim_out_[r]->waitSend();
     }
+    WaitControlSends();
   });
   if (!s.ok()) return s;
   if (std::all_of(theirs.begin(), theirs.end(), [&](const Claim& c) { return c.hash == mine; })) return absl::OkStatus();
@@ -298,12 +305,12 @@ absl::Status GlooProcessGroup::AgreeLocked(absl::string_view signature, const st
   // drop them.
   s = Run(what, [&] {
     for (int r = 0; r < size_; ++r) {
-      if (r == rank_) continue;
-      for (uint64_t i = 0; i < std::min<uint64_t>(theirs[r].early, kWindow); ++i) {
-        NextSegment(r);
-        FreeSegment(r);
+      for (uint64_t i = 0; r != rank_ && i < std::min<uint64_t>(theirs[r].early, kWindow); ++i) {
+        NextMessage(r);  // the first shares the claim's place (read, not yet released)
+        Release(r);
       }
     }
+    WaitControlSends();
   });
   if (!s.ok()) return s;
   // Every rank sees the same hashes, so every rank comes here and reports the same thing.
@@ -355,35 +362,32 @@ absl::Status GlooProcessGroup::ReduceScatter(absl::string_view call, void* data,
   return broken_;
 }
 
-const char* GlooProcessGroup::NextSegment(int rank) {
-  scratch_[rank]->waitRecv(timeout_);
-  return segments_.data() + (rank * kWindow + received_[rank] % kWindow) * slot_bytes_;
-}
-
-void GlooProcessGroup::FreeSegment(int rank) {
-  const int64_t place = received_[rank]++ % kWindow;
-  scratch_[rank]->recv(rank, scatter_slot_, place * slot_bytes_, slot_bytes_);
-}
-
 // Rank r owns part r of the elements. It sends every other part of its input straight to
-// that part's owner and receives the others' copies of its own part, one segment at a time,
-// into its scratch window for that sender (kWindow segments, a receive always posted in each
-// free place); it reduces each segment into `out` (its own input first, then the others in
-// rank order). For an all-reduce (`gather`) it sends each reduced segment to every rank at
-// once, while the others' reduced parts land in `out` directly; a reduce-scatter moves its
-// part to the front when every send is over. Every element is reduced once, on its owner,
-// so every rank gets the same bits; the input is only read, so a separate output costs no
-// copy; a rank sends its first results long before its last are in; and each element crosses
-// the network twice, as in a ring, but in two steps rather than 2 (size - 1).
+// that part's owner, one segment at a time, into the owner's window for it (kWindow places,
+// each handed back with a credit once reduced), and reduces the segments of its own part
+// (its own input first, then the others in rank order) into `out`. For an all-reduce
+// (`gather`) it sends each reduced segment to every rank at once, straight into their `out`
+// (registered for the call); a reduce-scatter moves its part to the front when every send is
+// over. Every element is reduced once, on its owner, so every rank gets the same bits; the
+// input is only read, so a separate output costs no copy; and each element crosses the
+// network twice, as in a ring, but in two steps rather than 2 (size - 1). Segments go out in
+// step with the reductions (segment i to everyone, then reduce segment i), so a sender waiting
+// for a credit waits for a peer that is never waiting for it.
 //
 // The first kWindow segments towards each rank leave right behind this rank's claim on the
-// call, before the others' claims are in: they land in the peer's scratch, never in a
-// caller's memory, so when the calls differ the peer drops them (AgreeLocked) and nothing is
-// corrupted; when they match, the agreement has cost no round trip of its own.
+// call, before the others' claims are in: they land in the peer's window, never in a caller's
+// memory, so when the calls differ the peer drops them (AgreeLocked) and nothing is corrupted;
+// when they match, the agreement has cost no round trip of its own. Every message is one
+// socket write (Gloo's registered buffers): a claim, a segment, a credit, a result. Gloo sets
+// a connection's SO_SNDBUF to the largest registered message sent on it so far (here a
+// segment: kSegmentBytes / (size - 1) at most; the kernel doubles it, within
+// net.core.wmem_max), which ends the kernel's autotuning of it, as with Gloo's own
+// registered-buffer algorithms. (Unbound data behind a small registered claim, as kiln once
+// had, leaves the buffer at ~4.6 KiB and every large message waiting on delayed acks.)
 absl::Status GlooProcessGroup::Direct(absl::string_view call, const void* in, void* out, int64_t count,
                                       DType dtype, ReduceKind kind, bool gather) {
-  const int64_t size = DTypeSize(dtype);
-  const int64_t room = slot_bytes_ / size;  // elements a segment may hold
+  const int64_t size = DTypeSize(dtype), bytes = count * size;
+  const int64_t room = segment_bytes_ / size;  // elements a segment may hold
   auto part = [&](int r) { return std::make_pair(count * r / size_, count * (r + 1) / size_); };
   auto parts = [&](int r) {
     const int64_t n = part(r).second - part(r).first;
@@ -395,18 +399,30 @@ absl::Status GlooProcessGroup::Direct(absl::string_view call, const void* in, vo
     const int64_t n = hi - lo, k = parts(r);
     return std::make_pair((lo + n * i / k) * size, (lo + n * (i + 1) / k) * size);
   };
-  auto* ctx = context_.get();
-  const auto input = ctx->createUnboundBuffer(const_cast<void*>(in), count * size);
-  const auto output = ctx->createUnboundBuffer(out, count * size);
+  // This call's buffers on each connection. A peer sends its results only after it has this
+  // rank's first segment, which leaves after `results_in` are registered.
+  std::vector<std::unique_ptr<gloo::transport::Buffer>> inputs(size_), results_out(size_), results_in(size_);
+  absl::Status s = Run(Called(gather ? "all_reduce" : "reduce_scatter"), [&] {
+    for (int r = 0; r < size_; ++r) {
+      if (r == rank_) continue;
+      auto& pair = context_->getPair(r);
+      inputs[r] = pair->createSendBuffer(window_slot_ + r, const_cast<void*>(in), bytes);
+      if (!gather) continue;
+      results_out[r] = pair->createSendBuffer(result_slot_ + r, out, bytes);
+      results_in[r] = pair->createRecvBuffer(result_slot_ + rank_, out, bytes);
+    }
+  });
+  if (!s.ok()) return s;
   std::vector<int64_t> early(size_, 0);
   for (int r = 0; r < size_; ++r) {
     if (r != rank_) early[r] = std::min<int64_t>(kWindow, parts(r));
   }
   auto send = [&](int r, int64_t i) {
     const auto [b, e] = segment(r, i);
-    input->send(r, scatter_slot_, b, e - b);
+    // The first segment fills the place its claim opened.
+    const int64_t place = i == 0 ? (static_cast<int64_t>((used_[r] - 1) % kWindow) * PlaceBytes()) : AcquirePlace(r);
+    inputs[r]->send(b, e - b, place + kHeaderBytes);
   };
-  const std::string op = gather ? "all_reduce" : "reduce_scatter";
   const absl::Status agreed = AgreeLocked(call, early, [&] {
     for (int r = 0; r < size_; ++r) {
       for (int64_t i = 0; i < early[r]; ++i) send(r, i);
@@ -415,47 +431,44 @@ absl::Status GlooProcessGroup::Direct(absl::string_view call, const void* in, vo
   if (!agreed.ok()) {
     // Our early segments were taken in and dropped by peers that disagreed; they must be out of
     // the caller's memory before we return (a broken group has closed its connections).
-    const absl::Status sent = Run(Called(op), [&] {
+    const absl::Status sent = Run(Called(gather ? "all_reduce" : "reduce_scatter"), [&] {
       for (int r = 0; r < size_; ++r) {
-        for (int64_t i = 0; i < early[r]; ++i) input->waitSend(timeout_);
+        for (int64_t i = 0; i < early[r]; ++i) inputs[r]->waitSend();
       }
     });
     return sent.ok() ? agreed : sent;
   }
-  return Run(Called(op), [&] {
-    // With in == out, a rank sends a reduced segment back only after it has received ours, so
-    // our send from that memory is over when its result lands there.
-    for (int r = 0; r < size_ && gather; ++r) {
-      if (r == rank_) continue;
-      for (int64_t i = 0; i < parts(r); ++i) {
-        const auto [b, e] = segment(r, i);
-        output->recv(r, gather_slot_, b, e - b);
-      }
-    }
-    for (int r = 0; r < size_; ++r) {
-      for (int64_t i = early[r]; r != rank_ && i < parts(r); ++i) send(r, i);
-    }
+  return Run(Called(gather ? "all_reduce" : "reduce_scatter"), [&] {
+    int64_t steps = 0;
+    for (int r = 0; r < size_; ++r) steps = std::max(steps, parts(r));
     std::vector<const void*> operands(size_);
-    for (int64_t i = 0; i < parts(rank_); ++i) {
+    for (int64_t i = 0; i < steps; ++i) {
+      for (int r = 0; r < size_; ++r) {
+        if (r != rank_ && i >= early[r] && i < parts(r)) send(r, i);
+      }
+      if (i >= parts(rank_)) continue;
       const auto [b, e] = segment(rank_, i);
       // Our own input first: with in == out, it is read before the result overwrites it.
       operands[0] = static_cast<const char*>(in) + b;
       for (int r = 0, k = 1; r < size_; ++r) {
-        if (r != rank_) operands[k++] = NextSegment(r);
+        if (r != rank_) operands[k++] = NextMessage(r) + kHeaderBytes;
       }
       ReduceOnHost(kind, dtype, operands, static_cast<char*>(out) + b, 0, (e - b) / size);
       for (int r = 0; r < size_; ++r) {
         if (r == rank_) continue;
-        FreeSegment(r);
-        if (gather) output->send(r, gather_slot_, b, e - b);
+        Release(r);
+        if (gather) results_out[r]->send(b, e - b, b);
       }
     }
+    // With in == out, a peer's results land where our segments for it were read from: each
+    // arrives only after the peer has had the segment it is made of.
     for (int r = 0; r < size_; ++r) {
       if (r == rank_) continue;
-      for (int64_t i = 0; i < parts(r); ++i) input->waitSend(timeout_);
-      for (int64_t i = 0; i < parts(r) && gather; ++i) output->waitRecv(timeout_);
-      for (int64_t i = 0; i < parts(rank_) && gather; ++i) output->waitSend(timeout_);
+      for (int64_t i = 0; i < parts(r); ++i) inputs[r]->waitSend();
+      for (int64_t i = 0; i < parts(r) && gather; ++i) results_in[r]->waitRecv();
+      for (int64_t i = 0; i < parts(rank_) && gather; ++i) results_out[r]->waitSend();
     }
+    WaitControlSends();
     if (!gather && rank_ != 0) {
       const auto [lo, hi] = part(rank_);
       std::memmove(out, static_cast<char*>(out) + lo * size, (hi - lo) * size);

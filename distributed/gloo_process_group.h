@@ -1,11 +1,11 @@
 // GlooProcessGroup: a ProcessGroup over Gloo's TCP transport (Debian's libgloo). Ranks meet
 // at a rendezvous store (gloo_store.h), connect a full mesh, and run on host buffers: an
-// all-reduce and a reduce-scatter of kiln's own on Gloo's transport (each rank reduces its part
-// and streams it to the others; a separate input is read in place, so a kept input costs no
-// copy; the first segments travel with the agreement on the call), Gloo's binomial-tree
-// broadcast and ring all-gather. Every operation, the rendezvous included, has a deadline
-// (`timeout`), so a rank that died or became unreachable gives the others DeadlineExceeded or
-// Unavailable naming the ranks, never a hang.
+// all-reduce and a reduce-scatter of kiln's own on Gloo's registered buffers (each rank
+// reduces its part and streams it to the others; a separate input is read in place, so a kept
+// input costs no copy; the first segments travel with the agreement on the call), Gloo's
+// binomial-tree broadcast and ring all-gather. Every operation, the rendezvous included, has a
+// deadline (`timeout`), so a rank that died or became unreachable gives the others
+// DeadlineExceeded or Unavailable naming the ranks, never a hang.
 #ifndef KILN_DISTRIBUTED_GLOO_PROCESS_GROUP_H_
 #define KILN_DISTRIBUTED_GLOO_PROCESS_GROUP_H_
 
@@ -24,7 +24,7 @@
 namespace gloo {
 class Context;
 namespace transport {
-class UnboundBuffer;
+class Buffer;
 }  // namespace transport
 }  // namespace gloo
 
@@ -80,26 +80,38 @@ class GlooProcessGroup : public ProcessGroup {
   static constexpr int kWindow = 2;
   absl::Status Direct(absl::string_view call, const void* in, void* out, int64_t count, DType dtype, ReduceKind kind,
                       bool gather);
-  // Waits for the next segment from `rank` in its scratch window and returns where it is; Free
-  // gives that place back (a receive for a later segment is posted at once).
-  const char* NextSegment(int rank);
-  void FreeSegment(int rank);
 
   // Runs one Gloo operation: exceptions become a status that breaks the group for good and
-  // close its connections (the peers learn at once, and Gloo's event loop no longer touches
-  // the receives this rank leaves posted).
+  // close its connections (the peers learn at once, and Gloo's event loop no longer writes
+  // into this rank's buffers).
   template <class F>
   absl::Status Run(absl::string_view what, F&& op);
   std::string OtherRanks() const;
   void CloseConnections();
   // Agree's work (mu_ held). `early[r]` segments of this call's data go to rank r into its
-  // scratch window before r's answer is in; `send_early` sends them (after this rank's claim,
-  // so that a peer reads the claim first). When the ranks disagree, each takes in and drops
-  // the early segments sent to it, so the windows stay in step for the next call.
+  // window before r's answer is in; `send_early` sends them (after this rank's claim, so that
+  // a peer reads the claim first). When the ranks disagree, each takes in and drops the early
+  // segments sent to it, so the windows stay in step for the next call. `closing`: the last
+  // agreement, whose places are not handed back.
   absl::Status AgreeLocked(absl::string_view call, const std::vector<int64_t>& early = {},
-                           const std::function<void()>& send_early = {});
+                           const std::function<void()>& send_early = {}, bool closing = false);
   // The call being made (for messages), or `op`.
   std::string Called(absl::string_view op) const;
+
+  // The windows (see the .cc): each rank keeps, for every other, kWindow places of
+  // kHeaderBytes + segment_bytes_ that the other writes into with Gloo's registered buffers
+  // (one socket write per message, no notices), and hands a place back with a credit.
+  static constexpr int64_t kHeaderBytes = 64;
+  int64_t PlaceBytes() const { return kHeaderBytes + segment_bytes_; }
+  // Sender side: the next free place in `rank`'s window (waits for a credit while all are
+  // taken), as a byte offset there.
+  int64_t AcquirePlace(int rank);
+  // Receiver side: waits for the next message from `rank` (a claim or a segment) and returns
+  // its place's start; Release hands the place back to `rank` (a credit).
+  const char* NextMessage(int rank);
+  void Release(int rank, bool credit = true);
+  // Waits until every credit and claim this rank sent has left (before their buffers change).
+  void WaitControlSends();
 
   const int rank_, size_;
   const std::chrono::milliseconds timeout_;
@@ -107,28 +119,20 @@ class GlooProcessGroup : public ProcessGroup {
   std::mutex mu_;  // one collective at a time: Gloo's context is not for concurrent use
   absl::Status broken_;
   std::string called_;
-  // Agree: each rank sends every other its claim (its call's hash, and how many segments it
-  // sends that rank early) into one of kWindow places the other keeps a receive posted in, by
-  // turns, so a claim leaves at once, with no notification to wait for. (Only Gloo's
-  // unbound buffers are used: its registered buffers fix a socket's send buffer at the size of
-  // the first message, here a few bytes, and every large transfer then waits for acks.)
   struct Claim {
-    uint64_t hash = 0;
-    uint64_t early = 0;
+    uint64_t hash = 0;   // of the call's signature
+    uint64_t early = 0;  // segments that follow before the answer, the first in this place
   };
-  uint64_t agree_calls_ = 0;
-  uint64_t agree_slot_ = 0;
-  std::vector<std::array<Claim, kWindow>> agree_mine_, agree_theirs_;                   // by rank
-  std::vector<std::unique_ptr<gloo::transport::UnboundBuffer>> agree_out_, agree_in_;  // by rank, none for this one
-  // Direct: Gloo slots of its two phases, and each other rank's scratch window:
-  // kWindow places of `slot_bytes_`, with a receive always posted in each that is free, so a
-  // peer's first segments of a call leave at once, before the ranks have agreed on it.
-  // `received_[r]` counts the segments taken from rank r; the next lies at place received_ % kWindow.
-  uint64_t scatter_slot_ = 0, gather_slot_ = 0;
-  int64_t slot_bytes_ = 0;
-  std::vector<char> segments_;
-  std::vector<std::unique_ptr<gloo::transport::UnboundBuffer>> scratch_;  // by rank
-  std::vector<uint64_t> received_;
+  // Gloo slots: a rank receives on base + its rank and sends on base + the receiver's (Gloo
+  // unregisters a slot on a connection when any buffer of that slot goes, sends included).
+  uint64_t window_slot_ = 0, credit_slot_ = 0, result_slot_ = 0;
+  int64_t segment_bytes_ = 0;
+  std::vector<char> windows_;                                      // by sender: kWindow places
+  std::vector<std::array<char, kHeaderBytes>> claims_;             // by receiver: this rank's claim
+  std::vector<uint64_t> credit_mem_;                               // a credit's 8 bytes
+  std::vector<std::unique_ptr<gloo::transport::Buffer>> window_in_, claim_out_, credit_in_, credit_out_;
+  std::vector<uint64_t> used_, credits_, read_;  // places taken in / credits from / messages read from, by rank
+  std::vector<int> control_sends_;               // claims and credits not yet waited for, by rank
 };
 
 }  // namespace kiln::distributed

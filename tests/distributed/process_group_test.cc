@@ -179,9 +179,9 @@ TEST(ProcessGroupErrors, MismatchesOnTheDirectPathLeaveTheGroupExact) {
 }
 
 // Repeated all-reduces must not wait on the kernel: Gloo's registered buffers fix a socket's
-// send buffer at the size of its first message, and kiln once sent a few bytes that way first,
-// after which every 1 MiB call stalled on delayed acks (40-200 ms, median ~50 ms, against ~1
-// ms). The bound is 20x a normal call here, so a slow machine still passes it; sanitized
+// send buffer at the size of the largest message sent through them, and kiln once sent only
+// a few bytes that way (its data went through unbound buffers), after which every 1 MiB call
+// stalled on delayed acks (40-200 ms, median ~50 ms, against ~1 ms). The bound is 20x a normal call here, so a slow machine still passes it; sanitized
 // builds, whose reductions run 10-20x slower, get a smoke test's bound.
 #if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__)
 constexpr double kRepeatedBoundMs = 200;
