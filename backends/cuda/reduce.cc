@@ -43,11 +43,14 @@ Cuda::Primitive Cuda::reduce(ReduceOp op, const Primitive& p, absl::Span<const i
     return out;
   }
   const StridedTensor x = ArrangeForReduce<Cuda>(p, l);
-  const int64_t outputs = l.outer * l.inner;
-  // Rows: two waves of 8 resident 256-thread blocks per multiprocessor; columns (a thread per
-  // output): about one thread per resident slot (2048 per multiprocessor).
-  const int64_t target = l.inner == 1 ? 16 * c.multiprocessors : 2048 * c.multiprocessors;
-  const int64_t splits = Splits(outputs, l.reduced, l.inner == 1 ? 8192 : 256, target);
+  // Work items per chunk of the reduced dim, and how many fill the device: rows and column
+  // tiles (a block each): two waves of 8 resident 256-thread blocks per multiprocessor;
+  // narrow columns (a thread per output): about one thread per resident slot.
+  const bool tiles = l.inner >= cuda::kernels::kColumnTile;
+  const int64_t items = l.outer * (tiles ? (l.inner + cuda::kernels::kColumnTile - 1) / cuda::kernels::kColumnTile
+                                         : l.inner);
+  const int64_t target = l.inner == 1 || tiles ? 16 * c.multiprocessors : 2048 * c.multiprocessors;
+  const int64_t splits = Splits(items, l.reduced, l.inner == 1 ? 8192 : tiles ? 64 : 256, target);
   const int64_t chunk = (l.reduced + splits - 1) / splits;
   if (splits == 1) {
     cuda::CheckLaunch(cuda::kernels::Reduce(op, p.dtype, x.data(), out.mutable_data(), l.outer,

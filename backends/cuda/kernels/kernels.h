@@ -41,7 +41,11 @@ cudaError_t Where(DType dtype, const bool* cond, const void* a, const void* b, v
 // A dense [outer, reduced, inner] input reduced over its middle dim in `splits` chunks of
 // `chunk` elements: out is [outer, splits, inner]. With splits == 1 that is the result;
 // otherwise a second call over the partials (reduced = splits) finishes it. kMean sums (the
-// caller divides). NaN propagates through max and min; integer sums wrap.
+// caller divides). NaN propagates through max and min; integer sums wrap. With inner >=
+// kColumnTile a block reduces a tile of that many columns over its chunk (the caller counts
+// work items as outer * tiles * splits); with 1 < inner < kColumnTile a thread reduces one
+// output.
+inline constexpr int64_t kColumnTile = 32;
 cudaError_t Reduce(ReduceOp op, DType dtype, const void* in, void* out, int64_t outer,
                    int64_t reduced, int64_t inner, int64_t chunk, int64_t splits,
                    cudaStream_t stream);
