@@ -42,6 +42,9 @@ bool IsTimeout(const std::string& reason) {
 // Signatures travel as a hash first (8 bytes per rank); only when hashes differ do the full
 // strings follow, cut to this many bytes, to say who called what.
 constexpr size_t kSignatureBytes = 240;
+// The operation a call makes (which, how many elements of what), compared with the call's
+// signature: a caller's signature may not say it.
+constexpr size_t kOperationBytes = 96;
 
 uint64_t Fnv1a(absl::string_view s) {
   uint64_t h = 1469598103934665603ull;
@@ -58,6 +61,10 @@ absl::Status CheckReducible(const char* what, DType dtype, ReduceKind kind) {
     return absl::InvalidArgumentError(absl::StrCat(what, ": a process group sums; the caller divides for a mean"));
   }
   return absl::OkStatus();
+}
+
+std::string Operation(const char* what, int64_t count, DType dtype, ReduceKind kind) {
+  return absl::StrCat(what, "(", ReduceKindName(kind), ") of ", count, " ", DTypeName(dtype));
 }
 
 }  // namespace
@@ -150,7 +157,13 @@ absl::StatusOr<std::shared_ptr<GlooProcessGroup>> GlooProcessGroup::Connect(cons
     const std::string msg = absl::StrCat(where, ": rank ", o.rank, " could not connect to the others: ", why);
     return IsTimeout(why) ? absl::DeadlineExceededError(msg) : absl::UnavailableError(msg);
   }
-  return std::shared_ptr<GlooProcessGroup>(new GlooProcessGroup(o.rank, o.world_size, o.timeout, std::move(context)));
+  try {  // the first messages (sizing the send buffers) can meet a peer that died since
+    return std::shared_ptr<GlooProcessGroup>(new GlooProcessGroup(o.rank, o.world_size, o.timeout, context));
+  } catch (const std::exception& e) {
+    const std::string why = Reason(e);
+    const std::string msg = absl::StrCat(where, ": rank ", o.rank, " lost the others right after connecting: ", why);
+    return IsTimeout(why) ? absl::DeadlineExceededError(msg) : absl::UnavailableError(msg);
+  }
 }
 
 GlooProcessGroup::GlooProcessGroup(int rank, int size, std::chrono::milliseconds timeout,
@@ -182,6 +195,38 @@ GlooProcessGroup::GlooProcessGroup(int rank, int size, std::chrono::milliseconds
     credit_in_[r] = pair->createRecvBuffer(credit_slot_ + rank_, &credit_mem_[2 * r], sizeof(uint64_t));
     credit_out_[r] = pair->createSendBuffer(credit_slot_ + r, &credit_mem_[2 * r + 1], sizeof(uint64_t));
   }
+  try {
+    SizeSendBuffers();
+  } catch (...) {
+    CloseConnections();  // before the buffers go, so that Gloo's event loop writes into none
+    throw;
+  }
+}
+
+// Gloo sets a connection's SO_SNDBUF to the largest message sent through a registered buffer
+// so far (which ends the kernel's autotuning of it), and unbound sends never raise it. Left to
+// the first claim (64 bytes), every socket would stay at the kernel's minimum, ~4.6 KiB, and
+// a large broadcast or all-gather (Gloo's algorithms, on unbound buffers), made before any
+// all-reduce has sent a segment, would wait on delayed acks: 16 MiB took ~10 s. So each rank
+// first sends every other one message of kSegmentBytes (the kernel doubles it, within
+// net.core.wmem_max), into a buffer kept for just that.
+void GlooProcessGroup::SizeSendBuffers() {
+  std::vector<char> out(kSegmentBytes), in(kSegmentBytes);  // `in` takes every peer's, in turn
+  std::vector<std::unique_ptr<gloo::transport::Buffer>> sends(size_), receives(size_);
+  const uint64_t slot = context_->nextSlot(size_);
+  for (int r = 0; r < size_; ++r) {
+    if (r != rank_) receives[r] = context_->getPair(r)->createRecvBuffer(slot + rank_, in.data(), in.size());
+  }
+  for (int r = 0; r < size_; ++r) {
+    if (r == rank_) continue;
+    sends[r] = context_->getPair(r)->createSendBuffer(slot + r, out.data(), out.size());
+    sends[r]->send(0, out.size(), 0);
+  }
+  for (int r = 0; r < size_; ++r) {
+    if (r == rank_) continue;
+    receives[r]->waitRecv();
+    sends[r]->waitSend();
+  }
 }
 
 GlooProcessGroup::~GlooProcessGroup() {
@@ -192,7 +237,7 @@ GlooProcessGroup::~GlooProcessGroup() {
   // connections already.
   std::lock_guard lock(mu_);
   if (size_ == 1 || !broken_.ok()) return;
-  if (!AgreeLocked("closing the process group", {}, {}, /*closing=*/true).ok()) CloseConnections();
+  if (!AgreeLocked("closing the process group", "closing", {}, {}, /*closing=*/true).ok()) CloseConnections();
 }
 
 void GlooProcessGroup::CloseConnections() {
@@ -243,7 +288,7 @@ absl::Status GlooProcessGroup::Run(absl::string_view what, F&& op) {
 
 absl::Status GlooProcessGroup::Agree(absl::string_view call) {
   std::lock_guard lock(mu_);
-  return AgreeLocked(call);
+  return AgreeLocked(call, "an agreement");
 }
 
 int64_t GlooProcessGroup::AcquirePlace(int rank) {
@@ -272,11 +317,12 @@ void GlooProcessGroup::WaitControlSends() {
   }
 }
 
-absl::Status GlooProcessGroup::AgreeLocked(absl::string_view signature, const std::vector<int64_t>& early,
+absl::Status GlooProcessGroup::AgreeLocked(absl::string_view signature, absl::string_view operation,
+                                           const std::vector<int64_t>& early,
                                            const std::function<void()>& send_early, bool closing) {
   called_ = std::string(signature);
   if (!broken_.ok() || size_ == 1) return broken_;
-  const uint64_t mine = Fnv1a(signature);
+  const uint64_t mine = Fnv1a(absl::StrCat(signature, "\n", operation));
   std::vector<Claim> theirs(size_, Claim{mine, 0});
   const std::string what = absl::StrCat("agreeing on ", signature);
   // Every rank gets every hash, so all see the same mismatch, if any. A claim opens a place
@@ -314,8 +360,11 @@ absl::Status GlooProcessGroup::AgreeLocked(absl::string_view signature, const st
   });
   if (!s.ok()) return s;
   // Every rank sees the same hashes, so every rank comes here and reports the same thing.
-  std::vector<char> all(kSignatureBytes * size_, '\0');
-  std::memcpy(all.data() + kSignatureBytes * rank_, signature.data(), std::min(signature.size(), kSignatureBytes - 1));
+  constexpr size_t kEach = kSignatureBytes + kOperationBytes;
+  std::vector<char> all(kEach * size_, '\0');
+  std::memcpy(all.data() + kEach * rank_, signature.data(), std::min(signature.size(), kSignatureBytes - 1));
+  std::memcpy(all.data() + kEach * rank_ + kSignatureBytes, operation.data(),
+              std::min(operation.size(), kOperationBytes - 1));
   s = Run(what, [&] {
     gloo::AllgatherOptions opts(context_);
     opts.setOutput(all.data(), all.size());
@@ -323,14 +372,19 @@ absl::Status GlooProcessGroup::AgreeLocked(absl::string_view signature, const st
     gloo::allgather(opts);
   });
   if (!s.ok()) return s;
-  auto sig = [&](int r) { return std::string(all.data() + kSignatureBytes * r); };
+  auto sig = [&](int r) { return std::string(all.data() + kEach * r); };
+  auto op = [&](int r) { return std::string(all.data() + kEach * r + kSignatureBytes); };
+  const char* rule =
+      "; every rank must make the same collective calls, in the same order, with tensors of one shape and dtype "
+      "(no tensor was changed)";
   for (int r = 1; r < size_; ++r) {
-    if (theirs[r].hash != theirs[0].hash) {
-      return absl::InvalidArgumentError(absl::StrCat(
-          "process group: rank ", r, " called ", sig(r), " but rank 0 called ", sig(0),
-          "; every rank must make the same collective calls, in the same order, with tensors of one shape "
-          "and dtype (no tensor was changed)"));
+    if (theirs[r].hash == theirs[0].hash) continue;
+    if (sig(r) != sig(0)) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("process group: rank ", r, " called ", sig(r), " but rank 0 called ", sig(0), rule));
     }
+    return absl::InvalidArgumentError(absl::StrCat("process group: rank ", r, " called ", sig(r), " as ", op(r),
+                                                   " but rank 0 as ", op(0), rule));
   }
   return absl::OkStatus();
 }
@@ -340,7 +394,7 @@ absl::Status GlooProcessGroup::AllReduce(absl::string_view call, const void* in,
   std::lock_guard lock(mu_);
   const absl::Status reducible = CheckReducible("all_reduce", dtype, kind);
   if (size_ > 1 && reducible.ok() && count > 0) return Direct(call, in, out, count, dtype, kind, /*gather=*/true);
-  if (absl::Status s = AgreeLocked(call); !s.ok()) return s;
+  if (absl::Status s = AgreeLocked(call, Operation("all_reduce", count, dtype, kind)); !s.ok()) return s;
   if (!reducible.ok()) return reducible;
   if (in != out && count > 0) std::memcpy(out, in, count * DTypeSize(dtype));
   return broken_;
@@ -353,7 +407,7 @@ absl::Status GlooProcessGroup::ReduceScatter(absl::string_view call, void* data,
   if (size_ > 1 && reducible.ok() && count > 0 && count % size_ == 0) {
     return Direct(call, data, data, count, dtype, kind, /*gather=*/false);
   }
-  if (absl::Status s = AgreeLocked(call); !s.ok()) return s;
+  if (absl::Status s = AgreeLocked(call, Operation("reduce_scatter", count, dtype, kind)); !s.ok()) return s;
   if (!reducible.ok()) return reducible;
   if (count % size_ != 0) {
     return absl::InvalidArgumentError(
@@ -402,6 +456,7 @@ absl::Status GlooProcessGroup::Direct(absl::string_view call, const void* in, vo
   // This call's buffers on each connection. A peer sends its results only after it has this
   // rank's first segment, which leaves after `results_in` are registered.
   std::vector<std::unique_ptr<gloo::transport::Buffer>> inputs(size_), results_out(size_), results_in(size_);
+  called_ = std::string(call);
   absl::Status s = Run(Called(gather ? "all_reduce" : "reduce_scatter"), [&] {
     for (int r = 0; r < size_; ++r) {
       if (r == rank_) continue;
@@ -423,7 +478,8 @@ absl::Status GlooProcessGroup::Direct(absl::string_view call, const void* in, vo
     const int64_t place = i == 0 ? (static_cast<int64_t>((used_[r] - 1) % kWindow) * PlaceBytes()) : AcquirePlace(r);
     inputs[r]->send(b, e - b, place + kHeaderBytes);
   };
-  const absl::Status agreed = AgreeLocked(call, early, [&] {
+  const absl::Status agreed = AgreeLocked(call, Operation(gather ? "all_reduce" : "reduce_scatter", count, dtype, kind),
+                                          early, [&] {
     for (int r = 0; r < size_; ++r) {
       for (int64_t i = 0; i < early[r]; ++i) send(r, i);
     }
@@ -478,7 +534,9 @@ absl::Status GlooProcessGroup::Direct(absl::string_view call, const void* in, vo
 
 absl::Status GlooProcessGroup::Broadcast(absl::string_view call, void* data, int64_t bytes, int root) {
   std::lock_guard lock(mu_);
-  if (absl::Status s = AgreeLocked(call); !s.ok()) return s;
+  if (absl::Status s = AgreeLocked(call, absl::StrCat("broadcast of ", bytes, " bytes from rank ", root)); !s.ok()) {
+    return s;
+  }
   if (root < 0 || root >= size_) {
     return absl::InvalidArgumentError(absl::StrCat("broadcast: root rank ", root, " is not in a world of ", size_));
   }
@@ -494,7 +552,9 @@ absl::Status GlooProcessGroup::Broadcast(absl::string_view call, void* data, int
 
 absl::Status GlooProcessGroup::AllGather(absl::string_view call, void* data, int64_t bytes_per_rank) {
   std::lock_guard lock(mu_);
-  if (absl::Status s = AgreeLocked(call); !s.ok()) return s;
+  if (absl::Status s = AgreeLocked(call, absl::StrCat("all_gather of ", bytes_per_rank, " bytes per rank")); !s.ok()) {
+    return s;
+  }
   if (bytes_per_rank == 0) return broken_;
   return Run(Called("all_gather"), [&] {
     gloo::AllgatherOptions opts(context_);

@@ -67,7 +67,8 @@ class GlooProcessGroup : public ProcessGroup {
   absl::Status ReduceScatter(absl::string_view call, void* data, int64_t count, DType dtype,
                              ReduceKind kind) override;
 
-  // Gloo's context, for benchmarks that time raw Gloo on the same connections.
+  // Gloo's context, for benchmarks that time raw Gloo on the same connections (unusable once
+  // the group has failed: its connections are closed).
   const std::shared_ptr<gloo::Context>& context() const { return context_; }
 
  private:
@@ -88,12 +89,13 @@ class GlooProcessGroup : public ProcessGroup {
   absl::Status Run(absl::string_view what, F&& op);
   std::string OtherRanks() const;
   void CloseConnections();
-  // Agree's work (mu_ held). `early[r]` segments of this call's data go to rank r into its
-  // window before r's answer is in; `send_early` sends them (after this rank's claim, so that
-  // a peer reads the claim first). When the ranks disagree, each takes in and drops the early
-  // segments sent to it, so the windows stay in step for the next call. `closing`: the last
-  // agreement, whose places are not handed back.
-  absl::Status AgreeLocked(absl::string_view call, const std::vector<int64_t>& early = {},
+  // Agree's work (mu_ held): the ranks must agree on the call's signature and on the
+  // `operation` it makes (which, of how many elements of what). `early[r]` segments of this
+  // call's data go to rank r into its window before r's answer is in; `send_early` sends them
+  // (after this rank's claim, so that a peer reads the claim first). When the ranks disagree,
+  // each takes in and drops the early segments sent to it, so the windows stay in step for the
+  // next call. `closing`: the last agreement, whose places are not handed back.
+  absl::Status AgreeLocked(absl::string_view call, absl::string_view operation, const std::vector<int64_t>& early = {},
                            const std::function<void()>& send_early = {}, bool closing = false);
   // The call being made (for messages), or `op`.
   std::string Called(absl::string_view op) const;
@@ -112,6 +114,8 @@ class GlooProcessGroup : public ProcessGroup {
   void Release(int rank, bool credit = true);
   // Waits until every credit and claim this rank sent has left (before their buffers change).
   void WaitControlSends();
+  // Gives each connection's send buffer a fixed size at once (see the .cc).
+  void SizeSendBuffers();
 
   const int rank_, size_;
   const std::chrono::milliseconds timeout_;

@@ -6,6 +6,7 @@
 #include <gtest/gtest.h>
 
 #include <csignal>
+#include <cstring>
 
 #include "absl/strings/match.h"
 #include "tests/distributed/rank_processes.h"
@@ -181,8 +182,9 @@ TEST(ProcessGroupErrors, MismatchesOnTheDirectPathLeaveTheGroupExact) {
 // Repeated all-reduces must not wait on the kernel: Gloo's registered buffers fix a socket's
 // send buffer at the size of the largest message sent through them, and kiln once sent only
 // a few bytes that way (its data went through unbound buffers), after which every 1 MiB call
-// stalled on delayed acks (40-200 ms, median ~50 ms, against ~1 ms). The bound is 20x a normal call here, so a slow machine still passes it; sanitized
-// builds, whose reductions run 10-20x slower, get a smoke test's bound.
+// stalled on delayed acks (40-200 ms, median ~50 ms, against ~1 ms). The bound is 20x a
+// normal call here, so a slow machine still passes it; sanitized builds, whose reductions run
+// 10-20x slower, get a smoke test's bound.
 #if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__)
 constexpr double kRepeatedBoundMs = 200;
 #else
@@ -197,6 +199,45 @@ TEST(ProcessGroupSpeed, RepeatedAllReducesDoNotStall) {
     const size_t at = r.output.find("MEDIAN_MS ");
     ASSERT_NE(at, std::string::npos) << r.output;
     EXPECT_LT(std::stod(r.output.substr(at + 10)), kRepeatedBoundMs) << r.output;
+  }
+}
+
+// The same stall for Gloo's own broadcast and all-gather, which never size a socket's send
+// buffer themselves: made first, before any all-reduce, 16 MiB took ~10 s when the group's
+// first registered message was a 64-byte claim (a group sizes them at connect now).
+TEST(ProcessGroupSpeed, LargeBroadcastAndAllGatherFirstDoNotStall) {
+  RankProcesses ranks(worker, 2, FreshStore());
+  ranks.StartAll({"broadcast_first"});
+  for (const RankResult& r : ranks.WaitAll(milliseconds(60000))) {
+    ASSERT_EQ(r.exit_code, 0) << r.output;
+    for (const char* what : {"BROADCAST_MS ", "ALLGATHER_MS "}) {
+      const size_t at = r.output.find(what);
+      ASSERT_NE(at, std::string::npos) << r.output;
+      EXPECT_LT(std::stod(r.output.substr(at + std::strlen(what))), 2000.0) << what << r.output;
+    }
+  }
+}
+
+// A caller of the process group may give different operations the same call string: the
+// agreement compares the operations too, so every rank reports both (before, a count
+// mismatch aborted the process in Gloo's event loop and other pairs timed out).
+TEST(ProcessGroupErrors, SameCallStringForDifferentOperationsFailsOnEveryRank) {
+  RankProcesses ranks(worker, 2, FreshStore());
+  ranks.StartAll({"same_string"});
+  for (const RankResult& r : ranks.WaitAll(milliseconds(60000))) {
+    EXPECT_EQ(r.exit_code, 0) << r.output;
+    EXPECT_FALSE(absl::StrContains(r.output, "FAIL")) << r.output;
+    for (const char* theirs : {"all_reduce(sum) of 999 f32", "reduce_scatter(sum) of 1000 f32", "an agreement"}) {
+      EXPECT_TRUE(absl::StrContains(
+          r.output, absl::StrCat("STATUS INVALID_ARGUMENT: process group: rank 1 called step as ", theirs,
+                                 " but rank 0 as all_reduce(sum) of 1000 f32; every rank must make the same "
+                                 "collective calls")))
+          << theirs << "\n" << r.output;
+    }
+    for (const char* after : {"counts", "kinds", "an agreement"}) {
+      EXPECT_TRUE(absl::StrContains(r.output, absl::StrCat("OK exact after ", after))) << r.output;
+      EXPECT_TRUE(absl::StrContains(r.output, absl::StrCat("OK untouched by ", after))) << r.output;
+    }
   }
 }
 

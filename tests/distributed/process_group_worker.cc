@@ -385,6 +385,47 @@ int Repeated(const Setup<Cpu>& s) {
   return failures ? 1 : 0;
 }
 
+// The same call string for different operations, as a caller of the process group itself may
+// pass: every rank reports both operations, the input is untouched, and the group goes on.
+int SameString(const Setup<Cpu>& s) {
+  ProcessGroup& w = *s.world;
+  const bool one = w.rank() == 1;
+  std::vector<float> a(1000, 1.0f);
+  auto then = [&](const absl::Status& st, const std::string& after) {
+    Status(st);
+    Check(std::all_of(a.begin(), a.end(), [](float v) { return v == 1.0f; }), absl::StrCat("untouched by ", after));
+    std::vector<float> x(4096, 1.0f);
+    const absl::Status next = w.AllReduce("next", x.data(), x.data(), 4096, DType::kF32, ReduceKind::kSum);
+    Check(next.ok() && x[17] == w.world_size(), absl::StrCat("exact after ", after));
+  };
+  then(w.AllReduce("step", a.data(), a.data(), one ? 999 : 1000, DType::kF32, ReduceKind::kSum), "counts");
+  then(one ? w.ReduceScatter("step", a.data(), 1000, DType::kF32, ReduceKind::kSum)
+           : w.AllReduce("step", a.data(), a.data(), 1000, DType::kF32, ReduceKind::kSum),
+       "kinds");
+  then(one ? w.Agree("step") : w.AllReduce("step", a.data(), a.data(), 1000, DType::kF32, ReduceKind::kSum),
+       "an agreement");
+  return failures ? 1 : 0;
+}
+
+// A large broadcast and all-gather as the group's first calls (Gloo's algorithms, on unbound
+// buffers, before any all-reduce has sent a segment): their times.
+int BroadcastFirst(const Setup<Cpu>& s) {
+  ProcessGroup& w = *s.world;
+  constexpr int64_t kBytes = int64_t{16} << 20;
+  std::vector<char> data(kBytes, w.rank() == 0 ? 7 : 0);
+  auto start = std::chrono::steady_clock::now();
+  Check(w.Broadcast("first", data.data(), kBytes, 0).ok() && data[12345] == 7, "broadcast");
+  std::printf("BROADCAST_MS %.3f\n",
+              std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count());
+  std::vector<char> all(w.world_size() * (kBytes / 2), 0);
+  std::fill_n(all.data() + w.rank() * (kBytes / 2), kBytes / 2, static_cast<char>(w.rank() + 1));
+  start = std::chrono::steady_clock::now();
+  Check(w.AllGather("second", all.data(), kBytes / 2).ok() && all[kBytes / 2 + 9] == 2, "all_gather");
+  std::printf("ALLGATHER_MS %.3f\n",
+              std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count());
+  return failures ? 1 : 0;
+}
+
 // All-reduces until told to stop (iterations) or a collective fails; prints the time from the
 // last success to the failure. With LINGER_MS set, a failed rank then stays alive that long,
 // holding its group, so a test sees what the group itself did with its connections.
@@ -462,6 +503,8 @@ int Main(int argc, char** argv) {
   if (scenario == "mismatch_dtype") return Mismatch(s, true);
   if (scenario == "mismatch_large") return MismatchLarge(s);
   if (scenario == "repeated") return Repeated(s);
+  if (scenario == "same_string") return SameString(s);
+  if (scenario == "broadcast_first") return BroadcastFirst(s);
   if (scenario == "loop") return Loop(s, iterations);
   if (scenario == "join") return 0;
   std::printf("unknown scenario '%s'\n", std::string(scenario).c_str());
