@@ -234,7 +234,8 @@ GlooProcessGroup::~GlooProcessGroup() {
   // which closing the connections would drop, and a peer may still be reading its last
   // messages. So the ranks meet once more (each rank's closing claim comes after everything
   // it sent before), and only then do the buffers go. A broken group has closed its
-  // connections already.
+  // connections already. Best effort: a peer that closed first can make this meeting fail
+  // (Gloo reports a closed connection before a message already in), which closes ours too.
   std::lock_guard lock(mu_);
   if (size_ == 1 || !broken_.ok()) return;
   if (!AgreeLocked("closing the process group", "closing", {}, {}, /*closing=*/true).ok()) CloseConnections();
