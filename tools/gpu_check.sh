@@ -45,9 +45,10 @@ if [[ $# -ge 1 ]]; then
   # the nvidia-* Python wheels that PyTorch brings.
   libpath=$pack/lib
   for so in libcudart.so.13 libcublas.so.13 libnccl.so.2; do
-    dir=$(find /usr/local/cuda/ /usr/local/cuda*/ /usr/lib/x86_64-linux-gnu /opt /usr/local/lib -name "$so" \
+    dir=$(find /usr/local/cuda*/ /usr/lib/x86_64-linux-gnu /opt /usr/local/lib -name "$so" \
       -printf '%h\n' 2>/dev/null | head -n 1)
-    [[ -n "$dir" ]] && libpath=$libpath:$dir || echo "gpu_check: $so not found on this machine"
+    if [[ -z "$dir" ]]; then echo "gpu_check: $so not found on this machine"; continue; fi
+    [[ ":$libpath:" == *":$dir:"* ]] || libpath=$libpath:$dir
   done
   export LD_LIBRARY_PATH=$libpath${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
   if ldd "$bin/examples/train" 2>&1 | grep -q "GLIBCXX.*not found"; then
