@@ -433,12 +433,9 @@ absl::Status GlooProcessGroup::ReduceScatter(absl::string_view call, void* data,
 // call, before the others' claims are in: they land in the peer's window, never in a caller's
 // memory, so when the calls differ the peer drops them (AgreeLocked) and nothing is corrupted;
 // when they match, the agreement has cost no round trip of its own. Every message is one
-// socket write (Gloo's registered buffers): a claim, a segment, a credit, a result. Gloo sets
-// a connection's SO_SNDBUF to the largest registered message sent on it so far (here a
-// segment: kSegmentBytes / (size - 1) at most; the kernel doubles it, within
-// net.core.wmem_max), which ends the kernel's autotuning of it, as with Gloo's own
-// registered-buffer algorithms. (Unbound data behind a small registered claim, as kiln once
-// had, leaves the buffer at ~4.6 KiB and every large message waiting on delayed acks.)
+// socket write (Gloo's registered buffers): a claim, a segment, a credit, a result. Each
+// connection's send buffer was fixed at kSegmentBytes when the group connected
+// (SizeSendBuffers), which no segment exceeds.
 absl::Status GlooProcessGroup::Direct(absl::string_view call, const void* in, void* out, int64_t count,
                                       DType dtype, ReduceKind kind, bool gather) {
   const int64_t size = DTypeSize(dtype), bytes = count * size;
