@@ -47,8 +47,7 @@ Cuda::Primitive Cuda::reduce(ReduceOp op, const Primitive& p, absl::Span<const i
   // tiles (a block each): two waves of 8 resident 256-thread blocks per multiprocessor;
   // narrow columns (a thread per output): about one thread per resident slot.
   const bool tiles = l.inner >= cuda::kernels::kColumnTile;
-  const int64_t items = l.outer * (tiles ? (l.inner + cuda::kernels::kColumnTile - 1) / cuda::kernels::kColumnTile
-                                         : l.inner);
+  const int64_t items = l.outer * (tiles ? cuda::kernels::ColumnTiles(l.inner) : l.inner);
   const int64_t target = l.inner == 1 || tiles ? 16 * c.multiprocessors : 2048 * c.multiprocessors;
   const int64_t splits = Splits(items, l.reduced, l.inner == 1 ? 8192 : tiles ? 64 : 256, target);
   const int64_t chunk = (l.reduced + splits - 1) / splits;

@@ -46,6 +46,7 @@ cudaError_t Where(DType dtype, const bool* cond, const void* a, const void* b, v
 // work items as outer * tiles * splits); with 1 < inner < kColumnTile a thread reduces one
 // output.
 inline constexpr int64_t kColumnTile = 32;
+inline int64_t ColumnTiles(int64_t inner) { return (inner + kColumnTile - 1) / kColumnTile; }
 cudaError_t Reduce(ReduceOp op, DType dtype, const void* in, void* out, int64_t outer,
                    int64_t reduced, int64_t inner, int64_t chunk, int64_t splits,
                    cudaStream_t stream);

@@ -248,9 +248,9 @@ cudaError_t Reduce(ReduceOp op, DType dtype, const void* in, void* out, int64_t 
       const T* x = static_cast<const T*>(in);
       T* y = static_cast<T*>(out);
       if (inner >= kColumnTile) {
-        const int64_t tiles = (inner + kColumnTile - 1) / kColumnTile;
-        ColumnTilesKernel<T><<<BlocksFor(outer * splits * tiles, 1), kThreads, 0, stream>>>(
-            op, x, y, outer, reduced, inner, chunk, splits);
+        const unsigned int blocks = BlocksFor(outer * splits * ColumnTiles(inner), 1);
+        ColumnTilesKernel<T><<<blocks, kThreads, 0, stream>>>(op, x, y, outer, reduced, inner,
+                                                              chunk, splits);
       } else if (inner > 1) {
         ColumnsKernel<T><<<BlocksFor(items), kThreads, 0, stream>>>(op, x, y, outer, reduced,
                                                                     inner, chunk, splits);
