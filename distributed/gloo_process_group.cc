@@ -454,8 +454,10 @@ absl::Status GlooProcessGroup::Direct(absl::string_view call, const void* in, vo
   // This call's buffers on each connection. A peer sends its results only after it has this
   // rank's first segment, which leaves after `results_in` are registered.
   std::vector<std::unique_ptr<gloo::transport::Buffer>> inputs(size_), results_out(size_), results_in(size_);
+  const char* name = gather ? "all_reduce" : "reduce_scatter";
   called_ = std::string(call);
-  absl::Status s = Run(Called(gather ? "all_reduce" : "reduce_scatter"), [&] {
+  const std::string what = Called(name);
+  absl::Status s = Run(what, [&] {
     for (int r = 0; r < size_; ++r) {
       if (r == rank_) continue;
       auto& pair = context_->getPair(r);
@@ -476,8 +478,7 @@ absl::Status GlooProcessGroup::Direct(absl::string_view call, const void* in, vo
     const int64_t place = i == 0 ? (static_cast<int64_t>((used_[r] - 1) % kWindow) * PlaceBytes()) : AcquirePlace(r);
     inputs[r]->send(b, e - b, place + kHeaderBytes);
   };
-  const absl::Status agreed = AgreeLocked(call, Operation(gather ? "all_reduce" : "reduce_scatter", count, dtype, kind),
-                                          early, [&] {
+  const absl::Status agreed = AgreeLocked(call, Operation(name, count, dtype, kind), early, [&] {
     for (int r = 0; r < size_; ++r) {
       for (int64_t i = 0; i < early[r]; ++i) send(r, i);
     }
@@ -485,14 +486,14 @@ absl::Status GlooProcessGroup::Direct(absl::string_view call, const void* in, vo
   if (!agreed.ok()) {
     // Our early segments were taken in and dropped by peers that disagreed; they must be out of
     // the caller's memory before we return (a broken group has closed its connections).
-    const absl::Status sent = Run(Called(gather ? "all_reduce" : "reduce_scatter"), [&] {
+    const absl::Status sent = Run(what, [&] {
       for (int r = 0; r < size_; ++r) {
         for (int64_t i = 0; i < early[r]; ++i) inputs[r]->waitSend();
       }
     });
     return sent.ok() ? agreed : sent;
   }
-  return Run(Called(gather ? "all_reduce" : "reduce_scatter"), [&] {
+  return Run(what, [&] {
     int64_t steps = 0;
     for (int r = 0; r < size_; ++r) steps = std::max(steps, parts(r));
     std::vector<const void*> operands(size_);
