@@ -1,5 +1,9 @@
 #include "backends/dispatch/dispatch_device.h"
 
+#include <algorithm>
+
+#include "absl/strings/ascii.h"
+#include "absl/strings/escaping.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
@@ -29,6 +33,13 @@ constexpr KnownBackend kBackends[] = {
 #endif
 };
 
+// The text as a message shows it: quoted, escaped, and cut to a readable length.
+std::string Quoted(absl::string_view text) {
+  constexpr size_t kShown = 64;
+  if (text.size() <= kShown) return absl::StrCat("'", absl::CHexEscape(text), "'");
+  return absl::StrCat("'", absl::CHexEscape(text.substr(0, kShown)), "...' (", text.size(), " bytes)");
+}
+
 std::string CompiledList() {
   std::string out;
   for (const auto& b : kBackends) {
@@ -44,27 +55,48 @@ DispatchDevice DispatchDevice::Autodiff(DispatchDevice inner) {
 }
 
 absl::StatusOr<DispatchDevice> DispatchDevice::Parse(absl::string_view text) {
+  const std::string quoted = Quoted(text);
+  if (text.empty()) return absl::InvalidArgumentError("device '': empty; expected backend:index (e.g. cpu:0)");
+  if (absl::ascii_isspace(text.front()) || absl::ascii_isspace(text.back())) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "device ", quoted, " has white space around it; write it as ", Quoted(absl::StripAsciiWhitespace(text))));
+  }
+  // Peeled without recursion: a hostile string nests autodiff( a million deep.
   absl::string_view body = text;
-  if (absl::ConsumePrefix(&body, "autodiff(")) {
+  int wrappers = 0;
+  while (absl::ConsumePrefix(&body, "autodiff(")) {
     if (!absl::ConsumeSuffix(&body, ")")) {
-      return absl::InvalidArgumentError(absl::StrCat("device '", text, "': autodiff( has no closing )"));
+      return absl::InvalidArgumentError(absl::StrCat("device ", quoted, ": autodiff( has no closing )"));
     }
-    absl::StatusOr<DispatchDevice> inner = Parse(body);
-    if (!inner.ok()) return inner.status();
-    return Autodiff(*std::move(inner));
+    if (++wrappers > kMaxAutodiffWrappers) {
+      return absl::InvalidArgumentError(absl::StrCat("device ", quoted, ": autodiff( is nested more than ",
+                                                     kMaxAutodiffWrappers, " deep; wrap a device in autodiff once"));
+    }
   }
   const size_t colon = body.find(':');
-  int index = -1;
-  if (colon == absl::string_view::npos || !absl::SimpleAtoi(body.substr(colon + 1), &index) || index < 0) {
+  const absl::string_view digits = colon == absl::string_view::npos ? "" : body.substr(colon + 1);
+  if (digits.empty() || !std::all_of(digits.begin(), digits.end(), absl::ascii_isdigit)) {
     return absl::InvalidArgumentError(absl::StrCat(
-        "device '", text, "' is not of the form backend:index (e.g. cpu:0)"));
+        "device ", quoted, " is not of the form backend:index (e.g. cpu:0)"));
+  }
+  int index = 0;
+  if (digits.size() > 9 || !absl::SimpleAtoi(digits, &index) || index > kMaxDeviceIndex) {
+    return absl::InvalidArgumentError(absl::StrCat("device ", quoted, ": index ", Quoted(digits),
+                                                   " is out of range (0..", kMaxDeviceIndex, ")"));
   }
   const absl::string_view name = body.substr(0, colon);
+  absl::StatusOr<DispatchDevice> device = Plain(name, index, quoted);
+  if (!device.ok()) return device.status();
+  for (int i = 0; i < wrappers; ++i) device = Autodiff(*std::move(device));
+  return device;
+}
+
+absl::StatusOr<DispatchDevice> DispatchDevice::Plain(absl::string_view name, int index, const std::string& quoted) {
   for (const auto& b : kBackends) {
     if (name != b.name) continue;
     if (!b.compiled) {
       return absl::FailedPreconditionError(absl::StrCat(
-          "device '", text, "': this build has no ", name, " backend; rebuild with --config=",
+          "device ", quoted, ": this build has no ", name, " backend; rebuild with --config=",
           b.config, " (compiled in: ", CompiledList(), ")"));
     }
     if (name == "cpu") {
@@ -87,14 +119,18 @@ absl::StatusOr<DispatchDevice> DispatchDevice::Parse(absl::string_view text) {
     }
 #endif
   }
-  return absl::InvalidArgumentError(absl::StrCat("device '", text, "': unknown backend '", name,
-                                                 "'; kiln knows cpu, vulkan and cuda (compiled in: ",
+  return absl::InvalidArgumentError(absl::StrCat("device ", quoted, ": unknown backend ", Quoted(name),
+                                                 "; kiln knows cpu, vulkan and cuda (compiled in: ",
                                                  CompiledList(), ")"));
 }
 
 absl::StatusOr<std::vector<DispatchDevice>> DispatchDevice::ParseList(absl::string_view text) {
   std::vector<DispatchDevice> out;
   for (absl::string_view part : absl::StrSplit(text, ',')) {
+    if (out.size() == kMaxListLength) {
+      return absl::InvalidArgumentError(absl::StrCat("device list ", Quoted(text), " has more than ",
+                                                     kMaxListLength, " devices"));
+    }
     absl::StatusOr<DispatchDevice> d = Parse(absl::StripAsciiWhitespace(part));
     if (!d.ok()) return d.status();
     out.push_back(*std::move(d));

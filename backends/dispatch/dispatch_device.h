@@ -53,10 +53,16 @@ class DispatchDevice {
 
   // "cpu:0", "autodiff(cpu:1)". A backend this build lacks is FailedPrecondition naming the
   // --config that adds it; an unknown backend or a malformed string InvalidArgument; an index
-  // past the devices that exist InvalidArgument naming those that do.
+  // past the devices that exist InvalidArgument naming those that do. Any string is safe to
+  // give: no white space around it, a decimal index up to kMaxDeviceIndex, autodiff( at most
+  // kMaxAutodiffWrappers deep (a group takes one; the second gets validation's message).
   static absl::StatusOr<DispatchDevice> Parse(absl::string_view text);
-  // A comma-separated list, e.g. from --devices.
+  // A comma-separated list, e.g. from --devices (white space around each device is allowed),
+  // of at most kMaxListLength devices.
   static absl::StatusOr<std::vector<DispatchDevice>> ParseList(absl::string_view text);
+  static constexpr int kMaxDeviceIndex = 1023;
+  static constexpr int kMaxAutodiffWrappers = 2;
+  static constexpr size_t kMaxListLength = 1024;
 
   const Variant& variant() const { return v_; }
   bool is_autodiff() const { return std::holds_alternative<AutodiffDevice>(v_); }
@@ -68,6 +74,8 @@ class DispatchDevice {
 
  private:
   explicit DispatchDevice(Variant v) : v_(std::move(v)) {}
+  // The device `name`:`index` of a compiled-in backend; `quoted` names it in errors.
+  static absl::StatusOr<DispatchDevice> Plain(absl::string_view name, int index, const std::string& quoted);
   Variant v_;
 };
 
