@@ -10,11 +10,14 @@
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "distributed/gloo_mesh.h"
 #include "distributed/gloo_store.h"
+#include "distributed/rank_list.h"
+#include "distributed/rendezvous.h"
+#include "distributed/run_token.h"
 #include "gloo/allgather.h"
 #include "gloo/broadcast.h"
 #include "gloo/common/error.h"
-#include "gloo/rendezvous/context.h"
 #include "gloo/transport/pair.h"
 #include "gloo/transport/buffer.h"
 #include "gloo/transport/tcp/device.h"
@@ -93,13 +96,15 @@ absl::StatusOr<std::shared_ptr<GlooProcessGroup>> GlooProcessGroup::Connect(cons
     return absl::InvalidArgumentError(absl::StrCat("process group: world size ", o.world_size,
                                                    " is invalid; it must be at least 1"));
   }
+  if (o.world_size > kMaxWorldSize) {
+    return absl::InvalidArgumentError(absl::StrCat("process group: world size ", o.world_size, " is more than ",
+                                                   kMaxWorldSize, " ranks"));
+  }
   if (o.rank < 0 || o.rank >= o.world_size) {
     return absl::InvalidArgumentError(absl::StrCat("process group: rank ", o.rank, " is out of range for world size ",
                                                    o.world_size, " (ranks are 0..", o.world_size - 1, ")"));
   }
-  if (o.timeout.count() <= 0) {
-    return absl::InvalidArgumentError(absl::StrCat("process group: timeout ", o.timeout.count(), " ms must be positive"));
-  }
+  if (absl::Status s = CheckTimeout(o.timeout, "process group"); !s.ok()) return s;
   IgnoreBrokenPipes();
   auto store = RendezvousStore::Open(o.rendezvous, o.run_id);
   if (!store.ok()) return store.status();
@@ -118,20 +123,29 @@ absl::StatusOr<std::shared_ptr<GlooProcessGroup>> GlooProcessGroup::Connect(cons
     }
     return absl::UnavailableError(absl::StrCat(where, ": cannot write rank ", o.rank, "'s key: ", why));
   }
+  // Absent ranks are asked about again until all have joined; the deadline is checked after
+  // every question, so a huge world size cannot stretch one pass past it.
   const auto deadline = Clock::now() + o.timeout;
-  while (true) {
-    std::vector<int> missing;
+  std::vector<int> missing;
+  for (int r = 0; r < o.world_size; ++r) missing.push_back(r);
+  while (!missing.empty()) {
+    std::vector<int> still;
     try {
-      for (int r = 0; r < o.world_size; ++r) {
-        if (!(*store)->Has(absl::StrCat("joined/", r))) missing.push_back(r);
+      for (size_t i = 0; i < missing.size(); ++i) {
+        if (Clock::now() > deadline) {
+          still.insert(still.end(), missing.begin() + i, missing.end());
+          break;
+        }
+        if (!(*store)->Has(absl::StrCat("joined/", missing[i]))) still.push_back(missing[i]);
       }
     } catch (const std::exception& e) {
       return absl::UnavailableError(absl::StrCat(where, ": the store failed: ", Reason(e)));
     }
+    missing = std::move(still);
     if (missing.empty()) break;
     if (Clock::now() > deadline) {
       return absl::DeadlineExceededError(absl::StrCat(
-          where, " timed out after ", o.timeout.count(), " ms: rank(s) ", absl::StrJoin(missing, ", "), " of ",
+          where, " timed out after ", o.timeout.count(), " ms: rank(s) ", RankList(missing), " of ",
           o.world_size, " did not join (this is rank ", o.rank,
           "); start every rank with the same rendezvous address, run id and world size"));
     }
@@ -148,10 +162,11 @@ absl::StatusOr<std::shared_ptr<GlooProcessGroup>> GlooProcessGroup::Connect(cons
         "process group rank ", o.rank, ": cannot listen on '", o.host.empty() ? "this machine's hostname" : o.host,
         "': ", Reason(e), " (set KILN_HOST to an address of this machine)"));
   }
-  auto context = std::make_shared<gloo::rendezvous::Context>(o.rank, o.world_size);
-  context->setTimeout(o.timeout);
+  std::shared_ptr<gloo::Context> context;
   try {
-    context->connectFullMesh(**store, device);
+    context = ConnectMesh(**store, device,
+                          {.rank = o.rank, .world_size = o.world_size, .timeout = o.timeout,
+                           .token = o.run_token.empty() ? DefaultRunToken(o.run_id, o.rendezvous) : o.run_token});
   } catch (const std::exception& e) {
     const std::string why = Reason(e);
     const std::string msg = absl::StrCat(where, ": rank ", o.rank, " could not connect to the others: ", why);
@@ -261,7 +276,7 @@ std::string GlooProcessGroup::OtherRanks() const {
   for (int r = 0; r < size_; ++r) {
     if (r != rank_) others.push_back(r);
   }
-  return absl::StrJoin(others, ", ");
+  return RankList(others);
 }
 
 template <class F>

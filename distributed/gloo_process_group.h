@@ -36,6 +36,9 @@ struct ProcessGroupOptions {
   std::string rendezvous;  // file:///shared/dir or redis://host:port
   std::string run_id;      // keys of this run in the store (empty: a shared default)
   std::string host;        // address to listen on (empty: this machine's hostname)
+  // The run's secret, which every connection proves (gloo_mesh.h); empty: derived from the
+  // run id and the rendezvous address (run_token.h says what that does and does not keep out).
+  std::string run_token;
   // The deadline of the rendezvous and of every collective.
   std::chrono::milliseconds timeout{std::chrono::seconds(60)};
 
@@ -44,6 +47,9 @@ struct ProcessGroupOptions {
 
 class GlooProcessGroup : public ProcessGroup {
  public:
+  // Every rank holds a connection to every other: beyond this, a full mesh is no design.
+  static constexpr int kMaxWorldSize = 65536;
+
   // Joins the run: InvalidArgument for a world size below 1, a rank out of range or a bad
   // address; the store's errors (gloo_store.h); DeadlineExceeded naming the ranks that did
   // not join within the timeout; FailedPrecondition when this rank's key is already in the

@@ -2,8 +2,19 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "tensor/error.h"
 
 namespace kiln::distributed {
+
+absl::Status CheckTimeout(std::chrono::milliseconds timeout, const char* what) {
+  if (timeout.count() > 0 && timeout <= kMaxTimeout) return absl::OkStatus();
+  return absl::InvalidArgumentError(absl::StrCat(what, ": timeout ", timeout.count(), " ms must be positive and at most ",
+                                                 kMaxTimeout.count(), " ms (a week)"));
+}
+
+Rendezvous::Rendezvous(int size, std::chrono::milliseconds timeout) : size_(size), timeout_(timeout) {
+  if (absl::Status s = CheckTimeout(timeout, "device group"); !s.ok()) throw Error(s);
+}
 
 std::string Rendezvous::Missing(const std::vector<bool>& here) const {
   std::vector<int> missing;

@@ -17,9 +17,17 @@
 
 namespace kiln::distributed {
 
+// The longest wait a group or process group takes: a deadline is now + timeout, which a
+// larger timeout would overflow.
+inline constexpr std::chrono::milliseconds kMaxTimeout = std::chrono::hours(24 * 7);
+
+// OK for a timeout in (0, kMaxTimeout]; otherwise InvalidArgument naming `what`.
+absl::Status CheckTimeout(std::chrono::milliseconds timeout, const char* what);
+
 class Rendezvous {
  public:
-  Rendezvous(int size, std::chrono::milliseconds timeout) : size_(size), timeout_(timeout) {}
+  // Throws kiln::Error (InvalidArgument) for a timeout CheckTimeout refuses.
+  Rendezvous(int size, std::chrono::milliseconds timeout);
 
   // Waits until every member has arrived for this member's next round. `signature` describes
   // the call (op, tag, shape, dtype); signatures that differ fail the round for every member

@@ -2,9 +2,11 @@
 
 #define EIGEN_USE_THREADS
 #include <algorithm>
+#include <cstdio>
 #include <cstdlib>
 #include <mutex>
 #include <shared_mutex>
+#include <system_error>
 #include <thread>
 #include <vector>
 
@@ -29,10 +31,19 @@ struct DeviceContext {
   std::unique_ptr<Eigen::ThreadPool> pool;
 };
 
+// Threads of every device together: far beyond any machine's cores, far below what makes
+// thread creation fail (1024 devices x 1024 threads did, with std::system_error).
+constexpr int64_t kMaxThreads = 4096;
+
+// A default from the environment; unset or not in 1..1024: `fallback`, with a warning.
 int EnvInt(const char* name, int fallback) {
   const char* value = std::getenv(name);
+  if (value == nullptr) return fallback;
   int parsed = 0;
-  if (value == nullptr || !absl::SimpleAtoi(value, &parsed) || parsed < 1) return fallback;
+  if (!absl::SimpleAtoi(value, &parsed) || parsed < 1 || parsed > 1024) {
+    std::fprintf(stderr, "kiln: ignoring %s: expected a whole number in 1..1024\n", name);
+    return fallback;
+  }
   return parsed;
 }
 
@@ -42,7 +53,8 @@ class Runtime {
     Config config;
     config.devices = EnvInt("KILN_CPU_DEVICES", 1);
     config.threads_per_device = EnvInt("KILN_CPU_THREADS", 0);
-    Apply(config);
+    if (static_cast<int64_t>(config.devices) * Threads(config) > kMaxThreads) config.threads_per_device = 0;
+    (void)Apply(config);
   }
 
   absl::Status Configure(const Config& config) {
@@ -55,8 +67,13 @@ class Runtime {
           "cpu::Configure: threads_per_device must be in 0..1024 (0 = fair share), got %d",
           config.threads_per_device));
     }
-    Apply(config);
-    return absl::OkStatus();
+    const int64_t total = static_cast<int64_t>(config.devices) * Threads(config);
+    if (total > kMaxThreads) {
+      return absl::InvalidArgumentError(absl::StrFormat(
+          "cpu::Configure: %d devices x %d threads each is %d threads; at most %d in all", config.devices,
+          Threads(config), total, kMaxThreads));
+    }
+    return Apply(config);
   }
 
   Config config() const {
@@ -71,17 +88,23 @@ class Runtime {
   }
 
  private:
-  void Apply(const Config& config) {
-    const int threads = config.threads_per_device > 0
-                            ? config.threads_per_device
-                            : std::max(1, HardwareThreads() / config.devices);
+  static int Threads(const Config& config) {
+    return config.threads_per_device > 0 ? config.threads_per_device : std::max(1, HardwareThreads() / config.devices);
+  }
+
+  // The old devices stay if the new ones' threads cannot be made.
+  absl::Status Apply(const Config& config) {
     std::vector<std::shared_ptr<const DeviceContext>> contexts;
-    for (int i = 0; i < config.devices; ++i) {
-      contexts.push_back(std::make_shared<const DeviceContext>(threads));
+    try {
+      for (int i = 0; i < config.devices; ++i) contexts.push_back(std::make_shared<const DeviceContext>(Threads(config)));
+    } catch (const std::system_error& e) {
+      return absl::ResourceExhaustedError(
+          absl::StrFormat("cpu::Configure: cannot start the threads of %d devices: %s", config.devices, e.what()));
     }
     std::unique_lock lock(mu_);
     config_ = config;
     contexts_.swap(contexts);
+    return absl::OkStatus();
   }
 
   // Every op looks its device up, so this is a plain reader-writer lock (absl::Mutex, as

@@ -48,6 +48,22 @@ TEST_F(GroupTest, ParsesAndPrintsDevices) {
   EXPECT_EQ(list->size(), 2u);
 }
 
+// A deadline is now + timeout: a timeout that would overflow it is refused up front.
+TEST_F(GroupTest, RejectsTimeoutsADeadlineCannotHold) {
+  const std::vector<DispatchDevice> devices = {D("cpu:0"), D("cpu:1")};
+  for (const auto timeout : {std::chrono::milliseconds(0), std::chrono::milliseconds::max()}) {
+    const auto group = MakeGroup(devices, GroupOp::kAllReduce, {.timeout = timeout});
+    EXPECT_EQ(group.status().message(), absl::StrCat("all_reduce: timeout ", timeout.count(),
+                                                     " ms must be positive and at most 604800000 ms (a week)"));
+  }
+  try {
+    DeviceGroup<Cpu> direct({CpuDevice(0)}, {.timeout = std::chrono::hours(24 * 365 * 1000)});
+    FAIL() << "a group with a deadline past the clock's range was made";
+  } catch (const Error& e) {
+    EXPECT_EQ(e.status().message(), "device group: timeout 31536000000000 ms must be positive and at most 604800000 ms (a week)");
+  }
+}
+
 TEST_F(GroupTest, RejectsDeviceStringsClearly) {
   std::string compiled = "cpu";
 #ifdef KILN_WITH_VULKAN

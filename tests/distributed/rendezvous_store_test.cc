@@ -34,7 +34,7 @@ int FreePort() {
   return ntohs(addr.sin_port);
 }
 
-absl::Status Connect(int rank, int world, const std::string& address, int timeout_ms = 2000,
+absl::Status Connect(int rank, int world, const std::string& address, int64_t timeout_ms = 2000,
                      const std::string& run_id = "t") {
   return GlooProcessGroup::Connect({.rank = rank, .world_size = world, .rendezvous = address, .run_id = run_id,
                                     .host = "127.0.0.1", .timeout = milliseconds(timeout_ms)})
@@ -52,7 +52,23 @@ TEST(Rendezvous, BadWorldSizeRankAndTimeout) {
   s = Connect(-1, 2, store);
   EXPECT_EQ(s.message(), "process group: rank -1 is out of range for world size 2 (ranks are 0..1)");
   s = Connect(0, 1, store, 0);
-  EXPECT_EQ(s.message(), "process group: timeout 0 ms must be positive");
+  EXPECT_EQ(s.message(), "process group: timeout 0 ms must be positive and at most 604800000 ms (a week)");
+  // A deadline of now + timeout would overflow.
+  s = Connect(0, 1, store, int64_t{1} << 62);
+  EXPECT_EQ(s.message(),
+            "process group: timeout 4611686018427387904 ms must be positive and at most 604800000 ms (a week)");
+  // A launcher's typo must not make every rank wait for two billion others.
+  s = Connect(0, 2147483647, store);
+  EXPECT_EQ(s.message(), "process group: world size 2147483647 is more than 65536 ranks");
+}
+
+// A rank that times out names who is missing, but never a million of them.
+TEST(Rendezvous, AWorldOfAbsentRanksIsNamedBriefly) {
+  const absl::Status s = Connect(0, 65536, "file://" + TmpDir() + "/absent", 300);
+  EXPECT_EQ(s.code(), absl::StatusCode::kDeadlineExceeded);
+  EXPECT_TRUE(absl::StrContains(s.message(), ": rank(s) 1, 2, 3, 4, 5, 6, 7, 8 and 65527 more of 65536 did not join"))
+      << s.message();
+  EXPECT_LT(s.message().size(), 400u);
 }
 
 TEST(Rendezvous, BadAddresses) {

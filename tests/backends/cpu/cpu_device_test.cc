@@ -38,6 +38,10 @@ TEST(CpuDevice, CoresAreSharedFairly) {
             "cpu::Configure: devices must be in 1..1024, got 0");
   EXPECT_EQ(cpu::Configure({.devices = 1, .threads_per_device = -1}).message(),
             "cpu::Configure: threads_per_device must be in 0..1024 (0 = fair share), got -1");
+  // Each limit alone is not enough: together they must not make a million threads.
+  EXPECT_EQ(cpu::Configure({.devices = 1024, .threads_per_device = 1024}).message(),
+            "cpu::Configure: 1024 devices x 1024 threads each is 1048576 threads; at most 4096 in all");
+  EXPECT_EQ(cpu::Configure({.devices = 8, .threads_per_device = 513}).code(), absl::StatusCode::kInvalidArgument);
   EXPECT_EQ(cpu::CurrentConfig().threads_per_device, 3);  // a rejected call changes nothing
 }
 
