@@ -17,10 +17,10 @@
 
 namespace kiln::distributed {
 
-// Why these limits: every rank of a Gloo process group connects to every other, so a world of
-// 65536 already asks each rank for 65535 TCP connections (ports are 16 bits); a larger value is
-// a typo such as 2147483647, and accepting it would leave rank 0 waiting for ranks that never
-// come. On one machine, more than one rank per CPU does not help, and Linux runs at most 8192
+// Why these limits: every rank of a Gloo process group holds a TCP connection to every other,
+// so a world of 65536 already means 65535 connections (and file descriptors) per rank, far past
+// any run kiln is meant for; a larger value is a typo such as 2147483647, and accepting it would
+// leave rank 0 waiting for ranks that never come. On one machine, more than one rank per CPU does not help, and Linux runs at most 8192
 // CPUs on x86-64 (MAXSMP).
 static_assert(kMaxLocalWorldSize <= kMaxWorldSize);
 
@@ -208,8 +208,8 @@ absl::Status CheckRendezvousAddress(const std::string& address) {
       return absl::OkStatus();
     }
   }
-  return absl::InvalidArgumentError(absl::StrCat(
-      "rendezvous address ", Quote(address), ": expected file:///absolute/shared/dir or redis://host[:port]"));
+  return absl::InvalidArgumentError(absl::StrCat("rendezvous address ", Quote(address),
+                                                 ": expected file:///absolute/shared/dir or redis://host[:port]"));
 }
 
 absl::StatusOr<std::optional<LaunchEnv>> ReadLaunchEnv(const GetEnv& getenv) {

@@ -38,7 +38,8 @@ bool Text(const std::string& s, size_t max_length) {
 
 void CheckAccepted(const LaunchEnv& e, const std::map<std::string, std::string>& vars) {
   Require(e.source == "kiln" || e.source == "openmpi" || e.source == "slurm");
-  Require(vars.count(e.source == "kiln" ? "KILN_RANK" : e.source == "openmpi" ? "OMPI_COMM_WORLD_RANK" : "SLURM_PROCID"));
+  const char* rank = e.source == "kiln" ? "KILN_RANK" : e.source == "openmpi" ? "OMPI_COMM_WORLD_RANK" : "SLURM_PROCID";
+  Require(vars.count(rank) == 1);
   Require(1 <= e.world_size && e.world_size <= kMaxWorldSize);
   Require(0 <= e.rank && e.rank < e.world_size);
   Require(1 <= e.local_world_size && e.local_world_size <= e.world_size &&

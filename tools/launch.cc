@@ -35,7 +35,6 @@
 #include <utility>
 #include <vector>
 
-#include "absl/strings/ascii.h"
 #include "absl/strings/escaping.h"
 #include "absl/strings/match.h"
 #include "absl/strings/numbers.h"
@@ -105,7 +104,8 @@ Options Parse(int argc, char** argv) {
     if (!absl::StartsWith(arg, "--")) break;
     if (absl::ConsumePrefix(&arg, "--nproc=")) {
       // Digits only: SimpleAtoi would take " 2" and "+2" too.
-      if (!AllOf(arg, "0123456789") || !absl::SimpleAtoi(arg, &o.nproc) || o.nproc < 1 || o.nproc > kMaxRanks) {
+      if (!AllOf(arg, "0123456789") || !absl::SimpleAtoi(arg, &o.nproc) || o.nproc < 1 ||
+          o.nproc > kMaxRanks) {
         Usage(absl::StrCat("--nproc=", Quote(arg), ": expected a whole number of ranks in 1..", kMaxRanks));
       }
     } else if (absl::ConsumePrefix(&arg, "--rendezvous=")) {
@@ -499,7 +499,8 @@ int main(int argc, char** argv) {
   std::string store_dir;
   if (o.rendezvous.empty()) {
     const char* tmp = std::getenv("TMPDIR");
-    const std::string pattern = absl::StrCat(tmp != nullptr && *tmp != '\0' ? tmp : "/tmp", "/kiln-launch-XXXXXX");
+    const std::string pattern =
+        absl::StrCat(tmp != nullptr && *tmp != '\0' ? tmp : "/tmp", "/kiln-launch-XXXXXX");
     std::string tmpl = pattern;  // mkdtemp fills in the X's even when it fails
     if (mkdtemp(tmpl.data()) == nullptr) {
       Failed(absl::StrCat("mkdtemp for the rendezvous directory ", Quote(pattern)));
