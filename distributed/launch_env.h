@@ -13,6 +13,16 @@
 
 namespace kiln::distributed {
 
+// The most ranks in a run and on one machine; ReadLaunchEnv refuses more (launch_env.cc says why).
+inline constexpr int kMaxWorldSize = 65536;
+inline constexpr int kMaxLocalWorldSize = 8192;
+// The longest values ReadLaunchEnv accepts, in bytes.
+inline constexpr size_t kMaxRendezvousLength = 4096;
+inline constexpr size_t kMaxHostLength = 255;
+inline constexpr size_t kMaxRunIdLength = 256;
+inline constexpr size_t kMinRunTokenLength = 16;
+inline constexpr size_t kMaxRunTokenLength = 1024;
+
 struct LaunchEnv {
   int rank = 0;
   int world_size = 1;
@@ -21,6 +31,7 @@ struct LaunchEnv {
   std::string rendezvous;    // file:///shared/dir or redis://host:port
   std::string run_id;        // keys of this run in the store; empty: none
   std::string host;          // address this rank listens on; empty: this machine's hostname
+  std::string run_token;     // the secret peers prove; empty: the process group derives one
   std::string source;        // "kiln", "openmpi" or "slurm": whose variables gave the ranks
 };
 
@@ -32,17 +43,30 @@ using GetEnv = std::function<const char*(const char* name)>;
 // describe the allocation, not the ranks), then Slurm's SLURM_PROCID/SLURM_NTASKS. The local
 // rank comes from the same family (KILN_LOCAL_RANK, OMPI_COMM_WORLD_LOCAL_RANK,
 // SLURM_LOCALID; 0 if unset) and so does the local world size (KILN_LOCAL_WORLD_SIZE,
-// OMPI_COMM_WORLD_LOCAL_SIZE, SLURM_NTASKS_PER_NODE). The rendezvous address is always
-// KILN_RENDEZVOUS; the run id KILN_RUN_ID, else SLURM_JOB_ID.SLURM_STEP_ID; the listening
-// address KILN_HOST.
+// OMPI_COMM_WORLD_LOCAL_SIZE; 1 if unset). Slurm's is SLURM_NTASKS_PER_NODE, else
+// SLURM_STEP_TASKS_PER_NODE (which srun always sets), else 1, and may be a list of per-node
+// counts as Slurm writes them: "4", "4(x2)" (4 on each of 2 nodes), "2(x3),1" (2 on each of
+// the first 3 nodes, 1 on the 4th). A list whose counts differ is looked up at this node's
+// index, SLURM_NODEID. The rendezvous address is always KILN_RENDEZVOUS; the run id
+// KILN_RUN_ID, else SLURM_JOB_ID.SLURM_STEP_ID; the listening address KILN_HOST; the run token
+// KILN_RUN_TOKEN (tools/launch sets one for each run).
+//
+// Integers are exact: decimal digits with an optional '-', no spaces or '+'. Limits:
+// world size 1..kMaxWorldSize, local world size 1..min(world size, kMaxLocalWorldSize);
+// KILN_RENDEZVOUS, KILN_HOST and the run id at most their kMax*Length bytes and without
+// control characters; KILN_RUN_TOKEN kMinRunTokenLength..kMaxRunTokenLength bytes of printable
+// ASCII without spaces.
 //
 // nullopt: none of the families is set (a single-process run). InvalidArgument, naming the
-// variable: a family set in part, a value that is not an integer, a world size below 1, a
-// rank or local rank out of range, a missing or malformed KILN_RENDEZVOUS.
+// variable: a family set in part, a value that is not an integer, a world size out of range,
+// a rank or local rank out of range, a missing or malformed KILN_RENDEZVOUS, a value too long
+// or with a control character, a malformed run token. Values are quoted escaped and cut
+// short; the run token never appears in a message.
 absl::StatusOr<std::optional<LaunchEnv>> ReadLaunchEnv(const GetEnv& getenv);
 absl::StatusOr<std::optional<LaunchEnv>> ReadLaunchEnv();  // the process's environment
 
-// Checks the form of a rendezvous address (file:///absolute/dir or redis://host[:port]).
+// Checks the form of a rendezvous address (file:///absolute/dir or redis://host[:port]), at
+// most kMaxRendezvousLength bytes without control characters.
 absl::Status CheckRendezvousAddress(const std::string& address);
 
 }  // namespace kiln::distributed

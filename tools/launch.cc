@@ -1,49 +1,78 @@
 // launch: starts N ranks of a program on this machine, like `torchrun --standalone`.
 //
-//   launch --nproc=2 [--rendezvous=ADDR] [--grace=SECONDS] [--] program [args...]
+//   launch --nproc=N [--rendezvous=ADDR] [--grace=SECONDS] [--] program [args...]
 //
 // Each rank gets KILN_RANK, KILN_WORLD_SIZE, KILN_LOCAL_RANK, KILN_LOCAL_WORLD_SIZE,
-// KILN_RENDEZVOUS (default: a fresh directory under $TMPDIR or /tmp, removed at the end), KILN_RUN_ID and KILN_HOST
-// (127.0.0.1 unless set). Every line a rank prints is prefixed with "[rank N] " (stdout to
-// stdout, stderr to stderr). SIGINT and SIGTERM are forwarded to every rank. When a rank
-// fails (non-zero exit or a signal), the others get SIGTERM, then SIGKILL after the grace
-// period, and launch exits with that rank's status (128 + signal for a signal). Usage errors
-// exit 2.
+// KILN_RENDEZVOUS (default: a fresh directory under $TMPDIR or /tmp, removed at the end),
+// KILN_RUN_ID, KILN_HOST (127.0.0.1 unless set) and KILN_RUN_TOKEN: the secret that every
+// process-group connection of the run must prove, 32 bytes from getrandom(2) as 64 hex digits,
+// fresh for each run. When launch's own environment has KILN_RUN_TOKEN (one run spread over
+// several launches), it is passed through unchanged. launch never prints the token.
+//
+// Every line a rank prints is prefixed with "[rank N] " (stdout to stdout, stderr to stderr).
+// SIGINT, SIGTERM and SIGHUP are forwarded to every rank. When a rank fails (non-zero exit or
+// a signal), the others get SIGTERM, then SIGKILL after the grace period, and launch exits with
+// that rank's status (128 + signal for a signal). When launch itself fails (a system call such
+// as fork; the message names the call and the reason), it stops the ranks already started the
+// same way and exits 1. Usage errors exit 2: N must be 1..1024, SECONDS 0..3600.
 #include <fcntl.h>
 #include <ftw.h>
 #include <poll.h>
 #include <signal.h>
 #include <sys/prctl.h>
+#include <sys/random.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <optional>
-#include <random>
 #include <string>
+#include <utility>
 #include <vector>
 
+#include "absl/strings/escaping.h"
 #include "absl/strings/match.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/string_view.h"
 #include "absl/strings/strip.h"
+#include "distributed/launch_env.h"
 
 namespace {
 
 using Clock = std::chrono::steady_clock;
 
-int signal_pipe[2];
+// More ranks than any machine has cores is a typo; launch also holds two pipes per rank, and
+// the usual open-file limit is 1024.
+constexpr int kMaxRanks = 1024;
+constexpr double kMaxGraceSeconds = 3600;
+constexpr int kTokenBytes = 32;
+
+int signal_pipe[2] = {-1, -1};
 
 void OnSignal(int sig) {
   const unsigned char c = static_cast<unsigned char>(sig);
   const int saved = errno;
-  (void)!write(signal_pipe[1], &c, 1);
+  (void)!write(signal_pipe[1], &c, 1);  // a full pipe drops it: the loop wakes up anyway
   errno = saved;
+}
+
+// An argument as a message shows it: escaped, and cut so that a huge one gives a short line.
+std::string Quote(absl::string_view value) {
+  constexpr size_t kShown = 64;
+  if (value.size() <= kShown) return absl::StrCat("'", absl::CHexEscape(value), "'");
+  return absl::StrCat("'", absl::CHexEscape(value.substr(0, kShown)), "'... (", value.size(), " bytes)");
+}
+
+// Reports the system call that just failed, with errno's reason.
+void Failed(const std::string& call) {
+  const int error = errno;
+  std::fprintf(stderr, "launch: %s failed: %s\n", call.c_str(), strerror(error));
 }
 
 struct Options {
@@ -59,6 +88,10 @@ struct Options {
   std::exit(2);
 }
 
+bool AllOf(absl::string_view s, absl::string_view allowed) {
+  return !s.empty() && s.find_first_not_of(allowed) == absl::string_view::npos;
+}
+
 Options Parse(int argc, char** argv) {
   Options o;
   int i = 1;
@@ -70,13 +103,25 @@ Options Parse(int argc, char** argv) {
     }
     if (!absl::StartsWith(arg, "--")) break;
     if (absl::ConsumePrefix(&arg, "--nproc=")) {
-      if (!absl::SimpleAtoi(arg, &o.nproc) || o.nproc < 1) Usage(absl::StrCat("--nproc=", arg, ": expected a number >= 1"));
+      // Digits only: SimpleAtoi would take " 2" and "+2" too.
+      if (!AllOf(arg, "0123456789") || !absl::SimpleAtoi(arg, &o.nproc) || o.nproc < 1 ||
+          o.nproc > kMaxRanks) {
+        Usage(absl::StrCat("--nproc=", Quote(arg), ": expected a whole number of ranks in 1..", kMaxRanks));
+      }
     } else if (absl::ConsumePrefix(&arg, "--rendezvous=")) {
       o.rendezvous = std::string(arg);
+      if (absl::Status s = kiln::distributed::CheckRendezvousAddress(o.rendezvous); !s.ok()) {
+        Usage(absl::StrCat("--rendezvous: ", s.message()));
+      }
     } else if (absl::ConsumePrefix(&arg, "--grace=")) {
-      if (!absl::SimpleAtod(arg, &o.grace) || o.grace < 0) Usage(absl::StrCat("--grace=", arg, ": expected seconds >= 0"));
+      // Plain decimals only, which also keeps out nan, inf, exponents and signs.
+      if (!AllOf(arg, "0123456789.") || !absl::SimpleAtod(arg, &o.grace) || !(o.grace >= 0) ||
+          o.grace > kMaxGraceSeconds) {
+        Usage(absl::StrCat("--grace=", Quote(arg), ": expected seconds in 0..", kMaxGraceSeconds,
+                           " (a decimal number such as 2.5)"));
+      }
     } else {
-      Usage(absl::StrCat("unknown flag ", arg));
+      Usage(absl::StrCat("unknown flag ", Quote(arg)));
     }
   }
   if (o.nproc == 0) Usage("--nproc is required");
@@ -93,23 +138,33 @@ struct Stream {
 };
 
 struct Rank {
-  pid_t pid = -1;
+  int index = 0;
+  pid_t pid = 0;  // > 1 once started: the rank's process, and its process group
   Stream streams[2];
   bool exited = false;
   int status = 0;
 };
 
 void WriteAll(int fd, const std::string& s) {
+  static bool reported[3] = {};
   size_t done = 0;
   while (done < s.size()) {
     const ssize_t n = write(fd, s.data() + done, s.size() - done);
     if (n < 0 && errno == EINTR) continue;
-    if (n <= 0) return;
+    if (n <= 0) {
+      // The reader of launch's output went away: the ranks keep running, their output is lost.
+      if (fd >= 0 && fd < 3 && !reported[fd]) {
+        reported[fd] = true;
+        Failed(absl::StrCat("write to ", fd == 1 ? "stdout" : "stderr"));
+      }
+      return;
+    }
     done += n;
   }
 }
 
-void Emit(Stream& s, const std::string& prefix, bool flush) {
+void Emit(Rank& rank, Stream& s, bool flush) {
+  const std::string prefix = absl::StrCat("[rank ", rank.index, "] ");
   size_t start = 0, nl;
   std::string out;
   while ((nl = s.pending.find('\n', start)) != std::string::npos) {
@@ -124,6 +179,17 @@ void Emit(Stream& s, const std::string& prefix, bool flush) {
   if (!out.empty()) WriteAll(s.out, out);
 }
 
+// Reads what the pipe holds now (its read end does not block), then prints the rest.
+void CloseStream(Rank& rank, Stream& s) {
+  if (s.fd < 0) return;
+  char buf[65536];
+  ssize_t n;
+  for (int i = 0; i < 64 && (n = read(s.fd, buf, sizeof(buf))) > 0; ++i) s.pending.append(buf, n);
+  Emit(rank, s, true);
+  close(s.fd);
+  s.fd = -1;
+}
+
 std::string Describe(int status) {
   if (WIFSIGNALED(status)) return absl::StrCat("was killed by signal ", WTERMSIG(status), " (", strsignal(WTERMSIG(status)), ")");
   return absl::StrCat("exited with status ", WEXITSTATUS(status));
@@ -131,145 +197,325 @@ std::string Describe(int status) {
 
 int ExitCode(int status) { return WIFSIGNALED(status) ? 128 + WTERMSIG(status) : WEXITSTATUS(status); }
 
+// Sends `sig` to a rank's process group, which holds its children too. Only to a started rank
+// that has not been reaped: kill(-1) would signal every process launch may signal (as root: all
+// of them), and a reaped rank's pid may belong to someone else by now.
+void Signal(const Rank& r, int sig) {
+  if (r.pid <= 1 || r.exited) return;
+  if (kill(-r.pid, sig) == 0 || errno == ESRCH) return;  // ESRCH: its group is gone already
+  Failed(absl::StrCat("kill(", -r.pid, ", ", sigabbrev_np(sig), ") for rank ", r.index));
+}
+
 int RemoveEntry(const char* path, const struct stat*, int, struct FTW*) { return remove(path); }
 
-}  // namespace
-
-int main(int argc, char** argv) {
-  Options o = Parse(argc, argv);
-  std::string store_dir;
-  if (o.rendezvous.empty()) {
-    const char* tmp = std::getenv("TMPDIR");
-    std::string tmpl = absl::StrCat(tmp != nullptr && *tmp != '\0' ? tmp : "/tmp", "/kiln-launch-XXXXXX");
-    if (mkdtemp(tmpl.data()) == nullptr) Usage(absl::StrCat("cannot create a rendezvous directory: ", strerror(errno)));
-    store_dir = tmpl;
-    o.rendezvous = absl::StrCat("file://", store_dir);
+// `bytes` random bytes from getrandom(2) as hex digits; nullopt (reported) when it fails.
+std::optional<std::string> RandomHex(size_t bytes, const std::string& what) {
+  std::string raw(bytes, '\0');
+  size_t done = 0;
+  while (done < bytes) {
+    const ssize_t n = getrandom(raw.data() + done, bytes - done, 0);
+    if (n < 0 && errno == EINTR) continue;
+    if (n < 0) {
+      Failed(absl::StrCat("getrandom for ", what));
+      return std::nullopt;
+    }
+    done += n;
   }
-  std::random_device rd;
-  const std::string run_id = absl::StrCat("launch-", getpid(), "-", rd() % 1000000);
+  return absl::BytesToHexString(raw);
+}
 
-  if (pipe2(signal_pipe, O_CLOEXEC | O_NONBLOCK) != 0) return 2;
+bool InstallSignalHandlers() {
+  if (pipe2(signal_pipe, O_CLOEXEC | O_NONBLOCK) != 0) {
+    Failed("pipe2 for the signal pipe");
+    return false;
+  }
   struct sigaction sa {};
   sa.sa_handler = OnSignal;
   sigemptyset(&sa.sa_mask);
   sa.sa_flags = SA_RESTART;
-  for (int sig : {SIGINT, SIGTERM, SIGCHLD, SIGHUP}) sigaction(sig, &sa, nullptr);
-  signal(SIGPIPE, SIG_IGN);
-
-  std::vector<Rank> ranks(o.nproc);
-  for (int r = 0; r < o.nproc; ++r) {
-    int pipes[2][2];
-    if (pipe2(pipes[0], O_CLOEXEC) != 0 || pipe2(pipes[1], O_CLOEXEC) != 0) return 2;
-    const pid_t parent = getpid();
-    const pid_t pid = fork();
-    if (pid == 0) {
-      setpgid(0, 0);  // its own process group: signals reach its children too, and only from here
-      prctl(PR_SET_PDEATHSIG, SIGKILL);  // never outlive the launcher
-      if (getppid() != parent) _exit(1);
-      dup2(pipes[0][1], 1);
-      dup2(pipes[1][1], 2);
-      for (int sig : {SIGINT, SIGTERM, SIGCHLD, SIGHUP, SIGPIPE}) signal(sig, SIG_DFL);
-      setenv("KILN_RANK", absl::StrCat(r).c_str(), 1);
-      setenv("KILN_WORLD_SIZE", absl::StrCat(o.nproc).c_str(), 1);
-      setenv("KILN_LOCAL_RANK", absl::StrCat(r).c_str(), 1);
-      setenv("KILN_LOCAL_WORLD_SIZE", absl::StrCat(o.nproc).c_str(), 1);
-      setenv("KILN_RENDEZVOUS", o.rendezvous.c_str(), 1);
-      setenv("KILN_RUN_ID", run_id.c_str(), 1);
-      setenv("KILN_HOST", "127.0.0.1", 0);
-      std::vector<char*> args;
-      for (auto& a : o.command) args.push_back(a.data());
-      args.push_back(nullptr);
-      execvp(args[0], args.data());
-      std::fprintf(stderr, "launch: cannot run %s: %s\n", args[0], strerror(errno));
-      _exit(127);
+  for (int sig : {SIGINT, SIGTERM, SIGCHLD, SIGHUP}) {
+    if (sigaction(sig, &sa, nullptr) != 0) {
+      Failed(absl::StrCat("sigaction(", sigabbrev_np(sig), ")"));
+      return false;
     }
-    setpgid(pid, pid);
-    close(pipes[0][1]);
-    close(pipes[1][1]);
-    ranks[r].pid = pid;
-    ranks[r].streams[0] = {pipes[0][0], 1, ""};
-    ranks[r].streams[1] = {pipes[1][0], 2, ""};
   }
+  struct sigaction ignore {};
+  ignore.sa_handler = SIG_IGN;
+  sigemptyset(&ignore.sa_mask);
+  if (sigaction(SIGPIPE, &ignore, nullptr) != 0) {  // a closed stdout must not kill launch
+    Failed("sigaction(PIPE)");
+    return false;
+  }
+  return true;
+}
 
-  std::optional<int> result;                  // the exit code, once decided
-  std::optional<Clock::time_point> kill_at;   // SIGKILL to the stragglers after the grace period
-  auto stop_all = [&](int sig) {
-    for (const Rank& r : ranks) {
-      if (!r.exited) kill(-r.pid, sig);
+// The variables every rank shares, set in launch's environment for the ranks to inherit.
+bool SetSharedEnvironment(const Options& o, const std::string& run_id) {
+  std::vector<std::pair<const char*, std::string>> vars = {
+      {"KILN_WORLD_SIZE", absl::StrCat(o.nproc)}, {"KILN_LOCAL_WORLD_SIZE", absl::StrCat(o.nproc)},
+      {"KILN_RENDEZVOUS", o.rendezvous},          {"KILN_RUN_ID", run_id}};
+  if (std::getenv("KILN_HOST") == nullptr) vars.push_back({"KILN_HOST", "127.0.0.1"});
+  if (std::getenv("KILN_RUN_TOKEN") == nullptr) {
+    std::optional<std::string> token = RandomHex(kTokenBytes, "the run token");
+    if (!token) return false;
+    vars.push_back({"KILN_RUN_TOKEN", *token});
+  }
+  for (const auto& [name, value] : vars) {
+    if (setenv(name, value.c_str(), 1) != 0) {
+      Failed(absl::StrCat("setenv(", name, ")"));
+      return false;
     }
-    if (!kill_at) kill_at = Clock::now() + std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(o.grace));
-  };
+  }
+  return true;
+}
 
-  int running = o.nproc;
+// In the child: the rank's own process group, its output into the pipes, then the program.
+[[noreturn]] void RunRank(int index, std::vector<char*>& args, int out, int err, pid_t parent,
+                          const sigset_t& mask) {
+  const auto fail = [index](const char* call) {
+    Failed(absl::StrCat(call, " for rank ", index));
+    _exit(126);
+  };
+  // Its own group: launch's signals reach the rank's children too, and the terminal's Ctrl-C
+  // reaches launch only, which forwards it.
+  if (setpgid(0, 0) != 0) fail("setpgid");
+  if (prctl(PR_SET_PDEATHSIG, SIGKILL) != 0) fail("prctl(PR_SET_PDEATHSIG)");  // never outlive launch
+  if (getppid() != parent) _exit(1);  // launch died before prctl took effect
+  if (dup2(out, 1) < 0 || dup2(err, 2) < 0) fail("dup2");
+  for (int sig : {SIGINT, SIGTERM, SIGCHLD, SIGHUP, SIGPIPE}) signal(sig, SIG_DFL);
+  sigprocmask(SIG_SETMASK, &mask, nullptr);
+  execvp(args[0], args.data());
+  std::fprintf(stderr, "launch: cannot run %s: %s\n", args[0], strerror(errno));
+  _exit(127);
+}
+
+// Starts rank `rank.index`. False (reported) when a system call failed; the rank is running
+// anyway when rank.pid > 1.
+bool StartRank(std::vector<char*>& args, Rank& rank) {
+  const int r = rank.index;
+  int out[2], err[2];
+  if (pipe2(out, O_CLOEXEC) != 0) {
+    Failed(absl::StrCat("pipe2 for rank ", r));
+    return false;
+  }
+  if (pipe2(err, O_CLOEXEC) != 0) {
+    Failed(absl::StrCat("pipe2 for rank ", r));
+    close(out[0]);
+    close(out[1]);
+    return false;
+  }
+  if (setenv("KILN_RANK", absl::StrCat(r).c_str(), 1) != 0 ||
+      setenv("KILN_LOCAL_RANK", absl::StrCat(r).c_str(), 1) != 0) {
+    Failed(absl::StrCat("setenv for rank ", r));
+    for (int fd : {out[0], out[1], err[0], err[1]}) close(fd);
+    return false;
+  }
+  // Signals wait until the child has reset its handlers: one caught by launch's handler in the
+  // child would reach launch's signal pipe and pass for a signal sent to launch.
+  sigset_t all, old;
+  sigfillset(&all);
+  sigprocmask(SIG_BLOCK, &all, &old);
+  const pid_t parent = getpid();
+  const pid_t pid = fork();
+  if (pid == 0) RunRank(r, args, out[1], err[1], parent, old);
+  const int fork_errno = errno;
+  sigprocmask(SIG_SETMASK, &old, nullptr);
+  close(out[1]);
+  close(err[1]);
+  if (pid < 0) {
+    errno = fork_errno;
+    Failed(absl::StrCat("fork for rank ", r));
+    close(out[0]);
+    close(err[0]);
+    return false;
+  }
+  rank.pid = pid;
+  rank.streams[0] = {out[0], 1, ""};
+  rank.streams[1] = {err[0], 2, ""};
+  // Non-blocking, so that the last read before closing (CloseStream) cannot hang on a pipe that
+  // a rank's child still holds open.
+  for (int fd : {out[0], err[0]}) {
+    if (fcntl(fd, F_SETFL, O_NONBLOCK) != 0) {
+      Failed(absl::StrCat("fcntl(O_NONBLOCK) for rank ", r));
+      return false;
+    }
+  }
+  // Here too, not only in the child: until the group exists, kill(-pid) would miss the rank.
+  // EACCES: the child has run exec, so it made its group itself; ESRCH: it has exited already.
+  if (setpgid(pid, pid) != 0 && errno != EACCES && errno != ESRCH) {
+    Failed(absl::StrCat("setpgid for rank ", r));
+    return false;
+  }
+  return true;
+}
+
+// Forwards the ranks' output and signals until every rank has exited; returns launch's exit
+// code. `result` is already set when launch failed while starting them.
+int Supervise(std::vector<Rank>& ranks, Clock::duration grace, std::optional<int> result) {
+  std::optional<Clock::time_point> kill_at;  // SIGKILL to the stragglers after the grace period
+  bool killed = false;
+  auto stop_all = [&](int sig) {
+    for (const Rank& r : ranks) Signal(r, sig);
+    if (!kill_at) kill_at = Clock::now() + grace;
+  };
+  if (result) stop_all(SIGTERM);
+
+  // Once every rank has exited, output that their children hold open is waited for only this long.
+  std::optional<Clock::time_point> drain_until;
+  bool poll_failed = false;
+  size_t running = ranks.size();
   while (true) {
     std::vector<pollfd> fds{{signal_pipe[0], POLLIN, 0}};
-    std::vector<Stream*> owners{nullptr};
+    std::vector<std::pair<Rank*, Stream*>> owners{{nullptr, nullptr}};
     for (Rank& r : ranks) {
       for (Stream& s : r.streams) {
         if (s.fd >= 0) {
           fds.push_back({s.fd, POLLIN, 0});
-          owners.push_back(&s);
+          owners.push_back({&r, &s});
         }
       }
     }
-    if (running == 0 && fds.size() == 1) break;
-    int wait_ms = 200;
-    if (kill_at) {
-      wait_ms = static_cast<int>(std::max<int64_t>(
-          0, std::chrono::duration_cast<std::chrono::milliseconds>(*kill_at - Clock::now()).count()));
-      wait_ms = std::min(wait_ms, 200);
+    const Clock::time_point now = Clock::now();
+    if (running == 0) {
+      if (!drain_until) drain_until = now + grace;
+      if (fds.size() == 1 || now >= *drain_until) break;
     }
-    poll(fds.data(), fds.size(), wait_ms);
-    for (size_t i = 1; i < fds.size(); ++i) {
-      if (!(fds[i].revents & (POLLIN | POLLHUP | POLLERR))) continue;
-      Stream& s = *owners[i];
-      char buf[65536];
-      const ssize_t n = read(s.fd, buf, sizeof(buf));
-      if (n < 0 && errno == EINTR) continue;
-      int rank = 0;
-      for (size_t k = 0; k < ranks.size(); ++k) {
-        if (&ranks[k].streams[0] == &s || &ranks[k].streams[1] == &s) rank = static_cast<int>(k);
+    Clock::duration wait = std::chrono::milliseconds(200);
+    if (kill_at && !killed) wait = std::min(wait, *kill_at - now);
+    if (drain_until) wait = std::min(wait, *drain_until - now);
+    const int wait_ms = static_cast<int>(std::max<int64_t>(
+        0, std::chrono::ceil<std::chrono::milliseconds>(wait).count()));
+    if (poll_failed) {
+      usleep(wait_ms * 1000);
+    } else if (poll(fds.data(), fds.size(), wait_ms) < 0 && errno != EINTR) {
+      // Without poll the output cannot be forwarded: stop the run, but still reap every rank.
+      Failed("poll");
+      poll_failed = true;
+      if (!result) result = 1;
+      stop_all(SIGTERM);
+      for (Rank& r : ranks) {
+        for (Stream& s : r.streams) CloseStream(r, s);
       }
-      const std::string prefix = absl::StrCat("[rank ", rank, "] ");
+      continue;
+    }
+    for (size_t i = 1; i < fds.size() && !poll_failed; ++i) {
+      if (!(fds[i].revents & (POLLIN | POLLHUP | POLLERR | POLLNVAL))) continue;
+      auto [rank, s] = owners[i];
+      char buf[65536];
+      const ssize_t n = read(s->fd, buf, sizeof(buf));
+      if (n < 0 && (errno == EINTR || errno == EAGAIN)) continue;
+      if (n < 0) Failed(absl::StrCat("read of rank ", rank->index, "'s ", s->out == 1 ? "stdout" : "stderr"));
       if (n <= 0) {
-        Emit(s, prefix, true);
-        close(s.fd);
-        s.fd = -1;
+        CloseStream(*rank, *s);
       } else {
-        s.pending.append(buf, n);
-        Emit(s, prefix, false);
+        s->pending.append(buf, n);
+        Emit(*rank, *s, false);
       }
     }
     unsigned char sig;
-    while (read(signal_pipe[0], &sig, 1) == 1) {
+    ssize_t got;
+    while ((got = read(signal_pipe[0], &sig, 1)) == 1) {
       if (sig == SIGINT || sig == SIGTERM || sig == SIGHUP) {
         std::fprintf(stderr, "launch: got %s; forwarding it to every rank\n", strsignal(sig));
         if (!result) result = 128 + sig;
         stop_all(sig);
       }
     }
-    // Reap.
-    for (size_t k = 0; k < ranks.size(); ++k) {
-      Rank& r = ranks[k];
+    if (got < 0 && errno != EAGAIN && errno != EINTR) Failed("read of the signal pipe");
+    // Reap each rank by its own pid: waitpid(-1) would take another rank's status.
+    for (Rank& r : ranks) {
       if (r.exited) continue;
-      if (waitpid(r.pid, &r.status, WNOHANG) != r.pid) continue;
+      const pid_t done = waitpid(r.pid, &r.status, WNOHANG);
+      if (done == 0 || (done < 0 && errno == EINTR)) continue;
+      if (done < 0) {
+        // Not launch's child any more (ECHILD): its status is lost, and waiting would never end.
+        Failed(absl::StrCat("waitpid for rank ", r.index, " (pid ", r.pid, ")"));
+        r.exited = true;
+        --running;
+        if (!result) result = 1;
+        stop_all(SIGTERM);
+        continue;
+      }
       r.exited = true;
       --running;
       const bool failed = !(WIFEXITED(r.status) && WEXITSTATUS(r.status) == 0);
       if (failed && !result) {
         result = ExitCode(r.status);
-        std::fprintf(stderr, "launch: rank %zu (pid %d) %s; stopping the other ranks\n", k, r.pid,
+        std::fprintf(stderr, "launch: rank %d (pid %d) %s; stopping the other ranks\n", r.index, r.pid,
                      Describe(r.status).c_str());
         stop_all(SIGTERM);
       }
     }
-    if (kill_at && Clock::now() >= *kill_at && running > 0) {
-      for (const Rank& r : ranks) {
-        if (!r.exited) kill(-r.pid, SIGKILL);
-      }
-      kill_at = Clock::now() + std::chrono::hours(1);
+    if (kill_at && !killed && Clock::now() >= *kill_at && running > 0) {
+      for (const Rank& r : ranks) Signal(r, SIGKILL);
+      killed = true;
     }
   }
-  if (!store_dir.empty()) nftw(store_dir.c_str(), RemoveEntry, 16, FTW_DEPTH | FTW_PHYS);
+  for (Rank& r : ranks) {
+    for (Stream& s : r.streams) CloseStream(r, s);
+  }
   return result.value_or(0);
+}
+
+int Run(const Options& o) {
+  if (!InstallSignalHandlers()) return 1;
+  const std::optional<std::string> id = RandomHex(3, "the run id");
+  if (!id) return 1;
+  const std::string run_id = absl::StrCat("launch-", getpid(), "-", *id);
+  if (!SetSharedEnvironment(o, run_id)) return 1;
+
+  std::vector<std::string> command = o.command;
+  std::vector<char*> args;
+  for (std::string& a : command) args.push_back(a.data());
+  args.push_back(nullptr);
+
+  std::vector<Rank> ranks;
+  ranks.reserve(o.nproc);
+  std::optional<int> result;
+  for (int r = 0; r < o.nproc; ++r) {
+    Rank rank;
+    rank.index = r;
+    const bool ok = StartRank(args, rank);
+    if (rank.pid > 1) ranks.push_back(std::move(rank));
+    if (!ok) {
+      std::fprintf(stderr, "launch: stopping the %zu rank(s) already started\n", ranks.size());
+      result = 1;
+      break;
+    }
+  }
+  return Supervise(ranks, std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(o.grace)),
+                   result);
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  // A closed stdin, stdout or stderr would be reused by the next pipe, and a rank's dup2 onto
+  // it would then do nothing: it gets /dev/null instead.
+  for (int fd = 0; fd < 3; ++fd) {
+    if (fcntl(fd, F_GETFD) < 0 && errno == EBADF && open("/dev/null", O_RDWR) != fd) return 1;
+  }
+  Options o = Parse(argc, argv);
+  std::string store_dir;
+  if (o.rendezvous.empty()) {
+    const char* tmp = std::getenv("TMPDIR");
+    const std::string pattern =
+        absl::StrCat(tmp != nullptr && *tmp != '\0' ? tmp : "/tmp", "/kiln-launch-XXXXXX");
+    std::string tmpl = pattern;  // mkdtemp fills in the X's even when it fails
+    if (mkdtemp(tmpl.data()) == nullptr) {
+      Failed(absl::StrCat("mkdtemp for the rendezvous directory ", Quote(pattern)));
+      return 1;
+    }
+    store_dir = tmpl;
+    o.rendezvous = absl::StrCat("file://", store_dir);
+    if (absl::Status s = kiln::distributed::CheckRendezvousAddress(o.rendezvous); !s.ok()) {
+      rmdir(store_dir.c_str());
+      Usage(absl::StrCat("TMPDIR gives a rendezvous address that ranks cannot use: ", s.message()));
+    }
+  }
+  const int code = Run(o);
+  if (!store_dir.empty() && nftw(store_dir.c_str(), RemoveEntry, 16, FTW_DEPTH | FTW_PHYS) != 0) {
+    Failed(absl::StrCat("removing the rendezvous directory ", store_dir));
+  }
+  return code;
 }

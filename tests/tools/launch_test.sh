@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
-# tools/launch as a user runs it: every rank gets its place and a fresh store, output lines
-# carry their rank, a failing rank stops the others and sets the exit status, signals are
-# forwarded, and bad usage exits 2.
+# tools/launch as a user runs it: every rank gets its place, a fresh store and the run's token,
+# output lines carry their rank, a failing rank stops the others and sets the exit status,
+# signals are forwarded, and bad usage exits 2. (launch_fork_failure_test: fork failing.)
 set -uo pipefail
 launch="$1"
 tmp="${TEST_TMPDIR:-$(mktemp -d)}"
@@ -70,14 +70,75 @@ expect_usage() {
   [[ $status -eq 2 ]] || fail "$* exited $status, not 2"
   [[ "$err" == *"$want"* ]] || fail "$*: '$err' lacks '$want'"
 }
-expect_usage "--nproc=0: expected a number >= 1" --nproc=0 true
 expect_usage "--nproc is required" true
 expect_usage "no program to run" --nproc=2
-expect_usage "unknown flag --procs=2" --procs=2 true
+expect_usage "unknown flag '--procs=2'" --procs=2 true
+expect_usage "unknown flag '--x\\n[rank 0] forged'" $'--x\n[rank 0] forged' true
+# A number of ranks is digits, 1..1024 (which also keeps launch from forking thousands).
+for n in 0 1025 100000 99999999999999999999 -1 +2 " 2" "2 " 2.0 0x2 "" two; do
+  expect_usage "--nproc='$n': expected a whole number of ranks in 1..1024" --nproc="$n" true
+done
+# The grace period is a plain decimal in 0..3600: nan and inf would make the SIGKILL deadline
+# meaningless.
+for g in nan inf -inf -1 3600.5 1e9 1e999 +1 " 1" "" . 0x10 five; do
+  expect_usage "--grace='$g': expected seconds in 0..3600 (a decimal number such as 2.5)" --nproc=1 --grace="$g" true
+done
+"$launch" --nproc=1 --grace=3600 true || fail "--grace=3600 was refused"
+"$launch" --nproc=1 --grace=0.25 true || fail "--grace=0.25 was refused"
+"$launch" --nproc=1024 --grace=0 -- true 2>"$tmp/err" || grep -q "failed: Too many open files" "$tmp/err" ||
+  fail "--nproc=1024: $(head -3 "$tmp/err")"
+expect_usage "--rendezvous: rendezvous address '/shared/run': expected file:///absolute/shared/dir or redis://host[:port]" \
+  --rendezvous=/shared/run --nproc=1 true
+expect_usage "--rendezvous: rendezvous address 'redis://db:+1': expected" --rendezvous=redis://db:+1 --nproc=1 true
+
+# A system call that fails is named with its reason, and launch exits 1.
+err=$(TMPDIR=/nonexistent/dir "$launch" --nproc=1 true 2>&1); status=$?
+[[ $status -eq 1 ]] || fail "an unusable TMPDIR gave $status"
+[[ "$err" == "launch: mkdtemp for the rendezvous directory '/nonexistent/dir/kiln-launch-XXXXXX' failed: No such file or directory" ]] ||
+  fail "mkdtemp message: $err"
+
+# The run token: 64 hex digits, the same for every rank, fresh for each run; launch's own
+# KILN_RUN_TOKEN is passed through unchanged; launch never prints it, not even when a rank fails.
+token_of_run() {
+  "$launch" --nproc=3 -- bash -c 'echo "token $KILN_RUN_TOKEN"' | sed 's/^\[rank [0-9]*\] token //' | sort -u
+}
+first=$(token_of_run)
+[[ "$first" =~ ^[0-9a-f]{64}$ ]] || fail "ranks' tokens are not one 64-hex-digit token: '$first'"
+second=$(token_of_run)
+[[ "$second" =~ ^[0-9a-f]{64}$ && "$second" != "$first" ]] || fail "a second run reused or lacks the token: '$second'"
+given=$(KILN_RUN_TOKEN='shared token with spaces: passed as is' token_of_run)
+[[ "$given" == 'shared token with spaces: passed as is' ]] || fail "KILN_RUN_TOKEN not passed through: '$given'"
+"$launch" --nproc=2 -- bash -c 'if [[ $KILN_RANK == 0 ]]; then echo "$KILN_RUN_TOKEN" >"'"$tmp"'/token"; exit 3; fi; sleep 30' \
+  >"$tmp/out" 2>"$tmp/err"
+status=$?
+[[ $status -eq 3 ]] || fail "token run: status $status"
+token=$(cat "$tmp/token")
+[[ "$token" =~ ^[0-9a-f]{64}$ ]] || fail "rank 0 wrote no token: '$token'"
+[[ -n "$token" ]] && grep -qF "$token" "$tmp/out" "$tmp/err" && fail "launch printed the run token: $(cat "$tmp/out" "$tmp/err")"
+
+# Output still in the pipe when the ranks exit is printed, even with no grace period.
+out=$("$launch" --nproc=2 --grace=0 -- seq 20000)
+[[ $(grep -c "^\[rank 1\] " <<<"$out") -eq 20000 ]] || fail "rank 1's output was cut: $(grep -c "^\[rank 1\] " <<<"$out") lines"
+# A rank's child that keeps the rank's output open does not keep launch waiting past the grace
+# period once every rank has exited.
+start=$(date +%s)
+out=$("$launch" --nproc=1 --grace=1 -- bash -c 'sleep 8 & echo started')
+status=$?
+elapsed=$(($(date +%s) - start))
+[[ $status -eq 0 ]] || fail "a rank with a background child: status $status"
+((elapsed < 5)) || fail "launch waited for a rank's child ($elapsed s)"
+[[ "$out" == "[rank 0] started" ]] || fail "a rank with a background child: output '$out'"
+
 "$launch" --nproc=1 /nonexistent/program 2>"$tmp/err"
 status=$?
 [[ $status -eq 127 ]] || fail "a missing program gave $status"
 grep -q "\[rank 0\] launch: cannot run /nonexistent/program: No such file or directory" "$tmp/err" || fail "missing program message: $(cat "$tmp/err")"
+
+# Started with stdout closed, launch still gives each rank its own stdout pipe.
+"$launch" --nproc=2 -- bash -c 'echo out; echo "err $KILN_RANK" >&2' >&- 2>"$tmp/err"
+status=$?
+[[ $status -eq 0 ]] || fail "with stdout closed: status $status: $(cat "$tmp/err")"
+[[ $(grep -c "^\[rank [01]\] err [01]$" "$tmp/err") -eq 2 ]] || fail "with stdout closed: $(cat "$tmp/err")"
 
 if ((failures)); then echo "$failures failed"; exit 1; fi
 echo "all launch_test checks passed"

@@ -1,0 +1,60 @@
+#!/usr/bin/env bash
+# tools/launch when fork fails part-way through starting the ranks: it names the call and the
+# reason, stops the ranks it did start (SIGTERM, then SIGKILL after the grace period), removes
+# its rendezvous directory and exits 1, instead of signalling pid 1 and waiting forever for a
+# rank that never existed. fork is made to fail by running launch as an unprivileged user whose
+# process limit (ulimit -u) leaves room for two ranks; root ignores that limit, and only root
+# can become another user, so elsewhere the test is skipped.
+set -uo pipefail
+launch="$1"
+if [[ $(id -u) -ne 0 ]] || ! command -v setpriv >/dev/null; then
+  echo "SKIP: making fork fail needs root (to run launch as another user) and setpriv"
+  exit 0
+fi
+failures=0
+fail() { echo "FAIL: $*"; failures=$((failures + 1)); }
+
+# A user with no processes, so that the limit counts launch and its ranks only.
+uid=54321
+while pgrep -u "$uid" >/dev/null; do uid=$((uid + 1)); done
+# The other user cannot reach Bazel's folders under /root: launch runs from a copy.
+dir=$(mktemp -d "/tmp/kiln-launch-fork-XXXXXX")
+trap 'rm -rf "$dir"' EXIT
+cp "$launch" "$dir/launch"
+mkdir "$dir/tmp"
+chown "$uid:$uid" "$dir/tmp"
+chmod 755 "$dir" "$dir/launch"
+cd "$dir" || exit 1
+
+# bash execs launch, and each rank execs sleep: with a limit of 3, launch and ranks 0 and 1
+# exist and rank 2's fork fails. The ranks ignore SIGTERM, so SIGKILL must follow after 1 s.
+start=$(date +%s)
+timeout 30 setpriv --reuid="$uid" --regid="$uid" --clear-groups env TMPDIR="$dir/tmp" \
+  bash -c 'ulimit -u 3 && exec ./launch --nproc=4 --grace=1 -- bash -c "trap \"\" TERM; exec sleep 20"' \
+  >"$dir/out" 2>"$dir/err"
+status=$?
+elapsed=$(($(date +%s) - start))
+[[ $status -eq 1 ]] || fail "launch exited $status, not 1 (124: it hung)"
+((elapsed < 10)) || fail "the started ranks were not stopped ($elapsed s)"
+grep -qx "launch: fork for rank 2 failed: Resource temporarily unavailable" "$dir/err" ||
+  fail "no message naming fork and its reason: $(cat "$dir/err")"
+grep -qx "launch: stopping the 2 rank(s) already started" "$dir/err" || fail "no stopping message: $(cat "$dir/err")"
+grep -q "kill(" "$dir/err" && fail "a kill failed: $(cat "$dir/err")"
+[[ -z $(ls -A "$dir/tmp") ]] || fail "the rendezvous directory was left behind: $(ls -A "$dir/tmp")"
+for _ in $(seq 50); do pgrep -u "$uid" >/dev/null || break; sleep 0.1; done
+if leftover=$(pgrep -u "$uid"); then
+  fail "ranks outlived launch: $(ps -o pid=,args= -p "$(tr '\n' ',' <<<"$leftover" | sed 's/,$//')")"
+  for pid in $leftover; do kill -KILL "$pid"; done
+fi
+
+# A limit that leaves no room for any rank: nothing to stop, and launch still ends at once.
+timeout 30 setpriv --reuid="$uid" --regid="$uid" --clear-groups env TMPDIR="$dir/tmp" \
+  bash -c 'ulimit -u 1 && exec ./launch --nproc=2 -- sleep 20' >"$dir/out" 2>"$dir/err"
+status=$?
+[[ $status -eq 1 ]] || fail "with no rank started, launch exited $status, not 1"
+grep -qx "launch: fork for rank 0 failed: Resource temporarily unavailable" "$dir/err" ||
+  fail "no fork message for rank 0: $(cat "$dir/err")"
+grep -qx "launch: stopping the 0 rank(s) already started" "$dir/err" || fail "no stopping message: $(cat "$dir/err")"
+
+if ((failures)); then echo "$failures failed"; exit 1; fi
+echo "all launch_fork_failure_test checks passed"
