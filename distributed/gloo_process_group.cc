@@ -74,7 +74,7 @@ std::string Operation(const char* what, int64_t count, DType dtype, ReduceKind k
 
 ProcessGroupOptions ProcessGroupOptions::From(const LaunchEnv& env, std::chrono::milliseconds timeout) {
   return {.rank = env.rank, .world_size = env.world_size, .rendezvous = env.rendezvous,
-          .run_id = env.run_id, .host = env.host, .timeout = timeout};
+          .run_id = env.run_id, .host = env.host, .run_token = env.run_token, .timeout = timeout};
 }
 
 namespace {
