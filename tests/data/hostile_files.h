@@ -10,8 +10,8 @@
 
 namespace kiln::testing {
 
-// While alive, operator new throws std::bad_alloc once the bytes it has handed out (in all
-// threads) since construction would pass `bytes`. Not nestable.
+// While alive, operator new throws std::bad_alloc for any allocation that would take the
+// bytes handed out (in all threads) since construction past `bytes`. Not nestable.
 class AllocationBudget {
  public:
   explicit AllocationBudget(size_t bytes);
