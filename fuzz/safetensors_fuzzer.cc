@@ -38,6 +38,16 @@ void LoadAndStep(const std::string& path, kiln::nn::Optimizer<Cpu>* optimizer) {
     // The one refusal a valid checkpoint may meet: a step count already at its bound.
     if (optimizer->steps() != kiln::nn::kMaxOptimizerSteps) std::abort();
   }
+  // State that broadcasts against its parameter steps without an error, but wrongly: after
+  // the step every slot must still have its parameter's shape and dtype.
+  for (const auto& [key, state] : optimizer->state()) {
+    const std::string path = key.substr(key.find('/') + 1);  // "<slot>/<path>"
+    bool fits = false;
+    for (const auto& [name, p] : model.named_parameters()) {
+      fits |= name == path && p->shape() == state.shape() && p->dtype() == state.dtype();
+    }
+    if (!fits) std::abort();
+  }
 }
 
 }  // namespace
