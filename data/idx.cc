@@ -9,6 +9,7 @@
 #include <cerrno>
 #include <cstring>
 #include <memory>
+#include <new>
 #include <vector>
 
 #include "absl/strings/str_cat.h"
@@ -49,9 +50,7 @@ absl::StatusOr<int> OpenRegular(const std::string& path, int64_t* size) {
   return fd;
 }
 
-}  // namespace
-
-absl::StatusOr<TensorData> ReadIdx(const std::string& path) {
+absl::StatusOr<TensorData> Read(const std::string& path) {
   int64_t file_size = 0;
   absl::StatusOr<int> fd = OpenRegular(path, &file_size);
   if (!fd.ok()) return fd.status();
@@ -113,6 +112,18 @@ absl::StatusOr<TensorData> ReadIdx(const std::string& path) {
   auto values = out.mutable_values<int32_t>();
   for (int64_t i = 0; i < count; ++i) values[i] = bytes[i];
   return out;
+}
+
+}  // namespace
+
+absl::StatusOr<TensorData> ReadIdx(const std::string& path) {
+  // A file that really holds 2^31 bytes needs 10 GiB here (bytes, then i32 values); a machine
+  // without them gets a status, not an abort.
+  try {
+    return Read(path);
+  } catch (const std::bad_alloc&) {
+    return absl::ResourceExhaustedError(absl::StrCat("not enough memory to read ", path));
+  }
 }
 
 absl::StatusOr<LabeledImages> LoadFashionMnist(const std::string& dir, const std::string& split) {

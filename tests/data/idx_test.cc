@@ -97,6 +97,17 @@ TEST_F(IdxTest, HugeClaimsFailFastWithinAFileSizedBudget) {
   }
 }
 
+TEST_F(IdxTest, RunningOutOfMemoryIsAStatus) {
+  const std::string path = Write("big.gz", Idx({8, 1024, 1024}, std::string(8 << 20, '\x01')), true);
+  absl::Status s;
+  {
+    kiln::testing::AllocationBudget budget(4 << 20);  // half the data
+    s = ReadIdx(path).status();
+  }
+  EXPECT_EQ(s.code(), absl::StatusCode::kResourceExhausted) << s;
+  EXPECT_EQ(s.message(), "not enough memory to read " + path);
+}
+
 TEST_F(IdxTest, UncompressedFilesAreSizedByTheFile) {
   const std::string dir = ::testing::TempDir();
   EXPECT_EQ(ReadIdx(Write("raw_short", Idx({4}, "\x01\x02"), false)).status().message(),

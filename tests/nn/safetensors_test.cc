@@ -124,6 +124,19 @@ TEST_F(SafetensorsTest, ReadsWithinAFileSizedBudget) {
   EXPECT_EQ(back->tensors.at("a").shape(), Shape({1024, 256}));
 }
 
+TEST_F(SafetensorsTest, RunningOutOfMemoryIsAStatusNamingTheTensor) {
+  TensorFile file;
+  file.tensors.emplace("big", TensorData(Shape({1024, 1024}), DType::kF32));  // 4 MiB
+  ASSERT_TRUE(WriteSafetensors(path_, file).ok());
+  absl::Status s;
+  {
+    kiln::testing::AllocationBudget budget(1 << 20);
+    s = ReadSafetensors(path_).status();
+  }
+  EXPECT_EQ(s.code(), absl::StatusCode::kResourceExhausted) << s;
+  EXPECT_EQ(s.message(), path_ + ": not enough memory for tensor big (4194304 bytes)");
+}
+
 TEST_F(SafetensorsTest, OnlyRegularFilesAreRead) {
   absl::Status s = ReadSafetensors(dir_.string()).status();
   EXPECT_EQ(s.code(), absl::StatusCode::kFailedPrecondition) << s;
