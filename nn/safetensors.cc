@@ -217,7 +217,12 @@ absl::Status WriteSafetensors(const std::string& path, const TensorFile& file) {
     offset += data.nbytes();
     pieces.emplace_back(static_cast<const char*>(data.raw()), static_cast<size_t>(data.nbytes()));
   }
-  std::string text = header.dump();
+  std::string text;
+  try {
+    text = header.dump();
+  } catch (const Json::exception& e) {  // a name or metadata string that is not UTF-8
+    return absl::InvalidArgumentError(absl::StrCat("cannot write ", path, ": ", e.what()));
+  }
   text.append((8 - text.size() % 8) % 8, ' ');  // data starts 8-byte aligned
   char length[8];
   for (int i = 0; i < 8; ++i) length[i] = static_cast<char>(static_cast<uint64_t>(text.size()) >> (8 * i));

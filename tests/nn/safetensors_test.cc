@@ -225,6 +225,15 @@ TEST_F(SafetensorsTest, AFailedWriteLeavesTheOldFileAsItWas) {
   EXPECT_EQ(Slurp(path_), good);
 }
 
+TEST_F(SafetensorsTest, NamesMustBeUtf8) {
+  TensorFile file = OneTensor({1});
+  file.metadata["note"] = "\xff";
+  const absl::Status s = WriteSafetensors(path_, file);
+  EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument) << s;
+  EXPECT_NE(s.message().find("invalid UTF-8 byte"), std::string_view::npos) << s;
+  EXPECT_TRUE(fs::is_empty(dir_));
+}
+
 TEST_F(SafetensorsTest, CheckWritableFindsWhatWouldFailAndLeavesNothing) {
   EXPECT_TRUE(CheckWritable(path_).ok());
   EXPECT_TRUE(fs::is_empty(dir_));  // not even the target
