@@ -1,10 +1,15 @@
 #include "data/idx.h"
 
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
 #include <zlib.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstring>
 #include <memory>
+#include <new>
 #include <vector>
 
 #include "absl/strings/str_cat.h"
@@ -14,6 +19,8 @@ namespace kiln::data {
 namespace {
 
 constexpr int64_t kMaxElements = int64_t{1} << 31;  // 2 GiB of bytes: far beyond any IDX set
+// Compressed data is read this much at a time, so that memory grows only as data arrives.
+constexpr int64_t kChunk = int64_t{1} << 20;
 
 struct GzCloser {
   void operator()(gzFile f) const { gzclose(f); }
@@ -23,12 +30,34 @@ absl::Status Malformed(const std::string& path, const std::string& what) {
   return absl::DataLossError(absl::StrCat(path, " is not a valid IDX file: ", what));
 }
 
-}  // namespace
+// A regular file open for reading, and its size. O_NONBLOCK keeps a FIFO from waiting for a
+// writer; anything but a regular file is refused before a byte is read.
+absl::StatusOr<int> OpenRegular(const std::string& path, int64_t* size) {
+  const int fd = open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NOCTTY | O_NONBLOCK);
+  if (fd < 0) return absl::ErrnoToStatus(errno, absl::StrCat("cannot open ", path));
+  struct stat st;
+  if (fstat(fd, &st) != 0) {
+    const absl::Status status = absl::ErrnoToStatus(errno, absl::StrCat("cannot inspect ", path));
+    close(fd);
+    return status;
+  }
+  if (!S_ISREG(st.st_mode)) {
+    close(fd);
+    return absl::FailedPreconditionError(absl::StrCat(
+        path, " is not a regular file (it is ", S_ISDIR(st.st_mode) ? "a directory" : "a FIFO, socket or device", ")"));
+  }
+  *size = st.st_size;
+  return fd;
+}
 
-absl::StatusOr<TensorData> ReadIdx(const std::string& path) {
-  std::unique_ptr<gzFile_s, GzCloser> file(gzopen(path.c_str(), "rb"));
+absl::StatusOr<TensorData> Read(const std::string& path) {
+  int64_t file_size = 0;
+  absl::StatusOr<int> fd = OpenRegular(path, &file_size);
+  if (!fd.ok()) return fd.status();
+  std::unique_ptr<gzFile_s, GzCloser> file(gzdopen(*fd, "rb"));  // owns fd from here on
   if (file == nullptr) {
-    return absl::NotFoundError(absl::StrCat("cannot open ", path, ": ", std::strerror(errno)));
+    close(*fd);
+    return absl::ResourceExhaustedError(absl::StrCat("cannot open ", path, ": zlib is out of memory"));
   }
   auto read = [&](void* out, int64_t n) {
     return gzread(file.get(), out, static_cast<unsigned>(n)) == n;
@@ -53,13 +82,29 @@ absl::StatusOr<TensorData> ReadIdx(const std::string& path) {
     count *= size;
     dims.push_back(size);
   }
-  std::vector<unsigned char> bytes(count);
-  const int64_t got = count == 0 ? 0 : gzread(file.get(), bytes.data(), static_cast<unsigned>(count));
-  if (got != count) {
+  std::vector<unsigned char> bytes;
+  if (gzdirect(file.get())) {
+    // Not compressed: the file's size says at once whether the claimed data is there.
+    const int64_t data_bytes = file_size - 4 - 4 * rank;
+    if (data_bytes < count) return Malformed(path, absl::StrFormat("%d of %d data bytes (truncated)", data_bytes, count));
+    if (data_bytes > count) return Malformed(path, "trailing bytes after the data");
+    bytes.reserve(count);
+  }
+  // Compressed: the claim is believed only as far as decompressed bytes arrive, so a small
+  // file claiming gigabytes fails after reading what it holds, with memory to match.
+  while (static_cast<int64_t>(bytes.size()) < count) {
+    const size_t have = bytes.size();
+    const int64_t want = std::min(count - static_cast<int64_t>(have), kChunk);
+    bytes.resize(have + want);
+    const int got = gzread(file.get(), bytes.data() + have, static_cast<unsigned>(want));
+    bytes.resize(have + std::max(got, 0));
+    if (got < want) break;
+  }
+  if (static_cast<int64_t>(bytes.size()) != count) {
     int code = 0;
     const char* zerror = gzerror(file.get(), &code);
-    return Malformed(path, absl::StrFormat("%d of %d data bytes (%s)", std::max<int64_t>(got, 0),
-                                           count, code != Z_OK ? zerror : "truncated"));
+    return Malformed(path, absl::StrFormat("%d of %d data bytes (%s)", bytes.size(), count,
+                                           code != Z_OK ? zerror : "truncated"));
   }
   unsigned char extra;
   if (gzread(file.get(), &extra, 1) != 0) return Malformed(path, "trailing bytes after the data");
@@ -67,6 +112,18 @@ absl::StatusOr<TensorData> ReadIdx(const std::string& path) {
   auto values = out.mutable_values<int32_t>();
   for (int64_t i = 0; i < count; ++i) values[i] = bytes[i];
   return out;
+}
+
+}  // namespace
+
+absl::StatusOr<TensorData> ReadIdx(const std::string& path) {
+  // A file that really holds 2^31 bytes needs 10 GiB here (bytes, then i32 values); a machine
+  // without them gets a status, not an abort.
+  try {
+    return Read(path);
+  } catch (const std::bad_alloc&) {
+    return absl::ResourceExhaustedError(absl::StrCat("not enough memory to read ", path));
+  }
 }
 
 absl::StatusOr<LabeledImages> LoadFashionMnist(const std::string& dir, const std::string& split) {

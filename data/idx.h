@@ -11,7 +11,9 @@
 namespace kiln::data {
 
 // An IDX file of unsigned bytes as i32 values with the file's dims. NotFound for a missing
-// file; DataLoss naming the problem for a truncated or malformed one.
+// file; FailedPrecondition for a directory, FIFO or device (refused without reading it);
+// DataLoss naming the problem for a truncated or malformed one. Memory is bounded by what the
+// file holds, not by what its header claims.
 absl::StatusOr<TensorData> ReadIdx(const std::string& path);
 
 inline constexpr char kFashionMnistDir[] = "/usr/share/datasets/fashion-mnist";

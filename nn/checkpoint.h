@@ -4,11 +4,15 @@
 #ifndef KILN_NN_CHECKPOINT_H_
 #define KILN_NN_CHECKPOINT_H_
 
-#include <set>
+#include <algorithm>
+#include <cstring>
+#include <map>
 #include <string>
+#include <vector>
 
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
 #include "nn/module.h"
 #include "nn/optim.h"
 #include "nn/safetensors.h"
@@ -34,17 +38,29 @@ absl::Status SaveCheckpoint(const std::string& path, Module<Autodiff<B>>& module
   return WriteSafetensors(path, file);
 }
 
+// A checkpoint's "optimizer.steps": digits only (no sign, space or exponent) and at most
+// kMaxOptimizerSteps, so that training on can neither overflow nor miscount.
+inline bool ParseOptimizerSteps(const std::string& text, int64_t* steps) {
+  if (text.empty() || text.size() > 16) return false;
+  for (char c : text) {
+    if (c < '0' || c > '9') return false;
+  }
+  return absl::SimpleAtoi(text, steps) && *steps <= kMaxOptimizerSteps;
+}
+
 // Every parameter must be in the file with its shape and dtype; nothing is changed unless the
-// whole file fits the module (and the optimizer, when one is given).
+// whole file fits the module (and the optimizer, when one is given). With an optimizer, each
+// "optimizer/<slot>/<path>" tensor must be one of its slots() for a parameter of the model,
+// with that parameter's shape and dtype, and a parameter has either all its slots or none.
 template <Backend B>
 absl::Status LoadCheckpoint(const std::string& path, Module<Autodiff<B>>& module,
                             Optimizer<B>* optimizer = nullptr) {
   absl::StatusOr<TensorFile> file = ReadSafetensors(path);
   if (!file.ok()) return file.status();
   auto params = module.named_parameters();
-  std::set<std::string> expected;
+  std::map<std::string, Tensor<Autodiff<B>>*> by_name;
   for (auto& [name, p] : params) {
-    expected.insert(name);
+    by_name.emplace(name, p);
     const auto it = file->tensors.find(name);
     if (it == file->tensors.end()) {
       return absl::NotFoundError(absl::StrCat(path, " has no tensor for parameter ", name));
@@ -56,7 +72,7 @@ absl::Status LoadCheckpoint(const std::string& path, Module<Autodiff<B>>& module
     }
   }
   for (const auto& [name, data] : file->tensors) {
-    if (!expected.contains(name) && name.rfind(kOptimizerPrefix, 0) != 0) {
+    if (!by_name.contains(name) && name.rfind(kOptimizerPrefix, 0) != 0) {
       return absl::InvalidArgumentError(
           absl::StrCat(path, " has tensor ", name, ", which is no parameter of the model"));
     }
@@ -65,22 +81,59 @@ absl::Status LoadCheckpoint(const std::string& path, Module<Autodiff<B>>& module
   int64_t steps = 0;
   if (optimizer != nullptr) {
     const auto name = file->metadata.find("optimizer");
-    if (name == file->metadata.end() || name->second != optimizer->name() ||
-        !absl::SimpleAtoi(file->metadata["optimizer.steps"], &steps)) {
+    if (name == file->metadata.end() || name->second != optimizer->name()) {
       return absl::InvalidArgumentError(absl::StrCat(
           path, " holds no state for optimizer ", optimizer->name(),
           name == file->metadata.end() ? "" : absl::StrCat(" (it has ", name->second, ")")));
     }
-    const auto device = params.empty() ? typename B::Device{} : params[0].second->device();
+    const auto count = file->metadata.find("optimizer.steps");
+    if (count == file->metadata.end() || !ParseOptimizerSteps(count->second, &steps)) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          path, ": optimizer.steps is ",
+          count == file->metadata.end() ? "missing" : absl::StrCat("\"", count->second, "\""),
+          ", not a whole number from 0 to 2^53"));
+    }
+    const std::vector<std::string> slots = optimizer->slots();
+    const std::string kept = slots.empty() ? "none" : absl::StrJoin(slots, ", ");
+    std::map<std::string, int> slots_of;  // parameter path -> how many of its slots are here
     for (const auto& [key, data] : file->tensors) {
-      if (key.rfind(kOptimizerPrefix, 0) == 0) {
-        state.emplace(key.substr(std::strlen(kOptimizerPrefix)), Tensor<B>::from_data(data, device));
+      if (key.rfind(kOptimizerPrefix, 0) != 0) continue;
+      const std::string rest = key.substr(std::strlen(kOptimizerPrefix));
+      const size_t slash = rest.find('/');
+      const std::string slot = rest.substr(0, slash);
+      if (slash == std::string::npos || std::find(slots.begin(), slots.end(), slot) == slots.end()) {
+        return absl::InvalidArgumentError(absl::StrCat(
+            path, " has tensor ", key, ", which is no state of ", optimizer->name(),
+            " (its slots: ", kept, ")"));
+      }
+      const auto param = by_name.find(rest.substr(slash + 1));
+      if (param == by_name.end()) {
+        return absl::InvalidArgumentError(absl::StrCat(
+            path, " has tensor ", key, ", but the model has no parameter ", rest.substr(slash + 1)));
+      }
+      const Tensor<Autodiff<B>>& p = *param->second;
+      if (data.shape() != p.shape() || data.dtype() != p.dtype()) {
+        return absl::InvalidArgumentError(absl::StrCat(
+            path, ": optimizer state ", key, " is ", DTypeName(data.dtype()), data.shape().ToString(),
+            " in the file but must be ", DTypeName(p.dtype()), p.shape().ToString(),
+            " like parameter ", param->first));
+      }
+      ++slots_of[param->first];
+      state.emplace(rest, Tensor<B>::from_data(data, p.device()));
+    }
+    // A parameter with only some slots would step from a zero in the others (AdamW with a
+    // momentum but no variance divides by almost nothing).
+    for (const auto& [param, n] : slots_of) {
+      if (n != static_cast<int>(slots.size())) {
+        return absl::InvalidArgumentError(absl::StrCat(
+            path, ": parameter ", param, " has ", n, " of the ", slots.size(), " optimizer slots (",
+            kept, ") in the file; it needs all of them or none"));
       }
     }
   }
-  for (auto& [name, p] : params) {
-    *p = p->with_value(Tensor<B>::from_data(file->tensors.at(name), p->device()));
-  }
+  std::vector<Tensor<B>> values;
+  for (auto& [name, p] : params) values.push_back(Tensor<B>::from_data(file->tensors.at(name), p->device()));
+  for (size_t i = 0; i < params.size(); ++i) *params[i].second = params[i].second->with_value(values[i]);
   if (optimizer != nullptr) optimizer->load_state(std::move(state), steps);
   return absl::OkStatus();
 }

@@ -8,11 +8,16 @@
 #include <cmath>
 #include <map>
 #include <string>
+#include <vector>
 
 #include "autodiff/autodiff.h"
 #include "nn/module.h"
 
 namespace kiln::nn {
+
+// The most steps an optimizer counts: up to 2^53 a double (AdamW's bias correction) still
+// holds the count exactly, and a checkpoint's count is checked against it.
+inline constexpr int64_t kMaxOptimizerSteps = int64_t{1} << 53;
 
 template <Backend B>  // B: the wrapped backend; the module runs on Autodiff<B>
 class Optimizer {
@@ -21,9 +26,15 @@ class Optimizer {
 
   virtual ~Optimizer() = default;
   virtual const char* name() const = 0;
+  // The state slots kept per parameter: state "<slot>/<path>" has the shape and dtype of the
+  // parameter at <path>. A checkpoint's state is checked against this before it is loaded.
+  virtual std::vector<std::string> slots() const = 0;
 
   // One update of every parameter that has a gradient in `grads`.
   void step(Module<Autodiff<B>>& module, const Gradients<B>& grads) {
+    if (steps_ >= kMaxOptimizerSteps) {
+      ThrowOutOfRange("optimizer %s: already %d steps, the most it counts", name(), steps_);
+    }
     NoGradScope no_grad;
     ++steps_;
     for (auto& [path, param] : module.named_parameters()) {
@@ -40,6 +51,9 @@ class Optimizer {
   // For checkpoints.
   const State& state() const { return state_; }
   void load_state(State state, int64_t steps) {
+    if (steps < 0 || steps > kMaxOptimizerSteps) {
+      ThrowInvalidArgument("optimizer %s: step count %d is not in [0, 2^53]", name(), steps);
+    }
     state_ = std::move(state);
     steps_ = steps;
   }
@@ -81,6 +95,9 @@ class Sgd : public Optimizer<B> {
     }
   }
   const char* name() const override { return "sgd"; }
+  std::vector<std::string> slots() const override {
+    return o_.momentum != 0 ? std::vector<std::string>{"momentum"} : std::vector<std::string>{};
+  }
 
  protected:
   Tensor<B> Update(const std::string& path, const Tensor<B>& p, const Tensor<B>& grad) override {
@@ -116,6 +133,7 @@ class AdamW : public Optimizer<B> {
     }
   }
   const char* name() const override { return "adamw"; }
+  std::vector<std::string> slots() const override { return {"exp_avg", "exp_avg_sq"}; }
 
  protected:
   Tensor<B> Update(const std::string& path, const Tensor<B>& p, const Tensor<B>& g) override {

@@ -1,23 +1,24 @@
 #include "nn/safetensors.h"
 
-#include <fcntl.h>
-#include <unistd.h>
-
-#include <cerrno>
-#include <cstdio>
 #include <algorithm>
 #include <cstring>
-#include <fstream>
+#include <limits>
+#include <new>
 #include <vector>
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "absl/strings/str_join.h"
 #include "nlohmann/json.hpp"
+#include "nn/file_io.h"
 
 namespace kiln::nn {
 namespace {
 
+using Json = nlohmann::json;
+
 constexpr uint64_t kMaxHeader = uint64_t{100} << 20;  // the format's own limit
+constexpr size_t kMaxRank = 64;  // far beyond any real tensor; keeps shapes and messages small
 
 const char* FormatName(DType d) {
   switch (d) {
@@ -43,140 +44,147 @@ bool ParseFormatName(const std::string& s, DType* d) {
   return false;
 }
 
-absl::Status Errno(const std::string& what, const std::string& path) {
-  return absl::ErrnoToStatus(errno, absl::StrCat(what, " ", path));
-}
-
 absl::Status Corrupt(const std::string& path, const std::string& what) {
   return absl::DataLossError(absl::StrCat(path, " is not a valid safetensors file: ", what));
 }
 
-}  // namespace
+// One tensor as the header describes it, checked against the file before anything is
+// allocated for it.
+struct Entry {
+  std::string name;
+  DType dtype;
+  Dims dims;
+  uint64_t begin, end;
+};
 
-absl::Status WriteSafetensors(const std::string& path, const TensorFile& file) {
-  nlohmann::json header = nlohmann::json::object();
-  if (!file.metadata.empty()) header["__metadata__"] = file.metadata;
-  uint64_t offset = 0;
-  for (const auto& [name, data] : file.tensors) {
-    if (name == "__metadata__") return absl::InvalidArgumentError("a tensor may not be named __metadata__");
-    header[name] = {{"dtype", FormatName(data.dtype())},
-                    {"shape", std::vector<int64_t>(data.shape().dims().begin(), data.shape().dims().end())},
-                    {"data_offsets", {offset, offset + data.nbytes()}}};
-    offset += data.nbytes();
-  }
-  std::string text = header.dump();
-  text.append((8 - text.size() % 8) % 8, ' ');  // data starts 8-byte aligned
-  const uint64_t n = text.size();
-  unsigned char length[8];
-  for (int i = 0; i < 8; ++i) length[i] = static_cast<unsigned char>(n >> (8 * i));
-
-  const std::string tmp = absl::StrCat(path, ".tmp.", getpid());
-  FILE* f = std::fopen(tmp.c_str(), "wb");
-  if (f == nullptr) return Errno("cannot create", tmp);
-  bool ok = std::fwrite(length, 1, 8, f) == 8 && std::fwrite(text.data(), 1, n, f) == n;
-  for (const auto& [name, data] : file.tensors) {
-    const size_t bytes = static_cast<size_t>(data.nbytes());
-    ok = ok && std::fwrite(data.raw(), 1, bytes, f) == bytes;
-  }
-  ok = ok && std::fflush(f) == 0 && fsync(fileno(f)) == 0;
-  const absl::Status write_error = ok ? absl::OkStatus() : Errno("cannot write", tmp);
-  if (std::fclose(f) != 0 && write_error.ok()) return Errno("cannot close", tmp);
-  if (!write_error.ok()) {
-    std::remove(tmp.c_str());
-    return write_error;
-  }
-  if (std::rename(tmp.c_str(), path.c_str()) != 0) {
-    const absl::Status s = Errno("cannot rename onto", path);
-    std::remove(tmp.c_str());
-    return s;
-  }
-  // Make the rename itself durable.
-  const size_t slash = path.find_last_of('/');
-  const std::string dir = slash == std::string::npos ? "." : path.substr(0, slash + 1);
-  if (int fd = open(dir.c_str(), O_RDONLY | O_DIRECTORY); fd >= 0) {
-    fsync(fd);
-    close(fd);
-  }
-  return absl::OkStatus();
+// A member of `object`, or null; never a copy (copying JSON recurses as deep as it nests).
+const Json* Member(const Json& object, const char* key) {
+  const auto it = object.find(key);
+  return it == object.end() ? nullptr : &*it;
 }
 
-absl::StatusOr<TensorFile> ReadSafetensors(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) return absl::NotFoundError(absl::StrCat("cannot open ", path, ": ", std::strerror(errno)));
-  in.seekg(0, std::ios::end);
-  const uint64_t size = static_cast<uint64_t>(in.tellg());
-  in.seekg(0);
+absl::StatusOr<Entry> ParseEntry(const std::string& path, const std::string& name,
+                                 const Json& json, uint64_t data_size) {
+  Entry entry{name, DType::kF32, {}, 0, 0};
+  const Json* dtype = json.is_object() ? Member(json, "dtype") : nullptr;
+  if (dtype == nullptr || !dtype->is_string() ||
+      !ParseFormatName(dtype->get<std::string>(), &entry.dtype)) {
+    return Corrupt(path, absl::StrCat("tensor ", name, " has no dtype kiln reads (F32, F64, I32, I64, BOOL)"));
+  }
+  const Json* shape = Member(json, "shape");
+  const Json* offsets = Member(json, "data_offsets");
+  if (shape == nullptr || offsets == nullptr || !shape->is_array() || !offsets->is_array() ||
+      offsets->size() != 2 || !(*offsets)[0].is_number_unsigned() || !(*offsets)[1].is_number_unsigned()) {
+    return Corrupt(path, absl::StrCat("tensor ", name, " lacks a shape or data_offsets"));
+  }
+  if (shape->size() > kMaxRank) {
+    return Corrupt(path, absl::StrFormat("tensor %s has %d dims, more than kiln's %d", name,
+                                         shape->size(), kMaxRank));
+  }
+  constexpr uint64_t kMax = std::numeric_limits<int64_t>::max();
+  for (const Json& d : *shape) {
+    if (!d.is_number_unsigned() || d.get<uint64_t>() > kMax) {
+      return Corrupt(path, absl::StrCat("tensor ", name, " has a bad shape (each dim must be an integer in [0, 2^63))"));
+    }
+    entry.dims.push_back(static_cast<int64_t>(d.get<uint64_t>()));
+  }
+  const std::string described = absl::StrCat(DTypeName(entry.dtype), "[", absl::StrJoin(entry.dims, ","), "]");
+  // The element count and byte size, checked for overflow. As in Shape, the non-zero dims
+  // must multiply within int64 even when another dim is 0.
+  uint64_t product = 1;
+  bool empty = false;
+  for (int64_t d : entry.dims) {
+    if (d == 0) {
+      empty = true;
+    } else if (product > kMax / static_cast<uint64_t>(d)) {
+      return Corrupt(path, absl::StrCat("tensor ", name, " is ", described, ", more elements than fit in int64"));
+    } else {
+      product *= static_cast<uint64_t>(d);
+    }
+  }
+  const uint64_t count = empty ? 0 : product;
+  const uint64_t element = static_cast<uint64_t>(DTypeSize(entry.dtype));
+  if (count > kMax / element) {
+    return Corrupt(path, absl::StrCat("tensor ", name, " is ", described, ", more bytes than fit in int64"));
+  }
+  const uint64_t bytes = count * element;
+  entry.begin = (*offsets)[0].get<uint64_t>();
+  entry.end = (*offsets)[1].get<uint64_t>();
+  if (entry.begin > entry.end || entry.end > data_size || entry.end - entry.begin != bytes) {
+    return Corrupt(path, absl::StrFormat("tensor %s: bytes [%d, %d) do not hold %s (%d bytes) in %d "
+                                         "data bytes (truncated?)", name, entry.begin, entry.end,
+                                         described, bytes, data_size));
+  }
+  return entry;
+}
+
+// Reads `entry`'s bytes into a new tensor. Its size is at most the file's, which was checked
+// before this allocates it.
+absl::StatusOr<TensorData> ReadTensor(const InputFile& in, uint64_t data_start, const Entry& entry) {
+  const std::string& path = in.path();
+  TensorData data;
+  try {
+    data = TensorData(Shape(entry.dims), entry.dtype);
+  } catch (const Error& e) {
+    return Corrupt(path, absl::StrCat("tensor ", entry.name, ": ", e.status().message()));
+  } catch (const std::bad_alloc&) {
+    return absl::ResourceExhaustedError(absl::StrFormat(
+        "%s: not enough memory for tensor %s (%d bytes)", path, entry.name, entry.end - entry.begin));
+  }
+  if (absl::Status s = in.ReadAt(data_start + entry.begin, data.raw(), entry.end - entry.begin); !s.ok()) {
+    return Corrupt(path, absl::StrCat("tensor ", entry.name, " could not be read (", s.message(), ")"));
+  }
+  if (entry.dtype == DType::kBool) {
+    const auto* bytes = static_cast<const unsigned char*>(data.raw());
+    for (int64_t i = 0; i < data.nbytes(); ++i) {
+      if (bytes[i] > 1) return Corrupt(path, absl::StrCat("tensor ", entry.name, " has a bool that is not 0 or 1"));
+    }
+  }
+  return data;
+}
+
+absl::StatusOr<TensorFile> Read(const std::string& path) {
+  absl::StatusOr<InputFile> in = InputFile::Open(path);
+  if (!in.ok()) return in.status();
+  const uint64_t size = in->size();
   if (size < 8) return Corrupt(path, absl::StrFormat("only %d bytes, no header length", size));
   unsigned char length[8];
-  in.read(reinterpret_cast<char*>(length), 8);
+  if (absl::Status s = in->ReadAt(0, length, 8); !s.ok()) return s;
   uint64_t n = 0;
   for (int i = 7; i >= 0; --i) n = (n << 8) | length[i];
   if (n > kMaxHeader || n > size - 8) {
     return Corrupt(path, absl::StrFormat("header of %d bytes in a file of %d bytes", n, size));
   }
   std::string text(n, '\0');
-  in.read(text.data(), static_cast<std::streamsize>(n));
-  nlohmann::json header;
+  if (absl::Status s = in->ReadAt(8, text.data(), n); !s.ok()) return s;
+  Json header;
   try {
-    header = nlohmann::json::parse(text);
-  } catch (const nlohmann::json::exception& e) {
+    header = Json::parse(text);
+  } catch (const Json::exception& e) {
     return Corrupt(path, absl::StrCat("header is not JSON (", e.what(), ")"));
   }
   if (!header.is_object()) return Corrupt(path, "header is not a JSON object");
 
+  // Every entry is checked, and the byte ranges are checked to tile the data exactly, before
+  // any tensor is allocated: what is allocated is then at most the file's own size.
   const uint64_t data_size = size - 8 - n;
   TensorFile file;
-  std::vector<std::pair<uint64_t, uint64_t>> ranges;
-  for (const auto& [name, entry] : header.items()) {
+  std::vector<Entry> entries;
+  for (const auto& [name, json] : header.items()) {
     if (name == "__metadata__") {
-      if (!entry.is_object()) return Corrupt(path, "__metadata__ is not an object");
-      for (const auto& [key, value] : entry.items()) {
+      if (!json.is_object()) return Corrupt(path, "__metadata__ is not an object");
+      for (const auto& [key, value] : json.items()) {
         if (!value.is_string()) return Corrupt(path, absl::StrCat("metadata ", key, " is not a string"));
         file.metadata[key] = value.get<std::string>();
       }
       continue;
     }
-    DType dtype;
-    if (!entry.is_object() || !entry.contains("dtype") || !entry["dtype"].is_string() ||
-        !ParseFormatName(entry["dtype"].get<std::string>(), &dtype)) {
-      return Corrupt(path, absl::StrCat("tensor ", name, " has no dtype kiln reads (F32, F64, I32, I64, BOOL)"));
-    }
-    const auto& shape_json = entry.value("shape", nlohmann::json());
-    const auto& offsets = entry.value("data_offsets", nlohmann::json());
-    if (!shape_json.is_array() || !offsets.is_array() || offsets.size() != 2 ||
-        !offsets[0].is_number_unsigned() || !offsets[1].is_number_unsigned()) {
-      return Corrupt(path, absl::StrCat("tensor ", name, " lacks a shape or data_offsets"));
-    }
-    Dims dims;
-    for (const auto& d : shape_json) {
-      if (!d.is_number_unsigned()) return Corrupt(path, absl::StrCat("tensor ", name, " has a bad shape"));
-      dims.push_back(d.get<int64_t>());
-    }
-    const uint64_t begin = offsets[0].get<uint64_t>(), end = offsets[1].get<uint64_t>();
-    TensorData data;
-    try {
-      data = TensorData(Shape(dims), dtype);
-    } catch (const Error& e) {
-      return Corrupt(path, absl::StrCat("tensor ", name, ": ", e.status().message()));
-    }
-    if (begin > end || end > data_size || end - begin != static_cast<uint64_t>(data.nbytes())) {
-      return Corrupt(path, absl::StrFormat("tensor %s: bytes [%d, %d) do not hold %s%s in %d data bytes "
-                                           "(truncated?)", name, begin, end, DTypeName(dtype),
-                                           data.shape().ToString(), data_size));
-    }
-    in.seekg(static_cast<std::streamoff>(8 + n + begin));
-    in.read(static_cast<char*>(data.raw()), static_cast<std::streamsize>(data.nbytes()));
-    if (!in) return Corrupt(path, absl::StrCat("tensor ", name, " could not be read"));
-    if (dtype == DType::kBool) {
-      const auto* bytes = static_cast<const unsigned char*>(data.raw());
-      for (int64_t i = 0; i < data.nbytes(); ++i) {
-        if (bytes[i] > 1) return Corrupt(path, absl::StrCat("tensor ", name, " has a bool that is not 0 or 1"));
-      }
-    }
-    ranges.emplace_back(begin, end);
-    file.tensors.emplace(name, std::move(data));
+    absl::StatusOr<Entry> entry = ParseEntry(path, name, json, data_size);
+    if (!entry.ok()) return entry.status();
+    entries.push_back(*std::move(entry));
   }
-  // The data must be covered exactly, with no gaps or overlaps.
+  std::vector<std::pair<uint64_t, uint64_t>> ranges;
+  for (const Entry& e : entries) ranges.emplace_back(e.begin, e.end);
   std::sort(ranges.begin(), ranges.end());
   uint64_t at = 0;
   for (const auto& [begin, end] : ranges) {
@@ -186,7 +194,53 @@ absl::StatusOr<TensorFile> ReadSafetensors(const std::string& path) {
   if (at != data_size) {
     return Corrupt(path, absl::StrFormat("%d data bytes but the tensors cover %d", data_size, at));
   }
+  for (const Entry& entry : entries) {
+    absl::StatusOr<TensorData> data = ReadTensor(*in, 8 + n, entry);
+    if (!data.ok()) return data.status();
+    file.tensors.emplace(entry.name, *std::move(data));
+  }
   return file;
+}
+
+}  // namespace
+
+absl::Status WriteSafetensors(const std::string& path, const TensorFile& file) {
+  Json header = Json::object();
+  if (!file.metadata.empty()) header["__metadata__"] = file.metadata;
+  uint64_t offset = 0;
+  std::vector<absl::string_view> pieces(2);  // the length and the header, then the data
+  for (const auto& [name, data] : file.tensors) {
+    if (name == "__metadata__") return absl::InvalidArgumentError("a tensor may not be named __metadata__");
+    header[name] = {{"dtype", FormatName(data.dtype())},
+                    {"shape", std::vector<int64_t>(data.shape().dims().begin(), data.shape().dims().end())},
+                    {"data_offsets", {offset, offset + data.nbytes()}}};
+    offset += data.nbytes();
+    pieces.emplace_back(static_cast<const char*>(data.raw()), static_cast<size_t>(data.nbytes()));
+  }
+  std::string text;
+  try {
+    text = header.dump();
+  } catch (const Json::exception& e) {  // a name or metadata string that is not UTF-8
+    return absl::InvalidArgumentError(absl::StrCat("cannot write ", path, ": ", e.what()));
+  }
+  text.append((8 - text.size() % 8) % 8, ' ');  // data starts 8-byte aligned
+  char length[8];
+  for (int i = 0; i < 8; ++i) length[i] = static_cast<char>(static_cast<uint64_t>(text.size()) >> (8 * i));
+  pieces[0] = absl::string_view(length, 8);
+  pieces[1] = text;
+  return WriteFileAtomically(path, pieces);
+}
+
+absl::Status CheckWritable(const std::string& path) { return CheckWritableFile(path); }
+
+absl::StatusOr<TensorFile> ReadSafetensors(const std::string& path) {
+  // The header text and its JSON tree are as large as the file says (up to 100 MiB); a
+  // machine without that memory gets a status, not an abort.
+  try {
+    return Read(path);
+  } catch (const std::bad_alloc&) {
+    return absl::ResourceExhaustedError(absl::StrCat("not enough memory to read ", path));
+  }
 }
 
 }  // namespace kiln::nn

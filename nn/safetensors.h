@@ -17,11 +17,20 @@ struct TensorFile {
   std::map<std::string, std::string> metadata;  // the "__metadata__" entry
 };
 
-// Atomic: the file is written under a temporary name, flushed to disk, then renamed, so a
-// crash leaves either the old file or the new one, never a torn one.
+// Atomic: the file is written under a fresh random temporary name beside `path` (never
+// through a link someone planted), flushed to disk, then renamed, so a crash leaves either
+// the old file or the new one, never a torn one. A failure leaves the old file untouched.
 absl::Status WriteSafetensors(const std::string& path, const TensorFile& file);
 
-// NotFound for a missing file; DataLoss, naming what is wrong, for a truncated or corrupt one.
+// Whether WriteSafetensors(path, ...) can write there: an error naming the problem (the
+// directory is missing or unwritable, `path` is a directory or device) for a program to
+// report before it trains rather than after. Leaves nothing behind.
+absl::Status CheckWritable(const std::string& path);
+
+// NotFound for a missing file; FailedPrecondition for a directory, FIFO or device (refused
+// without reading it); DataLoss, naming what is wrong, for a truncated or corrupt one;
+// ResourceExhausted, naming the tensor, if memory runs out. Sizes in the header are checked
+// against the file before anything is allocated, so what is allocated is at most the file.
 absl::StatusOr<TensorFile> ReadSafetensors(const std::string& path);
 
 }  // namespace kiln::nn

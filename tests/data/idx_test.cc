@@ -5,9 +5,14 @@
 #include <gtest/gtest.h>
 #include <zlib.h>
 
+#include <chrono>
 #include <filesystem>
 #include <fstream>
 #include <string>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "tests/data/hostile_files.h"
 
 namespace kiln::data {
 namespace {
@@ -65,6 +70,65 @@ TEST_F(IdxTest, DamagedFilesNameTheProblem) {
   EXPECT_EQ(error("zero", Idx({0}, "")).message(),
             dir + "/zero is not a valid IDX file: dimension 0 has size 0");
   EXPECT_EQ(ReadIdx(dir + "/missing").status().code(), absl::StatusCode::kNotFound);
+}
+
+// A header's claim is believed only as far as the file backs it: a few bytes claiming 2^31
+// images' worth fail at once, having allocated about what the file holds.
+TEST_F(IdxTest, HugeClaimsFailFastWithinAFileSizedBudget) {
+  const std::string tiny = Idx({32768, 256, 256}, "0123456789");  // 2^31 bytes claimed
+  const std::string mnist = Idx({60000, 28, 28}, std::string(19, '\x07'));  // 35 bytes
+  for (bool gzip : {false, true}) {
+    for (const auto& [name, bytes, count] : {std::tuple{"tiny", tiny, 2147483648LL},
+                                             std::tuple{"mnist", mnist, 47040000LL}}) {
+      const std::string path = Write(absl::StrCat(name, gzip ? ".gz" : ""), bytes, gzip);
+      const auto start = std::chrono::steady_clock::now();
+      absl::Status s;
+      {
+        // Raw: the file's size settles it. Gzip: one chunk of output buffer at most.
+        kiln::testing::AllocationBudget budget(gzip ? 4 << 20 : 64 << 10);
+        s = ReadIdx(path).status();
+      }
+      EXPECT_LT(std::chrono::steady_clock::now() - start, std::chrono::seconds(2));
+      EXPECT_EQ(s.code(), absl::StatusCode::kDataLoss) << s;
+      EXPECT_EQ(s.message(), absl::StrFormat("%s is not a valid IDX file: %d of %d data bytes (truncated)",
+                                             path, bytes.size() - 16, count))
+          << s;
+    }
+  }
+}
+
+TEST_F(IdxTest, RunningOutOfMemoryIsAStatus) {
+  const std::string path = Write("big.gz", Idx({8, 1024, 1024}, std::string(8 << 20, '\x01')), true);
+  absl::Status s;
+  {
+    kiln::testing::AllocationBudget budget(4 << 20);  // half the data
+    s = ReadIdx(path).status();
+  }
+  EXPECT_EQ(s.code(), absl::StatusCode::kResourceExhausted) << s;
+  EXPECT_EQ(s.message(), "not enough memory to read " + path);
+}
+
+TEST_F(IdxTest, UncompressedFilesAreSizedByTheFile) {
+  const std::string dir = ::testing::TempDir();
+  EXPECT_EQ(ReadIdx(Write("raw_short", Idx({4}, "\x01\x02"), false)).status().message(),
+            dir + "/raw_short is not a valid IDX file: 2 of 4 data bytes (truncated)");
+  EXPECT_EQ(ReadIdx(Write("raw_long", Idx({1}, "\x01\x02"), false)).status().message(),
+            dir + "/raw_long is not a valid IDX file: trailing bytes after the data");
+}
+
+TEST_F(IdxTest, OnlyRegularFilesAreRead) {
+  const std::string dir = ::testing::TempDir() + "/idx_dir";
+  std::filesystem::create_directories(dir);
+  absl::Status s = ReadIdx(dir).status();
+  EXPECT_EQ(s.code(), absl::StatusCode::kFailedPrecondition) << s;
+  EXPECT_EQ(s.message(), dir + " is not a regular file (it is a directory)");
+
+  const std::string fifo = ::testing::TempDir() + "/idx_fifo";
+  EXPECT_TRUE(kiln::testing::ReturnsWithoutAWriter(fifo, [&](const std::string& path) {
+    s = ReadIdx(path).status();
+  })) << "ReadIdx waited for a writer on a FIFO";
+  EXPECT_EQ(s.code(), absl::StatusCode::kFailedPrecondition) << s;
+  EXPECT_EQ(s.message(), fifo + " is not a regular file (it is a FIFO, socket or device)");
 }
 
 TEST(FashionMnist, LoadsDebiansFiles) {

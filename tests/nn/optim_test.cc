@@ -6,6 +6,7 @@
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
+#include <functional>
 
 #include "backends/cpu/cpu_backend.h"
 #include "nn/checkpoint.h"
@@ -220,6 +221,129 @@ TEST_F(CheckpointTest, AFailedLoadChangesNothing) {
   ASSERT_TRUE(WriteSafetensors(path_, file).ok());
   EXPECT_FALSE(LoadCheckpoint<Cpu>(path_, model).ok());
   EXPECT_EQ(model.weight().to_data().ToDoubles(), before);
+}
+
+// Rewrites the file at `path` after `edit` changes it.
+void EditFile(const std::string& path, const std::function<void(TensorFile&)>& edit) {
+  absl::StatusOr<TensorFile> file = ReadSafetensors(path);
+  ASSERT_TRUE(file.ok()) << file.status();
+  edit(*file);
+  ASSERT_TRUE(WriteSafetensors(path, *file).ok());
+}
+
+// Optimizer state that does not fit its parameter loaded "OK" and failed (or misbehaved) at the
+// next step; now it is refused at the load, and nothing changes.
+TEST_F(CheckpointTest, OptimizerStateMustFitItsSlotAndParameter) {
+  Generator gen(4);
+  Linear<AD> model(3, 2, gen);
+  const T x = T::uniform({4, 3}, -1, 1, gen);
+  Sgd<Cpu> saved(0.1, {.momentum = 0.9});
+  saved.step(model, model(x).sum().backward());
+  ASSERT_TRUE(SaveCheckpoint(path_, model, &saved).ok());
+  const std::string good = path_ + ".good";
+  std::filesystem::copy_file(path_, good);
+
+  struct Case {
+    std::function<void(TensorFile&)> edit;
+    std::string error;
+  };
+  const TensorData f32_1 = TensorData::FromVector(std::vector<float>{1}, {1});
+  const TensorData f64_2x3 = TensorData(Shape({2, 3}), DType::kF64);
+  const TensorData f32_2x3 = TensorData(Shape({2, 3}), DType::kF32);
+  const Case cases[] = {
+      {[&](TensorFile& f) { f.tensors.at("optimizer/momentum/weight") = f32_1; },
+       ": optimizer state optimizer/momentum/weight is f32[1] in the file but must be f32[2,3] like "
+       "parameter weight"},
+      {[&](TensorFile& f) { f.tensors.at("optimizer/momentum/weight") = f64_2x3; },
+       ": optimizer state optimizer/momentum/weight is f64[2,3] in the file but must be f32[2,3] like "
+       "parameter weight"},
+      {[&](TensorFile& f) { f.tensors.emplace("optimizer/velocity/weight", f32_2x3); },
+       " has tensor optimizer/velocity/weight, which is no state of sgd (its slots: momentum)"},
+      {[&](TensorFile& f) { f.tensors.emplace("optimizer/momentum", f32_2x3); },
+       " has tensor optimizer/momentum, which is no state of sgd (its slots: momentum)"},
+      {[&](TensorFile& f) { f.tensors.emplace("optimizer/momentum/fc.weight", f32_2x3); },
+       " has tensor optimizer/momentum/fc.weight, but the model has no parameter fc.weight"},
+      {[&](TensorFile& f) { f.metadata["optimizer.steps"] = "9223372036854775807"; },
+       R"(: optimizer.steps is "9223372036854775807", not a whole number from 0 to 2^53)"},
+      {[&](TensorFile& f) { f.metadata["optimizer.steps"] = "9007199254740993"; },
+       R"(: optimizer.steps is "9007199254740993", not a whole number from 0 to 2^53)"},
+      {[&](TensorFile& f) { f.metadata["optimizer.steps"] = "-1"; },
+       R"(: optimizer.steps is "-1", not a whole number from 0 to 2^53)"},
+      {[&](TensorFile& f) { f.metadata["optimizer.steps"] = " 1"; },
+       R"(: optimizer.steps is " 1", not a whole number from 0 to 2^53)"},
+      {[&](TensorFile& f) { f.metadata["optimizer.steps"] = "+1"; },
+       R"(: optimizer.steps is "+1", not a whole number from 0 to 2^53)"},
+      {[&](TensorFile& f) { f.metadata.erase("optimizer.steps"); },
+       ": optimizer.steps is missing, not a whole number from 0 to 2^53"},
+  };
+  for (const Case& c : cases) {
+    std::filesystem::copy_file(good, path_, std::filesystem::copy_options::overwrite_existing);
+    EditFile(path_, c.edit);
+    Linear<AD> fresh(3, 2, gen);
+    const auto weights = fresh.weight().to_data().ToDoubles();
+    Sgd<Cpu> sgd(0.1, {.momentum = 0.9});
+    const absl::Status s = LoadCheckpoint<Cpu>(path_, fresh, &sgd);
+    EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument) << s;
+    EXPECT_EQ(s.message(), path_ + c.error);
+    EXPECT_EQ(fresh.weight().to_data().ToDoubles(), weights);  // nothing changed
+    EXPECT_EQ(sgd.steps(), 0);
+    EXPECT_TRUE(sgd.state().empty());
+  }
+
+  // SGD without momentum keeps no state, so momentum in the file is not its state.
+  std::filesystem::copy_file(good, path_, std::filesystem::copy_options::overwrite_existing);
+  Sgd<Cpu> plain(0.1);
+  EXPECT_EQ(LoadCheckpoint<Cpu>(path_, model, &plain).message(),
+            path_ + " has tensor optimizer/momentum/bias, which is no state of sgd (its slots: none)");
+  // The untouched file loads, and training goes on.
+  Sgd<Cpu> sgd(0.1, {.momentum = 0.9});
+  ASSERT_TRUE(LoadCheckpoint<Cpu>(path_, model, &sgd).ok());
+  EXPECT_EQ(sgd.steps(), 1);
+  sgd.step(model, model(x).sum().backward());
+  EXPECT_EQ(sgd.steps(), 2);
+}
+
+TEST_F(CheckpointTest, AdamWNeedsAllItsSlotsOrNone) {
+  Generator gen(5);
+  Linear<AD> model(3, 2, gen);
+  AdamW<Cpu> saved(0.01);
+  saved.step(model, model(T::uniform({4, 3}, -1, 1, gen)).sum().backward());
+  ASSERT_TRUE(SaveCheckpoint(path_, model, &saved).ok());
+  EditFile(path_, [](TensorFile& f) { f.tensors.erase("optimizer/exp_avg_sq/weight"); });
+  AdamW<Cpu> adamw(0.01);
+  EXPECT_EQ(LoadCheckpoint<Cpu>(path_, model, &adamw).message(),
+            path_ + ": parameter weight has 1 of the 2 optimizer slots (exp_avg, exp_avg_sq) in the "
+                    "file; it needs all of them or none");
+  // None at all is a fresh start for that parameter.
+  EditFile(path_, [](TensorFile& f) { f.tensors.erase("optimizer/exp_avg/weight"); });
+  EXPECT_TRUE(LoadCheckpoint<Cpu>(path_, model, &adamw).ok());
+  EXPECT_EQ(adamw.state().size(), 2u);  // the bias's two slots
+}
+
+// The step count is bounded where a double still counts exactly; at the bound a step is an
+// error, never an overflow.
+TEST_F(CheckpointTest, StepCountsStopAtTheirBound) {
+  Generator gen(6);
+  Linear<AD> model(3, 2, gen);
+  AdamW<Cpu> saved(0.01);
+  ASSERT_TRUE(SaveCheckpoint(path_, model, &saved).ok());
+  EditFile(path_, [](TensorFile& f) { f.metadata["optimizer.steps"] = "9007199254740992"; });
+  AdamW<Cpu> adamw(0.01);
+  ASSERT_TRUE(LoadCheckpoint<Cpu>(path_, model, &adamw).ok());
+  EXPECT_EQ(adamw.steps(), kMaxOptimizerSteps);
+  const auto weights = model.weight().to_data().ToDoubles();
+  const auto grads = model(T::uniform({4, 3}, -1, 1, gen)).sum().backward();
+  try {
+    adamw.step(model, grads);
+    ADD_FAILURE() << "a step past 2^53 steps did not throw";
+  } catch (const Error& e) {
+    EXPECT_EQ(e.code(), absl::StatusCode::kOutOfRange);
+    EXPECT_EQ(e.status().message(), "optimizer adamw: already 9007199254740992 steps, the most it counts");
+  }
+  EXPECT_EQ(adamw.steps(), kMaxOptimizerSteps);
+  EXPECT_EQ(model.weight().to_data().ToDoubles(), weights);
+  EXPECT_THROW(adamw.load_state({}, -1), Error);
+  EXPECT_THROW(adamw.load_state({}, kMaxOptimizerSteps + 1), Error);
 }
 
 }  // namespace
