@@ -10,6 +10,7 @@
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "distributed/fnv1a.h"
 #include "distributed/gloo_mesh.h"
 #include "distributed/gloo_store.h"
 #include "distributed/rank_list.h"
@@ -48,12 +49,6 @@ constexpr size_t kSignatureBytes = 240;
 // The operation a call makes (which, how many elements of what), compared with the call's
 // signature: a caller's signature may not say it.
 constexpr size_t kOperationBytes = 96;
-
-uint64_t Fnv1a(absl::string_view s) {
-  uint64_t h = 1469598103934665603ull;
-  for (unsigned char c : s) h = (h ^ c) * 1099511628211ull;
-  return h;
-}
 
 absl::Status CheckReducible(const char* what, DType dtype, ReduceKind kind) {
   if (dtype == DType::kBool) {

@@ -7,6 +7,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
+#include "distributed/fnv1a.h"
 
 namespace kiln::distributed {
 namespace {
@@ -16,12 +17,6 @@ namespace {
 // that values differing past the cut still differ.
 constexpr int64_t kBlockBytes = 4096;
 constexpr size_t kShownBytes = 100;
-
-uint64_t Fnv1a(absl::string_view s) {
-  uint64_t h = 1469598103934665603ull;
-  for (unsigned char c : s) h = (h ^ c) * 1099511628211ull;
-  return h;
-}
 
 std::string Shown(const std::string& value) {
   if (value.size() <= kShownBytes) return absl::CEscape(value);

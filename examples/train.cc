@@ -13,15 +13,12 @@
 #include <unistd.h>
 
 #include <chrono>
+#include <cmath>
 #include <cstdio>
 #include <memory>
 #include <string>
 #include <vector>
 
-#include "absl/flags/flag.h"
-#include "absl/flags/parse.h"
-#include "absl/flags/reflection.h"
-#include "absl/flags/usage.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
@@ -35,7 +32,10 @@
 #include "distributed/gloo_process_group.h"
 #include "distributed/group.h"
 #include "distributed/launch_env.h"
+#include "distributed/settings_agreement.h"
+#include "examples/command_line.h"
 #include "examples/progress.h"
+#include "examples/train_flags.h"
 #include "nn/activation.h"
 #include "nn/checkpoint.h"
 #include "nn/conv.h"
@@ -44,52 +44,12 @@
 #include "nn/optim.h"
 #include "nn/sequential.h"
 
-ABSL_FLAG(std::string, model, "mlp", "mlp (784-256-256-10) or cnn (two conv layers)");
-ABSL_FLAG(int, epochs, 0, "passes over the training set (0: 10 for mlp, 4 for cnn)");
-ABSL_FLAG(int, batch_size, 64, "images per step");
-ABSL_FLAG(double, lr, 0, "learning rate (0: 0.05 for sgd, 0.001 for adamw)");
-ABSL_FLAG(std::string, optimizer, "", "sgd (momentum 0.9) or adamw (default: sgd for mlp, adamw for cnn)");
-ABSL_FLAG(double, weight_decay, 0, "weight decay");
-ABSL_FLAG(uint64_t, seed, 1, "seed for initialisation, shuffling and dropout");
-ABSL_FLAG(std::string, data_dir, kiln::data::kFashionMnistDir, "folder with the *-idx?-ubyte.gz files");
-ABSL_FLAG(std::string, devices, "cpu:0", "devices to train on, data-parallel (e.g. cpu:0,cpu:1)");
-ABSL_FLAG(int, threads, 0, "threads per device (0: the cores shared fairly)");
-ABSL_FLAG(std::string, checkpoint, "", "safetensors file written after every epoch");
-ABSL_FLAG(int, train_limit, 0, "use only the first N training images (0: all)");
-ABSL_FLAG(bool, cosine, true, "cosine learning-rate decay over the run");
-ABSL_FLAG(double, collective_timeout, 60,
-          "seconds a collective (and the rendezvous) may wait for the other devices and processes");
-
 namespace kiln {
 namespace {
 
 struct UsageError {
   std::string message;
 };
-
-// Abseil exits with status 1 on an unknown flag or a bad value; kiln's programs promise 2
-// with a message, so every --flag is checked before Abseil parses them.
-void CheckFlags(int argc, char** argv) {
-  for (int i = 1; i < argc; ++i) {
-    std::string arg = argv[i];
-    if (arg == "--") break;
-    if (arg.rfind("--", 0) != 0) throw UsageError{absl::StrCat("unexpected argument '", arg, "'")};
-    arg = arg.substr(2);
-    const size_t eq = arg.find('=');
-    std::string name = arg.substr(0, eq);
-    const absl::CommandLineFlag* flag = absl::FindCommandLineFlag(name);
-    if (flag == nullptr && name.rfind("no", 0) == 0) flag = absl::FindCommandLineFlag(name.substr(2));
-    if (flag == nullptr) {
-      if (name == "help" || name == "helpfull") continue;
-      throw UsageError{absl::StrCat("unknown flag --", name, "; see --help")};
-    }
-    if (eq == std::string::npos) continue;  // a bool, or a value in the next argument
-    std::string error;
-    if (!const_cast<absl::CommandLineFlag*>(flag)->ParseFrom(arg.substr(eq + 1), &error)) {
-      throw UsageError{absl::StrCat("--", arg, ": ", error)};
-    }
-  }
-}
 
 // Under a launcher every process gets the same --devices, but a GPU can serve only one of
 // them: the process with local rank l takes the l-th block of GPUs, as wide as the highest
@@ -130,7 +90,8 @@ std::string TakeOwnGpus(const std::string& spec, const distributed::LaunchEnv& l
 // needs, the cores shared among those listed), then the list is validated as a whole. The
 // plain devices come back (training always records gradients, so autodiff(cpu:N) and cpu:N
 // mean the same here).
-std::vector<DispatchDevice> ParseDevices(const std::string& given, const distributed::LaunchEnv* launch) {
+std::vector<DispatchDevice> ParseDevices(const std::string& given, int threads_flag,
+                                         const distributed::LaunchEnv* launch) {
   const int processes_here = launch ? launch->local_world_size : 1;
   const std::string spec = launch ? TakeOwnGpus(given, *launch) : given;
   int highest = 0, listed = 0;
@@ -138,13 +99,13 @@ std::vector<DispatchDevice> ParseDevices(const std::string& given, const distrib
     int index = 0;
     while (absl::ConsumePrefix(&part, "autodiff(") && absl::ConsumeSuffix(&part, ")")) {
     }
-    if (absl::ConsumePrefix(&part, "cpu:") && absl::SimpleAtoi(part, &index) && index >= 0) {
+    if (absl::ConsumePrefix(&part, "cpu:") && absl::SimpleAtoi(part, &index) && index >= 0 &&
+        index <= DispatchDevice::kMaxDeviceIndex) {
       highest = std::max(highest, index);
     }
     ++listed;
   }
-  const int threads = absl::GetFlag(FLAGS_threads) > 0 ? absl::GetFlag(FLAGS_threads)
-                                                        : std::max(1, cpu::HardwareThreads() / (listed * processes_here));
+  const int threads = threads_flag > 0 ? threads_flag : std::max(1, cpu::HardwareThreads() / (listed * processes_here));
   if (absl::Status s = cpu::Configure({.devices = highest + 1, .threads_per_device = threads}); !s.ok()) {
     throw UsageError{absl::StrCat("--devices=", spec, ": ", s.message())};
   }
@@ -224,38 +185,52 @@ Tensor<B> Shuffle(int64_t n, Generator& gen, const typename B::Device& device) {
   return Tensor<B>::from_vector(order, {n}, device);
 }
 
+// A number for the JSON line, `decimals` after the point; JSON has no NaN or infinity.
+std::string JsonNumber(double v, int decimals) {
+  return std::isfinite(v) ? absl::StrFormat("%.*f", decimals, v) : "null";
+}
+
 // Training proper, with backend B's tensors on `devices` (one replica each), one rank of
 // `processes` (group_options carries the process group when there are several).
 template <Backend B>
-int TrainOn(const std::string& kind, int epochs, int batch, const std::string& opt_name, double lr,
-            const std::vector<typename B::Device>& devices, const distributed::GroupOptions& group_options,
-            int rank, int processes) {
+int TrainOn(const TrainConfig& c, const std::vector<typename B::Device>& devices,
+            const distributed::GroupOptions& group_options, int rank, int processes) {
   using AD = Autodiff<B>;
   using T = Tensor<AD>;
   const auto device = devices[0];
 
-  auto train = data::LoadFashionMnist(absl::GetFlag(FLAGS_data_dir), "train");
+  auto train = data::LoadFashionMnist(c.data_dir, "train");
   if (!train.ok()) throw UsageError{std::string(train.status().message())};
-  auto test = data::LoadFashionMnist(absl::GetFlag(FLAGS_data_dir), "t10k");
+  auto test = data::LoadFashionMnist(c.data_dir, "t10k");
   if (!test.ok()) throw UsageError{std::string(test.status().message())};
 
-  Tensor<B> train_x = Images<B>(train->images, kind, device);
+  Tensor<B> train_x = Images<B>(train->images, c.model, device);
   Tensor<B> train_y = Tensor<B>::from_data(train->labels, device);
-  if (const int limit = absl::GetFlag(FLAGS_train_limit); limit > 0 && limit < train_x.size(0)) {
-    train_x = train_x.slice(0, 0, limit);
-    train_y = train_y.slice(0, 0, limit);
+  if (c.train_limit > 0 && c.train_limit < train_x.size(0)) {
+    train_x = train_x.slice(0, 0, c.train_limit);
+    train_y = train_y.slice(0, 0, c.train_limit);
   }
-  const Tensor<B> test_x = Images<B>(test->images, kind, device);
+  const Tensor<B> test_x = Images<B>(test->images, c.model, device);
   const Tensor<B> test_y = Tensor<B>::from_data(test->labels, device);
 
-  Generator gen(absl::GetFlag(FLAGS_seed));
-  const auto initial = BuildModel<B>(kind, gen, device);
-  const double weight_decay = absl::GetFlag(FLAGS_weight_decay);
+  // Every step splits its batch over every device; a last batch smaller than that is left out.
+  const int64_t members = static_cast<int64_t>(devices.size()) * processes;
+  const int64_t n = train_x.size(0);
+  if (n < members) {
+    throw UsageError{absl::StrCat("--train_limit=", c.train_limit, " leaves ", n, " training image(s) for ", members,
+                                  " devices; each step needs at least one image per device")};
+  }
+  const int64_t batch = c.batch_size;
+  const int64_t steps_per_epoch = n / batch + (n % batch >= members ? 1 : 0);
+  const int64_t samples_per_epoch = std::min(n, steps_per_epoch * batch);
+
+  Generator gen(c.seed);
+  const auto initial = BuildModel<B>(c.model, gen, device);
   auto make_optimizer = [&]() -> std::unique_ptr<nn::Optimizer<B>> {
-    if (opt_name == "sgd") {
-      return std::make_unique<nn::Sgd<B>>(lr, nn::SgdOptions{.momentum = 0.9, .weight_decay = weight_decay});
+    if (c.optimizer == "sgd") {
+      return std::make_unique<nn::Sgd<B>>(c.lr, nn::SgdOptions{.momentum = 0.9, .weight_decay = c.weight_decay});
     }
-    return std::make_unique<nn::AdamW<B>>(lr, nn::AdamWOptions{.weight_decay = weight_decay});
+    return std::make_unique<nn::AdamW<B>>(c.lr, nn::AdamWOptions{.weight_decay = c.weight_decay});
   };
   // One replica per device (one device is the same code with a group of one).
   auto group = std::make_shared<distributed::DeviceGroup<AD>>(devices, group_options);
@@ -269,29 +244,32 @@ int TrainOn(const std::string& kind, int epochs, int batch, const std::string& o
     throw UsageError{std::string(dp.status().message())};
   }
   const bool lead = rank == 0;  // evaluates, prints and writes the checkpoint
-  const int64_t members = static_cast<int64_t>(devices.size()) * processes;
   nn::Module<AD>& model = (*dp)->replica(0);
   const auto loss_fn = [](nn::Module<AD>& m, const T& x, const T& y) { return nn::CrossEntropy(m(x), y); };
 
-  const int64_t n = train_x.size(0);
-  const int64_t steps_per_epoch = (n + batch - 1) / batch;
-  const nn::CosineSchedule schedule{.base_lr = lr, .total_steps = steps_per_epoch * epochs, .min_lr = lr * 0.01};
-  Progress progress(lead && isatty(STDOUT_FILENO), steps_per_epoch, epochs);
+  const nn::CosineSchedule schedule{.base_lr = c.lr, .total_steps = steps_per_epoch * c.epochs, .min_lr = c.lr * 0.01};
+  Progress progress(lead && isatty(STDOUT_FILENO), steps_per_epoch, c.epochs);
   double last_loss = 0, accuracy = 0, train_seconds = 0;
   int64_t step = 0;
-  for (int epoch = 1; epoch <= epochs; ++epoch) {
+  for (int epoch = 1; epoch <= c.epochs; ++epoch) {
     const Tensor<B> order = Shuffle<B>(n, gen, device);
     const auto start = std::chrono::steady_clock::now();
     double loss_sum = 0;
     for (int64_t b = 0; b < steps_per_epoch; ++b, ++step) {
-      if (absl::GetFlag(FLAGS_cosine)) {
+      if (c.cosine) {
         for (int r = 0; r < (*dp)->size(); ++r) (*dp)->optimizer(r).set_lr(schedule(step));
       }
       const Tensor<B> idx = order.slice(0, b * batch, std::min(n, (b + 1) * batch));
-      if (idx.size(0) < members) continue;  // a last batch too small to split
       const absl::StatusOr<double> loss = (*dp)->Step(train_x.index_select(0, idx), train_y.index_select(0, idx), loss_fn);
       if (!loss.ok()) {
         std::fprintf(stderr, "train: %s\n", std::string(loss.status().message()).c_str());
+        return 1;
+      }
+      // The loss is the same on every rank (DataParallel sums it over the world), so every
+      // rank stops here together.
+      if (!std::isfinite(*loss)) {
+        std::fprintf(stderr, "train: the training loss became %g at epoch %d, step %lld: the run diverged (lower --lr "
+                     "or --weight_decay)\n", *loss, epoch, static_cast<long long>(step + 1));
         return 1;
       }
       last_loss = *loss;
@@ -304,8 +282,8 @@ int TrainOn(const std::string& kind, int epochs, int batch, const std::string& o
     if (!lead) continue;
     accuracy = Evaluate(model, test_x, test_y);
     progress.EndEpoch(epoch, last_loss, accuracy);
-    if (const std::string path = absl::GetFlag(FLAGS_checkpoint); !path.empty()) {
-      if (absl::Status s = nn::SaveCheckpoint(path, model, &(*dp)->optimizer(0)); !s.ok()) {
+    if (!c.checkpoint.empty()) {
+      if (absl::Status s = nn::SaveCheckpoint(c.checkpoint, model, &(*dp)->optimizer(0)); !s.ok()) {
         std::fprintf(stderr, "train: %s\n", std::string(s.message()).c_str());
         return 1;
       }
@@ -314,38 +292,28 @@ int TrainOn(const std::string& kind, int epochs, int batch, const std::string& o
   if (!lead) return 0;
   std::vector<std::string> names;
   for (const auto& d : devices) names.push_back(absl::StrCat("\"", d.ToString(), "\""));
-  std::printf("{\"test_accuracy\":%.4f,\"train_loss\":%.4f,\"epochs\":%d,\"steps\":%lld,"
-              "\"samples_per_sec\":%.1f,\"devices\":[%s]%s}\n",
-              accuracy, last_loss, epochs, static_cast<long long>(step),
-              static_cast<double>(n) * epochs / std::max(train_seconds, 1e-9), absl::StrJoin(names, ",").c_str(),
-              processes > 1 ? absl::StrCat(",\"processes\":", processes).c_str() : "");
+  std::printf("{\"test_accuracy\":%s,\"train_loss\":%s,\"epochs\":%d,\"steps\":%lld,"
+              "\"samples_per_sec\":%s,\"devices\":[%s]%s}\n",
+              JsonNumber(accuracy, 4).c_str(), JsonNumber(last_loss, 4).c_str(), c.epochs,
+              static_cast<long long>(step),
+              JsonNumber(static_cast<double>(samples_per_epoch) * c.epochs / std::max(train_seconds, 1e-9), 1).c_str(),
+              absl::StrJoin(names, ",").c_str(), processes > 1 ? absl::StrCat(",\"processes\":", processes).c_str() : "");
   return 0;
 }
 
-int Train() {
-  const std::string kind = absl::GetFlag(FLAGS_model);
-  if (kind != "mlp" && kind != "cnn") throw UsageError{absl::StrCat("--model=", kind, ": expected mlp or cnn")};
-  const int epochs = absl::GetFlag(FLAGS_epochs) > 0 ? absl::GetFlag(FLAGS_epochs) : (kind == "mlp" ? 10 : 4);
-  const int batch = absl::GetFlag(FLAGS_batch_size);
-  const std::string opt_name = !absl::GetFlag(FLAGS_optimizer).empty() ? absl::GetFlag(FLAGS_optimizer)
-                               : kind == "mlp" ? "sgd" : "adamw";
-  if (opt_name != "sgd" && opt_name != "adamw") {
-    throw UsageError{absl::StrCat("--optimizer=", opt_name, ": expected sgd or adamw")};
-  }
-  const double lr = absl::GetFlag(FLAGS_lr) > 0 ? absl::GetFlag(FLAGS_lr) : (opt_name == "sgd" ? 0.05 : 0.001);
-  if (batch < 1 || absl::GetFlag(FLAGS_epochs) < 0 || absl::GetFlag(FLAGS_lr) < 0 ||
-      absl::GetFlag(FLAGS_train_limit) < 0 || absl::GetFlag(FLAGS_threads) < 0) {
-    throw UsageError{"--batch_size must be >= 1; --epochs, --lr, --train_limit, --threads >= 0"};
-  }
+int Train(const TrainConfig& c) {
   // A launcher's environment makes this process one rank of several.
   const auto launch = distributed::ReadLaunchEnv();
   if (!launch.ok()) throw UsageError{std::string(launch.status().message())};
+  if (!c.checkpoint.empty()) {
+    if (absl::Status s = nn::CheckWritable(c.checkpoint); !s.ok()) {
+      throw UsageError{absl::StrCat("--checkpoint=", c.checkpoint, ": ", s.message())};
+    }
+  }
   const std::vector<DispatchDevice> devices =
-      ParseDevices(absl::GetFlag(FLAGS_devices), launch->has_value() ? &**launch : nullptr);
-  const double timeout_s = absl::GetFlag(FLAGS_collective_timeout);
-  if (!(timeout_s > 0)) throw UsageError{"--collective_timeout must be > 0"};
+      ParseDevices(c.devices, c.threads, launch->has_value() ? &**launch : nullptr);
   distributed::GroupOptions group_options{
-      .timeout = std::chrono::milliseconds(static_cast<int64_t>(timeout_s * 1000))};
+      .timeout = std::chrono::milliseconds(static_cast<int64_t>(c.collective_timeout_s * 1000))};
   int rank = 0, processes = 1;
   if (launch->has_value()) {
     auto world = distributed::GlooProcessGroup::Connect(
@@ -354,13 +322,21 @@ int Train() {
       std::fprintf(stderr, "train: %s\n", std::string(world.status().message()).c_str());
       return 1;
     }
+    // Ranks started with different flags would each train their own way.
+    distributed::Settings settings = MathSettings(c);
+    settings.emplace_back("devices per process", absl::StrCat(devices.size()));
+    if (absl::Status s = distributed::AgreeOnSettings(**world, settings); !s.ok()) {
+      if (s.code() == absl::StatusCode::kInvalidArgument) throw UsageError{std::string(s.message())};
+      std::fprintf(stderr, "train: %s\n", std::string(s.message()).c_str());
+      return 1;
+    }
     group_options.process_group = *world;
     rank = (*world)->rank();
     processes = (*world)->world_size();
   }
   const int64_t members = static_cast<int64_t>(devices.size()) * processes;
-  if (batch < members) {
-    throw UsageError{absl::StrCat("--batch_size=", batch, " is smaller than the ", members, " devices")};
+  if (c.batch_size < members) {
+    throw UsageError{absl::StrCat("--batch_size=", c.batch_size, " is smaller than the ", members, " devices")};
   }
   // The list is one backend (validated): train with that backend's tensors.
   return std::visit([&](const auto& first) -> int {
@@ -370,8 +346,7 @@ int Train() {
     } else {
       std::vector<D> typed;
       for (const DispatchDevice& d : devices) typed.push_back(std::get<D>(d.variant()));
-      return TrainOn<typename BackendOfDevice<D>::type>(kind, epochs, batch, opt_name, lr, typed, group_options,
-                                                        rank, processes);
+      return TrainOn<typename BackendOfDevice<D>::type>(c, typed, group_options, rank, processes);
     }
   }, devices[0].variant());
 }
@@ -380,11 +355,17 @@ int Train() {
 }  // namespace kiln
 
 int main(int argc, char** argv) {
-  absl::SetProgramUsageMessage("Trains a model on Fashion-MNIST with kiln.");
   try {
-    kiln::CheckFlags(argc, argv);
-    absl::ParseCommandLine(argc, argv);
-    return kiln::Train();
+    const std::vector<std::string> args(argv + 1, argv + argc);
+    const auto command_line = kiln::ParseCommandLineStrictly(args);
+    if (!command_line.ok()) throw kiln::UsageError{std::string(command_line.status().message())};
+    if (*command_line == kiln::CommandLine::kHelp) {
+      std::printf("%s", kiln::Usage("train", "Trains a model on Fashion-MNIST with kiln.").c_str());
+      return 0;
+    }
+    const auto config = kiln::TrainConfigFromFlags();
+    if (!config.ok()) throw kiln::UsageError{std::string(config.status().message())};
+    return kiln::Train(*config);
   } catch (const kiln::UsageError& e) {
     std::fprintf(stderr, "train: %s\n", e.message.c_str());
     return 2;

@@ -1,15 +1,13 @@
 // ReadSafetensors and LoadCheckpoint on any bytes: a status naming the file, never a crash.
 // A file that loads into a model and its optimizer must also survive a training step, so
 // state that "loads OK" but breaks the step is caught too.
-#include <sys/mman.h>
-#include <unistd.h>
-
 #include <cstdint>
 #include <cstdlib>
 #include <string>
 
 #include "backends/cpu/cpu_backend.h"
 #include "backends/cpu/cpu_device.h"
+#include "fuzz/memory_file.h"
 #include "nn/checkpoint.h"
 #include "nn/linear.h"
 #include "nn/optim.h"
@@ -55,15 +53,8 @@ void LoadAndStep(const std::string& path, kiln::nn::Optimizer<Cpu>* optimizer) {
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   static const bool configured = kiln::cpu::Configure({.devices = 1, .threads_per_device = 1}).ok();
   if (!configured) std::abort();
-  // A memfd is a regular file that lives in memory: no disk, nothing to clean up.
-  const int fd = memfd_create("safetensors_fuzzer", MFD_CLOEXEC);
-  if (fd < 0) std::abort();
-  for (size_t done = 0; done < size;) {
-    const ssize_t n = write(fd, data + done, size - done);
-    if (n <= 0) std::abort();
-    done += static_cast<size_t>(n);
-  }
-  const std::string path = "/proc/self/fd/" + std::to_string(fd);
+  const kiln::fuzz::MemoryFile input(data, size);
+  const std::string path = input.path();
   const auto file = kiln::nn::ReadSafetensors(path);
   CheckNamesFile(file.status(), path);
   if (file.ok()) {
@@ -73,6 +64,5 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     kiln::nn::AdamW<Cpu> adamw(0.01);
     LoadAndStep(path, &adamw);
   }
-  close(fd);
   return 0;
 }

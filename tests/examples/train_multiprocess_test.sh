@@ -40,6 +40,22 @@ python3 -c "import sys; sys.exit(0 if float('${diff%% *}') <= 1e-4 else 1)" || f
 strip() { tail -n 1 "$1" | sed 's/^\[rank 0\] //; s/"samples_per_sec":[0-9.]*,//; s/,"devices".*//'; }
 [[ "$(strip "$tmp/ref4.out")" == "$(strip "$tmp/mp4.out")" ]] || fail "summaries: $(strip "$tmp/ref4.out") vs $(strip "$tmp/mp4.out")"
 
+# Ranks started with different flags refuse to train, each naming the flag and both values
+# (exit 2), before the first step.
+for r in 0 1; do
+  batch=$((64 * (r + 1)))
+  KILN_RANK=$r KILN_WORLD_SIZE=2 KILN_RENDEZVOUS="file://$tmp/disagree-store" KILN_HOST=127.0.0.1 \
+    "$train" "${common[@]/--batch_size=64/--batch_size=$batch}" --devices=cpu:0 >"$tmp/disagree$r.out" 2>&1 &
+  pids[$r]=$!
+done
+for r in 0 1; do
+  wait "${pids[$r]}"
+  status=$?
+  [[ $status -eq 2 ]] || fail "disagreeing rank $r exited $status: $(cat "$tmp/disagree$r.out")"
+  grep -q '^train: ranks disagree on the run.s settings: rank 1 has --batch_size=128 but rank 0 has --batch_size=64; start every rank with the same flags$' "$tmp/disagree$r.out" ||
+    fail "disagreeing rank $r's message: $(cat "$tmp/disagree$r.out")"
+done
+
 # A rank killed mid-training, ranks started by hand (no launcher to stop the survivor): the
 # survivor fails with a status naming rank 1 within the timeout (3 s), exit status 1.
 long=(--train_limit=60000 --epochs=3 --batch_size=64 --threads=1 --devices=cpu:0 --collective_timeout=3)

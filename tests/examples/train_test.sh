@@ -43,6 +43,29 @@ printf 'not an idx file' | gzip > "$tmp/corrupt/train-images-idx3-ubyte.gz"
 cp /usr/share/datasets/fashion-mnist/train-labels-idx1-ubyte.gz "$tmp/corrupt/"
 expect_error "is not a valid IDX file" --data_dir="$tmp/corrupt"
 
+# Values that once became a default in silence, trained to NaN, overflowed or were misread.
+expect_error "--lr=nan: expected a learning rate in [0, 1000]" --lr=nan
+expect_error "--lr=inf: expected a learning rate in [0, 1000]" --lr=inf
+expect_error "--weight_decay=nan: expected a weight decay in [0, 1000]" --weight_decay=nan
+expect_error "--collective_timeout must be > 0 seconds and at most 604800" --collective_timeout=1e300
+expect_error "--flagfile is not supported" --flagfile="$tmp/flags"
+expect_error "--fromenv is not supported" --fromenv=lr
+expect_error "--model is not a true/false flag" --nomodel
+expect_error "--batch_size needs a value" --batch_size
+expect_error "64: unexpected argument" --epochs=1 64
+expect_error "index '2147483647' is out of range (0..1023)" --devices=cpu:2147483647
+expect_error "1024 devices x 1024 threads each is 1048576 threads; at most 4096 in all" --devices=cpu:1023 --threads=1024
+expect_error "--train_limit=1 leaves 1 training image(s) for 2 devices" --train_limit=1 --devices=cpu:0,cpu:1
+# An unwritable --checkpoint is found before any training, not after the first epoch.
+start=$(date +%s)
+expect_error "--checkpoint=$tmp/no/such/dir/model.safetensors" --checkpoint="$tmp/no/such/dir/model.safetensors"
+(($(date +%s) - start < 5)) || fail "an unwritable --checkpoint took $(($(date +%s) - start)) s to report"
+# The space form is a value, as in Abseil.
+out=$("$train" --train_limit 640 --epochs 1 --threads 1 --nocosine 2>&1) || fail "space-form flags exited $?: $out"
+# A run that diverges stops with a message (exit 1) instead of printing a NaN that is no JSON.
+err=$("$train" --train_limit=640 --epochs=1 --threads=1 --lr=1000 2>&1 >/dev/null); status=$?
+[[ $status -eq 1 && "$err" == *"the run diverged"* ]] || fail "--lr=1000 exited $status: $err"
+
 run() { "$train" --train_limit=3000 --epochs=1 --threads=1 "$@" 2>&1; }
 out1=$(run --checkpoint="$tmp/model.safetensors") || fail "short run exited $?: $out1"
 last=$(echo "$out1" | tail -n 1)

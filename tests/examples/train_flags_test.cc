@@ -1,0 +1,82 @@
+// examples/train's command line: the strict parser and the checks of every value, with the
+// exact messages a user sees (after "train: ", with exit status 2).
+#include <gtest/gtest.h>
+
+#include <string>
+#include <vector>
+
+#include "absl/flags/reflection.h"
+#include "examples/command_line.h"
+#include "examples/train_flags.h"
+
+namespace kiln {
+namespace {
+
+// The message for args, from parsing or from the checks; "" when both pass.
+std::string Error(const std::vector<std::string>& args) {
+  absl::FlagSaver restore;
+  const auto parsed = ParseCommandLineStrictly(args);
+  if (!parsed.ok()) return std::string(parsed.status().message());
+  const auto config = TrainConfigFromFlags();
+  return config.ok() ? "" : std::string(config.status().message());
+}
+
+TrainConfig Config(const std::vector<std::string>& args) {
+  absl::FlagSaver restore;
+  EXPECT_TRUE(ParseCommandLineStrictly(args).ok());
+  return TrainConfigFromFlags().value();
+}
+
+TEST(TrainFlags, BothValueFormsAndBooleans) {
+  EXPECT_EQ(Config({"--batch_size", "32", "--model=cnn"}).batch_size, 32);
+  EXPECT_EQ(Config({"-batch_size=16"}).batch_size, 16);
+  EXPECT_FALSE(Config({"--nocosine"}).cosine);
+  EXPECT_FALSE(Config({"--cosine=false"}).cosine);
+  EXPECT_TRUE(Config({"--nocosine", "--cosine"}).cosine);
+  EXPECT_EQ(Config({"--optimizer=adamw"}).lr, 0.001);  // the optimizer's default
+}
+
+TEST(TrainFlags, WhatAbseilWouldMisreadIsAnError) {
+  EXPECT_EQ(Error({"--batch_size"}), "--batch_size: --batch_size needs a value (--batch_size=64)");
+  EXPECT_EQ(Error({"--nomodel"}), "--nomodel: --model is not a true/false flag; give it a value (--model=...)");
+  EXPECT_EQ(Error({"--flagfile=/etc/passwd"}),
+            "--flagfile=/etc/passwd: --flagfile is not supported; give every flag on the command line");
+  EXPECT_EQ(Error({"--fromenv=lr"}), "--fromenv=lr: --fromenv is not supported; give every flag on the command line");
+  EXPECT_EQ(Error({"64"}), "64: unexpected argument; this program takes flags only (--name=value)");
+  EXPECT_EQ(Error({"--", "extra"}), "extra: unexpected argument; this program takes flags only");
+  EXPECT_EQ(Error({"--modle=mlp"}), "--modle=mlp: unknown flag --modle; see --help");
+  EXPECT_EQ(Error({"--epochs=three"}), "--epochs=three: Illegal value 'three' specified for flag 'epochs'");
+  EXPECT_EQ(Error({"--cosine=maybe"}), "--cosine=maybe: Illegal value 'maybe' specified for flag 'cosine'");
+  EXPECT_LT(Error({std::string(100000, 'x')}).size(), 200u);  // quoted arguments are cut
+  EXPECT_EQ(Error({"--\x01\xff"}), "--\\x01\\xff: unknown flag --\\x01\\xff; see --help");
+}
+
+TEST(TrainFlags, NonFiniteAndOutOfRangeNumbersAreRefused) {
+  EXPECT_EQ(Error({"--lr=nan"}), "--lr=nan: expected a learning rate in [0, 1000] (0: the optimizer's default)");
+  EXPECT_EQ(Error({"--lr=inf"}), "--lr=inf: expected a learning rate in [0, 1000] (0: the optimizer's default)");
+  EXPECT_EQ(Error({"--lr=-1"}), "--lr=-1: expected a learning rate in [0, 1000] (0: the optimizer's default)");
+  EXPECT_EQ(Error({"--weight_decay=nan"}), "--weight_decay=nan: expected a weight decay in [0, 1000]");
+  EXPECT_EQ(Error({"--weight_decay=inf"}), "--weight_decay=inf: expected a weight decay in [0, 1000]");
+  EXPECT_EQ(Error({"--collective_timeout=inf"}),
+            "--collective_timeout=inf: --collective_timeout must be > 0 seconds and at most 604800 (a week)");
+  EXPECT_EQ(Error({"--collective_timeout=1e300"}),
+            "--collective_timeout=1.0000000000000001e+300: --collective_timeout must be > 0 seconds and at most "
+            "604800 (a week)");
+  EXPECT_EQ(Error({"--collective_timeout=nan"}),
+            "--collective_timeout=nan: --collective_timeout must be > 0 seconds and at most 604800 (a week)");
+  EXPECT_EQ(Error({"--batch_size=0"}), "--batch_size=0: --batch_size must be >= 1 (and at most 1048576)");
+  EXPECT_EQ(Error({"--threads=5000"}), "--threads=5000: expected 0..1024 (0: fair share)");
+  EXPECT_EQ(Error({"--epochs=-1"}), "--epochs=-1: expected 0..100000 (0: the default)");
+}
+
+TEST(TrainFlags, HelpIsNotARun) {
+  absl::FlagSaver restore;
+  EXPECT_EQ(ParseCommandLineStrictly({"--lr=nan", "--help"}).value(), CommandLine::kHelp);
+  const std::string usage = Usage("train", "Trains.");
+  EXPECT_NE(usage.find("  --batch_size  images per step, over every device of every process (default: 64)"),
+            std::string::npos) << usage;
+  EXPECT_EQ(usage.find("flagfile"), std::string::npos) << usage;
+}
+
+}  // namespace
+}  // namespace kiln
