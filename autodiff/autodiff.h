@@ -15,8 +15,8 @@
 #include <vector>
 
 #include "autodiff/backward.h"
-#include "autodiff/gradients.h"
 #include "autodiff/grad_mode.h"
+#include "autodiff/gradients.h"
 #include "autodiff/node.h"
 #include "tensor/backend.h"
 #include "tensor/shape_rules.h"
@@ -51,8 +51,8 @@ struct Autodiff {
   // ---- Autodiff's own operations (reached through Tensor<Autodiff<B>>) ---------------------
   static Primitive require_grad(const Primitive& p) {
     if (!IsFloating(dtype(p))) {
-      ThrowInvalidArgument("require_grad: only floating tensors have gradients, got %s%s",
-                           DTypeName(dtype(p)), shape(p).ToString());
+      ThrowInvalidArgument("require_grad: only floating tensors have gradients, got %s%s", DTypeName(dtype(p)),
+                           shape(p).ToString());
     }
     auto leaf = std::make_shared<NodeT>();
     leaf->leaf = true;
@@ -68,9 +68,8 @@ struct Autodiff {
   static Primitive with_value(const Primitive& leaf, P value) {
     if (!is_leaf(leaf)) ThrowInvalidArgument("with_value: the tensor is not a leaf (use require_grad)");
     if (B::shape(value) != shape(leaf) || B::dtype(value) != dtype(leaf)) {
-      ThrowInvalidArgument("with_value: new value %s%s differs from the leaf's %s%s",
-                           DTypeName(B::dtype(value)), B::shape(value).ToString(),
-                           DTypeName(dtype(leaf)), shape(leaf).ToString());
+      ThrowInvalidArgument("with_value: new value %s%s differs from the leaf's %s%s", DTypeName(B::dtype(value)),
+                           B::shape(value).ToString(), DTypeName(dtype(leaf)), shape(leaf).ToString());
     }
     return {std::move(value), leaf.node};
   }
@@ -81,18 +80,17 @@ struct Autodiff {
   }
   static Gradients backward(const Primitive& root) {
     if (shape(root).numel() != 1) {
-      ThrowInvalidArgument("backward: needs a single-element tensor, got %s%s; pass a seed "
-                           "gradient of the same shape instead", DTypeName(dtype(root)),
-                           shape(root).ToString());
+      ThrowInvalidArgument(
+          "backward: needs a single-element tensor, got %s%s; pass a seed "
+          "gradient of the same shape instead",
+          DTypeName(dtype(root)), shape(root).ToString());
     }
     return backward(root, B::full(shape(root), 1, dtype(root), device(root)));
   }
   static Gradients backward(const Primitive& root, const P& seed) {
-    if (B::shape(seed) != shape(root) || B::dtype(seed) != dtype(root) ||
-        !(B::device(seed) == device(root))) {
-      ThrowInvalidArgument("backward: seed %s%s on %s must match the tensor %s%s on %s",
-                           DTypeName(B::dtype(seed)), B::shape(seed).ToString(),
-                           B::device(seed).ToString(), DTypeName(dtype(root)),
+    if (B::shape(seed) != shape(root) || B::dtype(seed) != dtype(root) || !(B::device(seed) == device(root))) {
+      ThrowInvalidArgument("backward: seed %s%s on %s must match the tensor %s%s on %s", DTypeName(B::dtype(seed)),
+                           B::shape(seed).ToString(), B::device(seed).ToString(), DTypeName(dtype(root)),
                            shape(root).ToString(), device(root).ToString());
     }
     if (root.node == nullptr) return Gradients();  // nothing requires a gradient
@@ -107,9 +105,8 @@ struct Autodiff {
   }
   static Primitive to_device(const Primitive& p, const Device& dev) {
     const Device from = device(p);
-    return Record(B::to_device(p.value, dev), {p}, [from](const P& g, uint32_t) {
-      return Grads{B::to_device(g, from)};
-    });
+    return Record(B::to_device(p.value, dev), {p},
+                  [from](const P& g, uint32_t) { return Grads{B::to_device(g, from)}; });
   }
   static Primitive cast(const Primitive& p, DType t) {
     P out = B::cast(p.value, t);
@@ -121,42 +118,34 @@ struct Autodiff {
   static Primitive unary(UnaryOp op, const Primitive& x);
   static Primitive binary(BinaryOp op, const Primitive& a, const Primitive& b);
   static Primitive where(const Primitive& cond, const Primitive& a, const Primitive& b);
-  static Primitive reduce(ReduceOp op, const Primitive& x, absl::Span<const int64_t> dims,
-                          bool keepdim);
+  static Primitive reduce(ReduceOp op, const Primitive& x, absl::Span<const int64_t> dims, bool keepdim);
   static Primitive argmax(const Primitive& x, int64_t dim, bool keepdim) {
     return {B::argmax(x.value, dim, keepdim), nullptr};
   }
   static Primitive matmul(const Primitive& a, const Primitive& b);
   static Primitive reshape(const Primitive& x, const Shape& s) {
     const Shape from = shape(x);
-    return Record(B::reshape(x.value, s), {x}, [from](const P& g, uint32_t) {
-      return Grads{B::reshape(g, from)};
-    });
+    return Record(B::reshape(x.value, s), {x}, [from](const P& g, uint32_t) { return Grads{B::reshape(g, from)}; });
   }
   static Primitive permute(const Primitive& x, absl::Span<const int64_t> dims) {
     Dims inverse(dims.size());
     for (size_t i = 0; i < dims.size(); ++i) inverse[dims[i]] = static_cast<int64_t>(i);
-    Primitive out = Record(B::permute(x.value, dims), {x}, [inverse](const P& g, uint32_t) {
-      return Grads{B::permute(g, inverse)};
-    });
+    Primitive out = Record(B::permute(x.value, dims), {x},
+                           [inverse](const P& g, uint32_t) { return Grads{B::permute(g, inverse)}; });
     if (out.node != nullptr) out.node->swaps_last_two = inverse == SwapLast(static_cast<int64_t>(dims.size()));
     return out;
   }
   static Primitive expand(const Primitive& x, const Shape& s) {
     const Shape from = shape(x);
-    return Record(B::expand(x.value, s), {x}, [from](const P& g, uint32_t) {
-      return Grads{Unbroadcast(g, from)};
-    });
+    return Record(B::expand(x.value, s), {x}, [from](const P& g, uint32_t) { return Grads{Unbroadcast(g, from)}; });
   }
-  static Primitive slice(const Primitive& x, int64_t dim, int64_t start, int64_t end,
-                         int64_t step);
+  static Primitive slice(const Primitive& x, int64_t dim, int64_t start, int64_t end, int64_t step);
   static Primitive cat(absl::Span<const Primitive> parts, int64_t dim);
   static Primitive gather(const Primitive& x, int64_t dim, const Primitive& index) {
     const Shape from = shape(x);
     const P idx = index.value;
-    return Record(B::gather(x.value, dim, idx), {x}, [from, dim, idx](const P& g, uint32_t) {
-      return Grads{B::scatter_add(g, dim, idx, from)};
-    });
+    return Record(B::gather(x.value, dim, idx), {x},
+                  [from, dim, idx](const P& g, uint32_t) { return Grads{B::scatter_add(g, dim, idx, from)}; });
   }
   static Primitive index_select(const Primitive& x, int64_t dim, const Primitive& index) {
     const Shape from = shape(x);
@@ -165,25 +154,20 @@ struct Autodiff {
       return Grads{B::scatter_add(g, dim, AlongDim(idx, dim, B::shape(g)), from)};
     });
   }
-  static Primitive scatter_add(const Primitive& src, int64_t dim, const Primitive& index,
-                               const Shape& s) {
+  static Primitive scatter_add(const Primitive& src, int64_t dim, const Primitive& index, const Shape& s) {
     const P idx = index.value;
-    return Record(B::scatter_add(src.value, dim, idx, s), {src}, [dim, idx](const P& g, uint32_t) {
-      return Grads{B::gather(g, dim, idx)};
-    });
+    return Record(B::scatter_add(src.value, dim, idx, s), {src},
+                  [dim, idx](const P& g, uint32_t) { return Grads{B::gather(g, dim, idx)}; });
   }
 
   // ---- Recording ops defined elsewhere (e.g. differentiable collectives) -------------------
   // Wraps `value` in a node whose inputs are `inputs`' nodes, when gradients are recorded and
   // at least one input has a node; otherwise returns it untracked. `backward` gets the output's
   // gradient and gives one (or nothing) per input; it may throw kiln::Error.
-  static Primitive Record(P value, std::initializer_list<Primitive> inputs,
-                          typename NodeT::Backward backward) {
-    return Record(std::move(value), absl::MakeConstSpan(inputs.begin(), inputs.size()),
-                  std::move(backward));
+  static Primitive Record(P value, std::initializer_list<Primitive> inputs, typename NodeT::Backward backward) {
+    return Record(std::move(value), absl::MakeConstSpan(inputs.begin(), inputs.size()), std::move(backward));
   }
-  static Primitive Record(P value, absl::Span<const Primitive> inputs,
-                          typename NodeT::Backward backward) {
+  static Primitive Record(P value, absl::Span<const Primitive> inputs, typename NodeT::Backward backward) {
     bool tracked = false;
     for (const auto& in : inputs) tracked = tracked || in.node != nullptr;
     if (!tracked || !GradEnabled()) return {std::move(value), nullptr};

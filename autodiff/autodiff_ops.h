@@ -24,16 +24,14 @@ typename Autodiff<B>::Primitive Autodiff<B>::unary(UnaryOp op, const Primitive& 
       case UnaryOp::kSqrt: return {Div(Mul(g, Const(0.5, g)), yv)};
       case UnaryOp::kTanh: return {Mul(g, Sub(Const(1, yv), Mul(yv, yv)))};
       case UnaryOp::kSigmoid: return {Mul(g, Mul(yv, Sub(Const(1, yv), yv)))};
-      case UnaryOp::kRelu:
-        return {B::where(B::binary(BinaryOp::kGt, xv, Zero(xv)), g, Zero(g))};
+      case UnaryOp::kRelu: return {B::where(B::binary(BinaryOp::kGt, xv, Zero(xv)), g, Zero(g))};
     }
     return {std::nullopt};
   });
 }
 
 template <Backend B>
-typename Autodiff<B>::Primitive Autodiff<B>::binary(BinaryOp op, const Primitive& a,
-                                                    const Primitive& b) {
+typename Autodiff<B>::Primitive Autodiff<B>::binary(BinaryOp op, const Primitive& a, const Primitive& b) {
   P out = B::binary(op, a.value, b.value);
   if (IsComparison(op) || !IsFloating(dtype(a))) return {std::move(out), nullptr};
   const P av = a.value, bv = b.value, ov = out;
@@ -71,16 +69,14 @@ typename Autodiff<B>::Primitive Autodiff<B>::binary(BinaryOp op, const Primitive
         give(1, [&] { return B::where(take_a, Zero(g), g); });
         break;
       }
-      default:
-        break;
+      default: break;
     }
     return grads;
   });
 }
 
 template <Backend B>
-typename Autodiff<B>::Primitive Autodiff<B>::where(const Primitive& cond, const Primitive& a,
-                                                   const Primitive& b) {
+typename Autodiff<B>::Primitive Autodiff<B>::where(const Primitive& cond, const Primitive& a, const Primitive& b) {
   P out = B::where(cond.value, a.value, b.value);
   if (!IsFloating(dtype(a))) return {std::move(out), nullptr};
   const P c = cond.value;
@@ -94,8 +90,7 @@ typename Autodiff<B>::Primitive Autodiff<B>::where(const Primitive& cond, const 
 }
 
 template <Backend B>
-typename Autodiff<B>::Primitive Autodiff<B>::reduce(ReduceOp op, const Primitive& x,
-                                                    absl::Span<const int64_t> dims,
+typename Autodiff<B>::Primitive Autodiff<B>::reduce(ReduceOp op, const Primitive& x, absl::Span<const int64_t> dims,
                                                     bool keepdim) {
   P out = B::reduce(op, x.value, dims, keepdim);
   if (!IsFloating(dtype(x))) return {std::move(out), nullptr};
@@ -133,24 +128,23 @@ typename Autodiff<B>::Primitive Autodiff<B>::matmul(const Primitive& a, const Pr
     Grads grads(2);
     const Dims ta = SwapLast(sa.rank()), tb = SwapLast(sb.rank()), tg = SwapLast(B::shape(g).rank());
     if (Needs(needs, 0)) {  // g b^T, or (b g^T)^T
-      grads[0] = Unbroadcast(a_swapped ? B::permute(B::matmul(bv, B::permute(g, tg)), tg)
-                                       : B::matmul(g, B::permute(bv, tb)), sa);
+      grads[0] = Unbroadcast(
+          a_swapped ? B::permute(B::matmul(bv, B::permute(g, tg)), tg) : B::matmul(g, B::permute(bv, tb)), sa);
     }
     if (Needs(needs, 1)) {  // a^T g, or (g^T a)^T
-      grads[1] = Unbroadcast(b_swapped ? B::permute(B::matmul(B::permute(g, tg), av), tg)
-                                       : B::matmul(B::permute(av, ta), g), sb);
+      grads[1] = Unbroadcast(
+          b_swapped ? B::permute(B::matmul(B::permute(g, tg), av), tg) : B::matmul(B::permute(av, ta), g), sb);
     }
     return grads;
   });
 }
 
 template <Backend B>
-typename Autodiff<B>::Primitive Autodiff<B>::slice(const Primitive& x, int64_t dim,
-                                                   int64_t start, int64_t end, int64_t step) {
+typename Autodiff<B>::Primitive Autodiff<B>::slice(const Primitive& x, int64_t dim, int64_t start, int64_t end,
+                                                   int64_t step) {
   const Shape in = shape(x);
   const Device dev = device(x);
-  return Record(B::slice(x.value, dim, start, end, step), {x},
-                [=](const P& g, uint32_t) -> Grads {
+  return Record(B::slice(x.value, dim, start, end, step), {x}, [=](const P& g, uint32_t) -> Grads {
     // The positions the slice took along dim, as an index for scatter_add.
     const int64_t n = B::shape(g)[dim];
     TensorData positions(Shape{n}, DType::kI64);

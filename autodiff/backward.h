@@ -17,8 +17,7 @@
 namespace kiln::autodiff {
 
 template <Backend B>
-Gradients<B> RunBackward(const std::shared_ptr<Node<typename B::Primitive>>& root,
-                         typename B::Primitive seed) {
+Gradients<B> RunBackward(const std::shared_ptr<Node<typename B::Primitive>>& root, typename B::Primitive seed) {
   using P = typename B::Primitive;
   using N = Node<P>;
   if (root->consumed) {
@@ -42,9 +41,7 @@ Gradients<B> RunBackward(const std::shared_ptr<Node<typename B::Primitive>>& roo
   }
 
   struct Later {
-    bool operator()(const std::shared_ptr<N>& a, const std::shared_ptr<N>& b) const {
-      return a->id < b->id;
-    }
+    bool operator()(const std::shared_ptr<N>& a, const std::shared_ptr<N>& b) const { return a->id < b->id; }
   };
   std::priority_queue<std::shared_ptr<N>, std::vector<std::shared_ptr<N>>, Later> ready;
   absl::flat_hash_map<N*, P> incoming;
@@ -99,8 +96,10 @@ Gradients<B> RunBackward(const std::shared_ptr<Node<typename B::Primitive>>& roo
         if (!first) it->second = B::binary(BinaryOp::kAdd, it->second, *grads[i]);
       }
       if (--pending[in] > 0) continue;
-      if (in->leaf) finish_leaf(in);
-      else ready.push(inputs[i]);
+      if (in->leaf)
+        finish_leaf(in);
+      else
+        ready.push(inputs[i]);
     }
   }
   return result;

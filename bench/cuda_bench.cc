@@ -59,8 +59,7 @@ void BM_Matmul(benchmark::State& state) {
   const float one = 1, zero = 0;
   auto direct = [&](cudaStream_t) {
     // Row-major C = A B as column-major C^T = B^T A^T.
-    cublasSgemm(handle, CUBLAS_OP_N, CUBLAS_OP_N, n, n, n, &one,
-                static_cast<const float*>(b.primitive().data()), n,
+    cublasSgemm(handle, CUBLAS_OP_N, CUBLAS_OP_N, n, n, n, &one, static_cast<const float*>(b.primitive().data()), n,
                 static_cast<const float*>(a.primitive().data()), n, &zero,
                 static_cast<float*>(ref.primitive().mutable_data()), n);
   };
@@ -90,8 +89,7 @@ void BM_Add(benchmark::State& state) {
   const T src = T::zeros({n * 3 / 2}), dst = T::zeros({n * 3 / 2});
   const size_t copy_bytes = static_cast<size_t>(n * 3 / 2) * sizeof(float);
   auto copy = [&](cudaStream_t s) {
-    cudaMemcpyAsync(dst.primitive().mutable_data(), src.primitive().data(), copy_bytes,
-                    cudaMemcpyDeviceToDevice, s);
+    cudaMemcpyAsync(dst.primitive().mutable_data(), src.primitive().data(), copy_bytes, cudaMemcpyDeviceToDevice, s);
   };
   TimeOnStream(copy);
   double kiln_ms = 0, ref_ms = 0;
@@ -209,7 +207,9 @@ void BM_NcclAllReduce(benchmark::State& state) {
     inputs.push_back(T::ones({n}, DType::kF32, CudaDevice(i)));
   }
   distributed::DeviceGroup<Cuda> group(devices);
-  auto sync_all = [&] { for (const CudaDevice& d : devices) cuda::Synchronize(d); };
+  auto sync_all = [&] {
+    for (const CudaDevice& d : devices) cuda::Synchronize(d);
+  };
   auto run = [&] {
     auto out = group.AllReduce(absl::MakeConstSpan(inputs), distributed::ReduceKind::kSum);
     if (!out.ok()) {

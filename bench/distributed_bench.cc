@@ -31,8 +31,8 @@ void BM_Memcpy(benchmark::State& state) {
     std::memcpy(dst.data(), src.data(), bytes);
     benchmark::ClobberMemory();
   }
-  state.counters["GB/s"] = benchmark::Counter(static_cast<double>(bytes) * 1e-9,
-                                              benchmark::Counter::kIsIterationInvariantRate);
+  state.counters["GB/s"] =
+      benchmark::Counter(static_cast<double>(bytes) * 1e-9, benchmark::Counter::kIsIterationInvariantRate);
 }
 
 void BM_AllReduceKiln(benchmark::State& state) {
@@ -47,8 +47,8 @@ void BM_AllReduceKiln(benchmark::State& state) {
     if (!s.ok()) state.SkipWithError(std::string(s.message()).c_str());
   }
   // The rate of the data each member ends up with, comparable to memcpy's.
-  state.counters["GB/s"] = benchmark::Counter(static_cast<double>(bytes) * 1e-9,
-                                              benchmark::Counter::kIsIterationInvariantRate);
+  state.counters["GB/s"] =
+      benchmark::Counter(static_cast<double>(bytes) * 1e-9, benchmark::Counter::kIsIterationInvariantRate);
 }
 
 BENCHMARK(BM_Memcpy)->Arg(1)->Arg(25)->Arg(64)->UseRealTime()->Unit(benchmark::kMillisecond);
@@ -62,13 +62,16 @@ void BM_DataParallelMlp(benchmark::State& state) {
   OneThreadPerDevice(devices);
   Generator gen(1);
   nn::Sequential<AD> model;
-  model.add<nn::Linear<AD>>(784, 256, gen).add<nn::ReLU<AD>>()
-      .add<nn::Linear<AD>>(256, 256, gen).add<nn::ReLU<AD>>()
+  model.add<nn::Linear<AD>>(784, 256, gen)
+      .add<nn::ReLU<AD>>()
+      .add<nn::Linear<AD>>(256, 256, gen)
+      .add<nn::ReLU<AD>>()
       .add<nn::Linear<AD>>(256, 10, gen);
   std::vector<CpuDevice> list;
   for (int r = 0; r < devices; ++r) list.push_back(CpuDevice(r));
-  auto dp = DataParallel<Cpu>::Create(model, std::make_shared<DeviceGroup<AD>>(list),
-                                      [] { return std::make_unique<nn::Sgd<Cpu>>(0.01, nn::SgdOptions{.momentum = 0.9}); });
+  auto dp = DataParallel<Cpu>::Create(model, std::make_shared<DeviceGroup<AD>>(list), [] {
+    return std::make_unique<nn::Sgd<Cpu>>(0.01, nn::SgdOptions{.momentum = 0.9});
+  });
   if (!dp.ok()) std::abort();
   const auto x = Tensor<Cpu>::uniform({kBatch, 784}, -1, 1, gen);
   const auto y = Tensor<Cpu>::uniform({kBatch}, 0, 10, gen).to(DType::kI64);
@@ -82,7 +85,12 @@ void BM_DataParallelMlp(benchmark::State& state) {
 }
 // {devices, samples per device}: one device with the same per-device batch (weak scaling) and
 // with the same global batch (strong scaling).
-BENCHMARK(BM_DataParallelMlp)->Args({1, 256})->Args({2, 256})->Args({1, 512})->UseRealTime()->Unit(benchmark::kMillisecond);
+BENCHMARK(BM_DataParallelMlp)
+    ->Args({1, 256})
+    ->Args({2, 256})
+    ->Args({1, 512})
+    ->UseRealTime()
+    ->Unit(benchmark::kMillisecond);
 
 }  // namespace
 }  // namespace kiln::distributed

@@ -15,9 +15,9 @@
 // so drift hits all alike; medians, p10 and p90 of rank 0's calls are printed.
 // SIZES_KIB=4,1024 and VARIANT=<part of a name> narrow the run.
 #include <algorithm>
-#include <cstdlib>
 #include <chrono>
 #include <cstdio>
+#include <cstdlib>
 #include <functional>
 #include <map>
 #include <memory>
@@ -50,7 +50,8 @@ int Main(int argc, char** argv) {
   const int reps = argc > 1 ? std::atoi(argv[1]) : 15;
   auto env = ReadLaunchEnv();
   if (!env.ok() || !env->has_value()) {
-    std::fprintf(stderr, "run me under tools/launch: %s\n", env.ok() ? "no launch environment" : std::string(env.status().message()).c_str());
+    std::fprintf(stderr, "run me under tools/launch: %s\n",
+                 env.ok() ? "no launch environment" : std::string(env.status().message()).c_str());
     return 2;
   }
   if (!cpu::Configure({.devices = 2, .threads_per_device = 1}).ok()) return 2;
@@ -115,18 +116,21 @@ int Main(int argc, char** argv) {
         {"gloo AllreduceRing", false, [&] { classic_ring.run(); }},
         {"gloo AllreduceRingChunked", false, [&] { chunked.run(); }},
         {"gloo AllreduceHalvingDoubling", false, [&] { halving.run(); }},
-        {"kiln all_reduce", true, [&] {
+        {"kiln all_reduce", true,
+         [&] {
            auto out = group.AllReduce(0, input, ReduceKind::kSum);
            if (!out.ok()) {
              std::fprintf(stderr, "%s\n", std::string(out.status().message()).c_str());
              std::exit(1);
            }
          }},
-        {"kiln all_reduce, consuming", false, [&] {
+        {"kiln all_reduce, consuming", false,
+         [&] {
            auto out = group.AllReduce(0, std::move(fresh), ReduceKind::kSum);
            if (!out.ok()) std::exit(1);
          }},
-        {"kiln agreement alone", false, [&] {
+        {"kiln agreement alone", false,
+         [&] {
            if (!(*world)->Agree("all_reduce(sum) of f32[n] on 1 local device(s)").ok()) std::exit(1);
          }},
     };
@@ -194,9 +198,10 @@ int Main(int argc, char** argv) {
         if (!s.ok()) return 1;
         if (rep >= 2) t.push_back(std::chrono::duration<double>(Clock::now() - start).count());
       }
-      const std::string size = bytes >= (1 << 20) ? absl::StrCat(bytes >> 20, " MiB") : absl::StrCat(bytes >> 10, " KiB");
-      std::printf("%-10s %-30s %10.3f %8s %8s %8.2f\n", size.c_str(), "kiln in-process cpu:0,cpu:1", Median(t) * 1e3, "", "",
-                  bytes / Median(t) * 1e-9);
+      const std::string size =
+          bytes >= (1 << 20) ? absl::StrCat(bytes >> 20, " MiB") : absl::StrCat(bytes >> 10, " KiB");
+      std::printf("%-10s %-30s %10.3f %8s %8s %8.2f\n", size.c_str(), "kiln in-process cpu:0,cpu:1", Median(t) * 1e3,
+                  "", "", bytes / Median(t) * 1e-9);
     }
   }
   const Tensor<Cpu> done = Tensor<Cpu>::full({1}, 1.0f, DType::kF32, CpuDevice(0));

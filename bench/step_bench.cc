@@ -63,8 +63,8 @@ void BM_AutodiffChainKiln(benchmark::State& state) {
     for (int i = 0; i < 50; ++i) y = (y * 1.01f) + w;
     benchmark::DoNotOptimize(y.sum().backward());
   }
-  state.counters["ns_per_op"] = benchmark::Counter(101, benchmark::Counter::kIsIterationInvariantRate |
-                                                        benchmark::Counter::kInvert);
+  state.counters["ns_per_op"] =
+      benchmark::Counter(101, benchmark::Counter::kIsIterationInvariantRate | benchmark::Counter::kInvert);
 }
 BENCHMARK(BM_AutodiffChainKiln)->UseRealTime();
 
@@ -85,8 +85,7 @@ void BM_StepTorch(benchmark::State& state, std::initializer_list<int64_t> sizes,
   for (auto _ : state) {
     sgd.zero_grad();
     const auto y = net->forward(x);
-    const auto loss = classify ? torch::nn::functional::cross_entropy(y, labels)
-                               : torch::mse_loss(y, target);
+    const auto loss = classify ? torch::nn::functional::cross_entropy(y, labels) : torch::mse_loss(y, target);
     loss.backward();
     sgd.step();
   }
@@ -103,8 +102,8 @@ void BM_AutodiffChainTorch(benchmark::State& state) {
     y.sum().backward();
     w.mutable_grad().reset();
   }
-  state.counters["ns_per_op"] = benchmark::Counter(101, benchmark::Counter::kIsIterationInvariantRate |
-                                                        benchmark::Counter::kInvert);
+  state.counters["ns_per_op"] =
+      benchmark::Counter(101, benchmark::Counter::kIsIterationInvariantRate | benchmark::Counter::kInvert);
 }
 BENCHMARK(BM_AutodiffChainTorch)->UseRealTime();
 #endif

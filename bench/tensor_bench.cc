@@ -21,13 +21,13 @@ void UseThreads(int threads) {
 }
 
 void SetFlops(benchmark::State& state, double flops_per_iteration) {
-  state.counters["GFLOPS"] = benchmark::Counter(flops_per_iteration * 1e-9,
-                                                benchmark::Counter::kIsIterationInvariantRate);
+  state.counters["GFLOPS"] =
+      benchmark::Counter(flops_per_iteration * 1e-9, benchmark::Counter::kIsIterationInvariantRate);
 }
 
 void SetBandwidth(benchmark::State& state, double bytes_per_iteration) {
-  state.counters["GB/s"] = benchmark::Counter(bytes_per_iteration * 1e-9,
-                                              benchmark::Counter::kIsIterationInvariantRate);
+  state.counters["GB/s"] =
+      benchmark::Counter(bytes_per_iteration * 1e-9, benchmark::Counter::kIsIterationInvariantRate);
 }
 
 // ---- matmul -------------------------------------------------------------------------------
@@ -106,14 +106,23 @@ void BM_SumKiln(benchmark::State& state) {
 
 BENCHMARK(BM_MatmulEigen)->Arg(256)->Arg(1024)->Arg(2048)->Unit(benchmark::kMillisecond)->UseRealTime();
 BENCHMARK(BM_MatmulKiln)
-    ->Args({256, 1})->Args({1024, 1})->Args({2048, 1})
-    ->Unit(benchmark::kMillisecond)->UseRealTime();
+    ->Args({256, 1})
+    ->Args({1024, 1})
+    ->Args({2048, 1})
+    ->Unit(benchmark::kMillisecond)
+    ->UseRealTime();
 BENCHMARK(BM_MatmulEigenThreadPool)
-    ->Args({256, 2})->Args({1024, 2})->Args({2048, 2})
-    ->Unit(benchmark::kMillisecond)->UseRealTime();
+    ->Args({256, 2})
+    ->Args({1024, 2})
+    ->Args({2048, 2})
+    ->Unit(benchmark::kMillisecond)
+    ->UseRealTime();
 BENCHMARK(BM_MatmulKiln)
-    ->Args({256, 2})->Args({1024, 2})->Args({2048, 2})
-    ->Unit(benchmark::kMillisecond)->UseRealTime();
+    ->Args({256, 2})
+    ->Args({1024, 2})
+    ->Args({2048, 2})
+    ->Unit(benchmark::kMillisecond)
+    ->UseRealTime();
 BENCHMARK(BM_Memcpy)->Arg(1)->Arg(2)->Unit(benchmark::kMillisecond)->UseRealTime();
 BENCHMARK(BM_AddKiln)->Arg(1)->Arg(2)->Unit(benchmark::kMillisecond)->UseRealTime();
 BENCHMARK(BM_SumKiln)->Arg(1)->Arg(2)->Unit(benchmark::kMillisecond)->UseRealTime();

@@ -99,7 +99,11 @@ void BM_VulkanCopyBound(benchmark::State& state) {
 }
 
 void MatmulSizes(benchmark::internal::Benchmark* b) {
-  b->Args({256, 256, 256})->Args({1024, 1024, 1024})->Args({64, 784, 256})->Unit(benchmark::kMicrosecond)->UseRealTime();
+  b->Args({256, 256, 256})
+      ->Args({1024, 1024, 1024})
+      ->Args({64, 784, 256})
+      ->Unit(benchmark::kMicrosecond)
+      ->UseRealTime();
 }
 
 BENCHMARK(BM_Matmul<Cpu>)->Apply(MatmulSizes);

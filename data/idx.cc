@@ -59,14 +59,12 @@ absl::StatusOr<TensorData> Read(const std::string& path) {
     close(*fd);
     return absl::ResourceExhaustedError(absl::StrCat("cannot open ", path, ": zlib is out of memory"));
   }
-  auto read = [&](void* out, int64_t n) {
-    return gzread(file.get(), out, static_cast<unsigned>(n)) == n;
-  };
+  auto read = [&](void* out, int64_t n) { return gzread(file.get(), out, static_cast<unsigned>(n)) == n; };
   unsigned char magic[4];
   if (!read(magic, 4)) return Malformed(path, "shorter than its 4-byte magic number");
   if (magic[0] != 0 || magic[1] != 0 || magic[2] != 0x08) {
-    return Malformed(path, absl::StrFormat("magic %02x%02x%02x%02x is not an unsigned-byte IDX file",
-                                           magic[0], magic[1], magic[2], magic[3]));
+    return Malformed(path, absl::StrFormat("magic %02x%02x%02x%02x is not an unsigned-byte IDX file", magic[0],
+                                           magic[1], magic[2], magic[3]));
   }
   const int rank = magic[3];
   if (rank < 1 || rank > 4) return Malformed(path, absl::StrFormat("rank %d is not 1..4", rank));
@@ -86,7 +84,8 @@ absl::StatusOr<TensorData> Read(const std::string& path) {
   if (gzdirect(file.get())) {
     // Not compressed: the file's size says at once whether the claimed data is there.
     const int64_t data_bytes = file_size - 4 - 4 * rank;
-    if (data_bytes < count) return Malformed(path, absl::StrFormat("%d of %d data bytes (truncated)", data_bytes, count));
+    if (data_bytes < count)
+      return Malformed(path, absl::StrFormat("%d of %d data bytes (truncated)", data_bytes, count));
     if (data_bytes > count) return Malformed(path, "trailing bytes after the data");
     bytes.reserve(count);
   }
@@ -103,8 +102,8 @@ absl::StatusOr<TensorData> Read(const std::string& path) {
   if (static_cast<int64_t>(bytes.size()) != count) {
     int code = 0;
     const char* zerror = gzerror(file.get(), &code);
-    return Malformed(path, absl::StrFormat("%d of %d data bytes (%s)", bytes.size(), count,
-                                           code != Z_OK ? zerror : "truncated"));
+    return Malformed(
+        path, absl::StrFormat("%d of %d data bytes (%s)", bytes.size(), count, code != Z_OK ? zerror : "truncated"));
   }
   unsigned char extra;
   if (gzread(file.get(), &extra, 1) != 0) return Malformed(path, "trailing bytes after the data");
@@ -140,8 +139,8 @@ absl::StatusOr<LabeledImages> LoadFashionMnist(const std::string& dir, const std
     return Malformed(images_path, absl::StrCat("images are ", images->shape().ToString(), ", not [N,28,28]"));
   }
   if (labels->shape().rank() != 1 || labels->shape()[0] != images->shape()[0]) {
-    return Malformed(labels_path, absl::StrFormat("%s labels for %d images", labels->shape().ToString(),
-                                                  images->shape()[0]));
+    return Malformed(labels_path,
+                     absl::StrFormat("%s labels for %d images", labels->shape().ToString(), images->shape()[0]));
   }
   // Fashion-MNIST's training-set pixel statistics (on a 0..1 scale).
   constexpr double kMean = 0.2860, kStd = 0.3530;

@@ -33,8 +33,7 @@ class DeviceGroup<Autodiff<B>> {
   // The same devices without gradients (gradient sync runs its buckets here).
   DeviceGroup<B>& inner() { return *inner_; }
 
-  absl::StatusOr<Tensor<AD>> AllReduce(int rank, const Tensor<AD>& t, ReduceKind kind,
-                                       absl::string_view tag = "") {
+  absl::StatusOr<Tensor<AD>> AllReduce(int rank, const Tensor<AD>& t, ReduceKind kind, absl::string_view tag = "") {
     auto out = inner_->AllReduce(rank, t.inner(), kind, tag);
     if (!out.ok()) return out.status();
     auto group = inner_;
@@ -53,8 +52,7 @@ class DeviceGroup<Autodiff<B>> {
     }));
   }
 
-  absl::StatusOr<Tensor<AD>> Broadcast(int rank, const Tensor<AD>& t, int root,
-                                       absl::string_view tag = "") {
+  absl::StatusOr<Tensor<AD>> Broadcast(int rank, const Tensor<AD>& t, int root, absl::string_view tag = "") {
     auto out = inner_->Broadcast(rank, t.inner(), root, tag);
     if (!out.ok()) return out.status();
     auto group = inner_;
@@ -71,16 +69,14 @@ class DeviceGroup<Autodiff<B>> {
     auto group = inner_;
     const std::string back = absl::StrCat(tag, "/backward");
     return Tensor<AD>(AD::Record(out->primitive(), {t.primitive()}, [=](const P& g, uint32_t) {
-      return typename AD::Grads{
-          Value(group->ReduceScatter(rank, Tensor<B>(g), ReduceKind::kSum, back)).primitive()};
+      return typename AD::Grads{Value(group->ReduceScatter(rank, Tensor<B>(g), ReduceKind::kSum, back)).primitive()};
     }));
   }
 
-  absl::StatusOr<Tensor<AD>> ReduceScatter(int rank, const Tensor<AD>& t, ReduceKind kind,
-                                           absl::string_view tag = "") {
+  absl::StatusOr<Tensor<AD>> ReduceScatter(int rank, const Tensor<AD>& t, ReduceKind kind, absl::string_view tag = "") {
     if (kind != ReduceKind::kSum && kind != ReduceKind::kMean) {
-      return absl::UnimplementedError(absl::StrCat(
-          "reduce_scatter(", ReduceKindName(kind), ") is not differentiable in kiln; use sum or mean"));
+      return absl::UnimplementedError(
+          absl::StrCat("reduce_scatter(", ReduceKindName(kind), ") is not differentiable in kiln; use sum or mean"));
     }
     auto out = inner_->ReduceScatter(rank, t.inner(), kind, tag);
     if (!out.ok()) return out.status();

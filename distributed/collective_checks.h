@@ -29,7 +29,8 @@ absl::Status CheckMember(int rank, const Tensor<B>& t, const std::vector<typenam
   }
   if (!(t.device() == devices[rank])) {
     return absl::InvalidArgumentError(absl::StrCat("member ", rank, " is ", devices[rank].ToString(),
-                                                   " but its tensor ", t.Describe(), " is not; move it with .to(device)"));
+                                                   " but its tensor ", t.Describe(),
+                                                   " is not; move it with .to(device)"));
   }
   return absl::OkStatus();
 }

@@ -19,8 +19,8 @@ struct CollectiveKernels;  // no collectives for backends that do not specialise
 // out[begin, end) = op over inputs[m][begin, end) in host memory, members in order (so every
 // run and every member gets the same bits), divided by the member count for kMean. One thread;
 // a backend that stages through the host calls this from each member's own thread.
-void ReduceOnHost(ReduceKind kind, DType dtype, const std::vector<const void*>& inputs, void* out,
-                  int64_t begin, int64_t end);
+void ReduceOnHost(ReduceKind kind, DType dtype, const std::vector<const void*>& inputs, void* out, int64_t begin,
+                  int64_t end);
 // data[begin, end) /= by (the division of a mean, after a cross-process sum).
 void DivideOnHost(DType dtype, void* data, int64_t begin, int64_t end, int64_t by);
 
@@ -36,9 +36,7 @@ struct CollectiveKernels<Cpu> {
   static constexpr bool kUnstageCopies = false;
   // A dense form of `t` whose data the other members may read until the round's departure.
   static Staged Stage(const P& t) { return Cpu::contiguous(t); }
-  static const void* Data(const Staged& dense) {
-    return dense.buffer->data() + dense.offset * DTypeSize(dense.dtype);
-  }
+  static const void* Data(const Staged& dense) { return dense.buffer->data() + dense.offset * DTypeSize(dense.dtype); }
   static void* MutableData(const Staged& fresh) { return fresh.buffer->data(); }
   // An output every member will share (CPU devices share memory): no copy per member.
   static Staged Allocate(const Shape& shape, DType dtype, const CpuDevice& device) {
@@ -54,8 +52,8 @@ struct CollectiveKernels<Cpu> {
     return view;
   }
   // ReduceOnHost, split over the device's threads.
-  static void Reduce(ReduceKind kind, DType dtype, const std::vector<const void*>& inputs,
-                     void* out, int64_t begin, int64_t end, const CpuDevice& device);
+  static void Reduce(ReduceKind kind, DType dtype, const std::vector<const void*>& inputs, void* out, int64_t begin,
+                     int64_t end, const CpuDevice& device);
   // data[0, count) /= by, split over the device's threads.
   static void Divide(DType dtype, void* data, int64_t count, int64_t by, const CpuDevice& device);
   // to[at, at + count) = from[0, count)

@@ -34,8 +34,7 @@ void Fold(const std::vector<const void*>& inputs, T* out, int64_t begin, int64_t
 }
 
 template <class T>
-void ReduceTyped(ReduceKind kind, const std::vector<const void*>& inputs, T* out, int64_t begin,
-                 int64_t end) {
+void ReduceTyped(ReduceKind kind, const std::vector<const void*>& inputs, T* out, int64_t begin, int64_t end) {
   switch (kind) {
     case ReduceKind::kSum:
     case ReduceKind::kMean:
@@ -50,19 +49,15 @@ void ReduceTyped(ReduceKind kind, const std::vector<const void*>& inputs, T* out
         for (int64_t i = begin; i < end; ++i) out[i] = out[i] / n;
       }
       return;
-    case ReduceKind::kMax:
-      Fold<T>(inputs, out, begin, end, [](T x, T y) { return x != x || x > y ? x : y; });
-      return;
-    case ReduceKind::kMin:
-      Fold<T>(inputs, out, begin, end, [](T x, T y) { return x != x || x < y ? x : y; });
-      return;
+    case ReduceKind::kMax: Fold<T>(inputs, out, begin, end, [](T x, T y) { return x != x || x > y ? x : y; }); return;
+    case ReduceKind::kMin: Fold<T>(inputs, out, begin, end, [](T x, T y) { return x != x || x < y ? x : y; }); return;
   }
 }
 
 }  // namespace
 
-void ReduceOnHost(ReduceKind kind, DType dtype, const std::vector<const void*>& inputs, void* out,
-                  int64_t begin, int64_t end) {
+void ReduceOnHost(ReduceKind kind, DType dtype, const std::vector<const void*>& inputs, void* out, int64_t begin,
+                  int64_t end) {
   VisitDType(dtype, [&](auto v) {
     using T = decltype(v);
     if constexpr (!std::is_same_v<T, bool>) {
@@ -82,23 +77,18 @@ void DivideOnHost(DType dtype, void* data, int64_t begin, int64_t end, int64_t b
   });
 }
 
-void CollectiveKernels<Cpu>::Divide(DType dtype, void* data, int64_t count, int64_t by,
-                                    const CpuDevice& device) {
-  cpu::ParallelFor(device, count, cpu::kElementwiseGrain, [&](int64_t lo, int64_t hi) {
-    DivideOnHost(dtype, data, lo, hi, by);
-  });
+void CollectiveKernels<Cpu>::Divide(DType dtype, void* data, int64_t count, int64_t by, const CpuDevice& device) {
+  cpu::ParallelFor(device, count, cpu::kElementwiseGrain,
+                   [&](int64_t lo, int64_t hi) { DivideOnHost(dtype, data, lo, hi, by); });
 }
 
-void CollectiveKernels<Cpu>::Reduce(ReduceKind kind, DType dtype,
-                                    const std::vector<const void*>& inputs, void* out,
+void CollectiveKernels<Cpu>::Reduce(ReduceKind kind, DType dtype, const std::vector<const void*>& inputs, void* out,
                                     int64_t begin, int64_t end, const CpuDevice& device) {
-  cpu::ParallelFor(device, end - begin, cpu::kElementwiseGrain, [&](int64_t lo, int64_t hi) {
-    ReduceOnHost(kind, dtype, inputs, out, begin + lo, begin + hi);
-  });
+  cpu::ParallelFor(device, end - begin, cpu::kElementwiseGrain,
+                   [&](int64_t lo, int64_t hi) { ReduceOnHost(kind, dtype, inputs, out, begin + lo, begin + hi); });
 }
 
-void CollectiveKernels<Cpu>::CopyInto(DType dtype, const void* from, void* to, int64_t at,
-                                      int64_t count) {
+void CollectiveKernels<Cpu>::CopyInto(DType dtype, const void* from, void* to, int64_t at, int64_t count) {
   const int64_t es = DTypeSize(dtype);
   if (count > 0) std::memcpy(static_cast<std::byte*>(to) + at * es, from, count * es);
 }

@@ -52,29 +52,25 @@ class DeviceGroup<Cuda> : public GroupMembership<CudaDevice> {
   DeviceGroup& operator=(const DeviceGroup&) = delete;
 
   // ---- Per-device calls ---------------------------------------------------------------------
-  absl::StatusOr<Tensor<Cuda>> AllReduce(int rank, const Tensor<Cuda>& t, ReduceKind kind,
-                                         absl::string_view tag = "") {
+  absl::StatusOr<Tensor<Cuda>> AllReduce(int rank, const Tensor<Cuda>& t, ReduceKind kind, absl::string_view tag = "") {
     return Member(rank, t, absl::StrCat("all_reduce(", ReduceKindName(kind), ")", Describe(t, tag)),
                   cuda::NcclOp::kAllReduce, kind, 0);
   }
   // The consuming form of DeviceGroup<B> (NCCL writes a fresh output either way).
-  absl::StatusOr<Tensor<Cuda>> AllReduce(int rank, Tensor<Cuda>&& t, ReduceKind kind,
-                                         absl::string_view tag = "") {
+  absl::StatusOr<Tensor<Cuda>> AllReduce(int rank, Tensor<Cuda>&& t, ReduceKind kind, absl::string_view tag = "") {
     const Tensor<Cuda> kept = std::move(t);
     return AllReduce(rank, kept, kind, tag);
   }
 
-  absl::StatusOr<Tensor<Cuda>> Broadcast(int rank, const Tensor<Cuda>& t, int root,
-                                         absl::string_view tag = "") {
+  absl::StatusOr<Tensor<Cuda>> Broadcast(int rank, const Tensor<Cuda>& t, int root, absl::string_view tag = "") {
     if (absl::Status s = CheckRoot(root, global_size()); !s.ok()) return s;
-    return Member(rank, t, absl::StrCat("broadcast(root ", root, ")", Describe(t, tag)),
-                  cuda::NcclOp::kBroadcast, ReduceKind::kSum, root);
+    return Member(rank, t, absl::StrCat("broadcast(root ", root, ")", Describe(t, tag)), cuda::NcclOp::kBroadcast,
+                  ReduceKind::kSum, root);
   }
 
   absl::StatusOr<Tensor<Cuda>> AllGather(int rank, const Tensor<Cuda>& t, absl::string_view tag = "") {
     if (absl::Status s = CheckGatherable(t); !s.ok()) return s;
-    return Member(rank, t, absl::StrCat("all_gather", Describe(t, tag)), cuda::NcclOp::kAllGather,
-                  ReduceKind::kSum, 0);
+    return Member(rank, t, absl::StrCat("all_gather", Describe(t, tag)), cuda::NcclOp::kAllGather, ReduceKind::kSum, 0);
   }
 
   absl::StatusOr<Tensor<Cuda>> ReduceScatter(int rank, const Tensor<Cuda>& t, ReduceKind kind,
@@ -146,9 +142,8 @@ class DeviceGroup<Cuda> : public GroupMembership<CudaDevice> {
         made = fresh.status();
       }
     }
-    absl::Status sent = world_->Broadcast(
-        absl::StrCat("nccl unique id for ", size(), " CUDA device(s) per process"), id.data(),
-        static_cast<int64_t>(id.size()), 0);
+    absl::Status sent = world_->Broadcast(absl::StrCat("nccl unique id for ", size(), " CUDA device(s) per process"),
+                                          id.data(), static_cast<int64_t>(id.size()), 0);
     if (!sent.ok()) return sent;
     if (!made.ok()) return made;
     if (id[0] != 1) return absl::UnavailableError("rank 0 could not make an NCCL unique id (see its error)");
@@ -187,13 +182,14 @@ class DeviceGroup<Cuda> : public GroupMembership<CudaDevice> {
 
   // A member's call: meet the others (same call, same shapes), agree across processes, then
   // its own rank's NCCL op.
-  absl::StatusOr<Tensor<Cuda>> Member(int rank, const Tensor<Cuda>& t, const std::string& signature,
-                                      cuda::NcclOp op, ReduceKind kind, int root) {
+  absl::StatusOr<Tensor<Cuda>> Member(int rank, const Tensor<Cuda>& t, const std::string& signature, cuda::NcclOp op,
+                                      ReduceKind kind, int root) {
     if (absl::Status s = CheckMember(rank, t, devices_); !s.ok()) return s;
     // Buffers first: a member out of memory stays away (the others' meeting times out) rather
     // than failing after they have queued their halves. One that NCCL cannot serve (a bool
     // sum) still meets the others, who then all get its error and the group stays usable.
-    absl::StatusOr<cuda::NcclBuffers> buffers = cuda::NcclComm::Prepare(op, {t.primitive()}, global_size(), ToNccl(kind));
+    absl::StatusOr<cuda::NcclBuffers> buffers =
+        cuda::NcclComm::Prepare(op, {t.primitive()}, global_size(), ToNccl(kind));
     if (!buffers.ok() && buffers.status().code() != absl::StatusCode::kInvalidArgument) return buffers.status();
     refused_[rank] = buffers.status();
     if (absl::Status s = rendezvous_.Arrive(rank, signature); !s.ok()) return s;
@@ -222,8 +218,8 @@ class DeviceGroup<Cuda> : public GroupMembership<CudaDevice> {
   absl::StatusOr<std::vector<Tensor<Cuda>>> List(absl::Span<const Tensor<Cuda>> ts, const std::string& name,
                                                  cuda::NcclOp op, ReduceKind kind, int root, PerMember per_member) {
     if (static_cast<int>(ts.size()) != size()) {
-      return absl::InvalidArgumentError(absl::StrCat("a list call needs one tensor per member: got ",
-                                                     ts.size(), " for a group of ", size()));
+      return absl::InvalidArgumentError(
+          absl::StrCat("a list call needs one tensor per member: got ", ts.size(), " for a group of ", size()));
     }
     bool same = true;
     for (int r = 0; r < size(); ++r) {

@@ -27,9 +27,10 @@ class DataParallel {
   using LossFn = std::function<Tensor<AD>(nn::Module<AD>& model, const Tensor<AD>& x, const Tensor<AD>& y)>;
   using OptimizerFactory = std::function<std::unique_ptr<nn::Optimizer<B>>()>;
 
-  static absl::StatusOr<std::unique_ptr<DataParallel>> Create(
-      const nn::Module<AD>& model, std::shared_ptr<DeviceGroup<AD>> group,
-      const OptimizerFactory& make_optimizer, SyncOptions options = {}) {
+  static absl::StatusOr<std::unique_ptr<DataParallel>> Create(const nn::Module<AD>& model,
+                                                              std::shared_ptr<DeviceGroup<AD>> group,
+                                                              const OptimizerFactory& make_optimizer,
+                                                              SyncOptions options = {}) {
     std::unique_ptr<DataParallel> dp(new DataParallel(std::move(group)));
     const int n = dp->group_->size();
     for (int r = 0; r < n; ++r) {
@@ -55,9 +56,8 @@ class DataParallel {
     const int n = group_->global_size();
     const int64_t total = x.size(0);
     if (y.size(0) != total || total < n) {
-      return absl::InvalidArgumentError(absl::StrCat(
-          "DataParallel: a batch of ", total, " samples (labels: ", y.size(0),
-          ") cannot be split over ", n, " devices"));
+      return absl::InvalidArgumentError(absl::StrCat("DataParallel: a batch of ", total, " samples (labels: ",
+                                                     y.size(0), ") cannot be split over ", n, " devices"));
     }
     std::vector<double> losses(size());
     const absl::Status status = threads_.Run([&](int r) -> absl::Status {
@@ -76,8 +76,8 @@ class DataParallel {
       if (!synced.ok()) return synced.status();
       optimizers_[r]->step(*replicas_[r], *synced);
       if (group_->processes() > 1) {  // the other processes' shares of the loss
-        auto sum = group_->inner().AllReduce(r, Tensor<B>::full({1}, losses[r], DType::kF64, device),
-                                             ReduceKind::kSum, "loss");
+        auto sum = group_->inner().AllReduce(r, Tensor<B>::full({1}, losses[r], DType::kF64, device), ReduceKind::kSum,
+                                             "loss");
         if (!sum.ok()) return sum.status();
         losses[r] = sum->template item<double>();
       }
@@ -91,8 +91,7 @@ class DataParallel {
   }
 
  private:
-  explicit DataParallel(std::shared_ptr<DeviceGroup<AD>> group)
-      : group_(std::move(group)), threads_(group_->size()) {}
+  explicit DataParallel(std::shared_ptr<DeviceGroup<AD>> group) : group_(std::move(group)), threads_(group_->size()) {}
 
   // Every replica takes replica 0's values, after its parameters' names and shapes are checked.
   absl::Status BroadcastParameters() {
@@ -100,14 +99,14 @@ class DataParallel {
     for (int r = 1; r < size(); ++r) {
       auto params = replicas_[r]->named_parameters();
       if (params.size() != first.size()) {
-        return absl::InvalidArgumentError(absl::StrCat("replica ", r, " has ", params.size(),
-                                                       " parameters but replica 0 has ", first.size()));
+        return absl::InvalidArgumentError(
+            absl::StrCat("replica ", r, " has ", params.size(), " parameters but replica 0 has ", first.size()));
       }
       for (size_t i = 0; i < params.size(); ++i) {
         if (params[i].first != first[i].first || params[i].second->shape() != first[i].second->shape()) {
-          return absl::InvalidArgumentError(absl::StrCat(
-              "replica ", r, " parameter ", i, " is ", params[i].first, " ", params[i].second->Describe(),
-              " but replica 0 has ", first[i].first, " ", first[i].second->Describe()));
+          return absl::InvalidArgumentError(absl::StrCat("replica ", r, " parameter ", i, " is ", params[i].first, " ",
+                                                         params[i].second->Describe(), " but replica 0 has ",
+                                                         first[i].first, " ", first[i].second->Describe()));
         }
       }
     }

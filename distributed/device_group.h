@@ -44,8 +44,8 @@ struct GroupOptions {
 template <class T, class F>
 absl::StatusOr<std::vector<T>> OnEveryMember(int size, size_t given, F call) {
   if (static_cast<int>(given) != size) {
-    return absl::InvalidArgumentError(absl::StrCat("a list call needs one tensor per member: got ",
-                                                   given, " for a group of ", size));
+    return absl::InvalidArgumentError(
+        absl::StrCat("a list call needs one tensor per member: got ", given, " for a group of ", size));
   }
   std::vector<absl::StatusOr<T>> results(size, absl::UnknownError("not run"));
   std::vector<std::thread> threads;
@@ -77,13 +77,13 @@ class DeviceGroup : public GroupMembership<typename B::Device> {
 
   DeviceGroup(std::vector<Device> devices, GroupOptions options = {})
       : GroupMembership<Device>(std::move(devices), std::move(options.process_group)),
-        rendezvous_(size(), options.timeout), slots_(devices_.size()) {}
+        rendezvous_(size(), options.timeout),
+        slots_(devices_.size()) {}
   DeviceGroup(const DeviceGroup&) = delete;
   DeviceGroup& operator=(const DeviceGroup&) = delete;
 
   // ---- Per-device calls ---------------------------------------------------------------------
-  absl::StatusOr<Tensor<B>> AllReduce(int rank, const Tensor<B>& t, ReduceKind kind,
-                                      absl::string_view tag = "") {
+  absl::StatusOr<Tensor<B>> AllReduce(int rank, const Tensor<B>& t, ReduceKind kind, absl::string_view tag = "") {
     return AllReduceImpl(rank, t, kind, tag, /*consumed=*/false);
   }
   // The same, consuming `t` (a temporary, such as gradient sync's bucket): across processes
@@ -95,8 +95,7 @@ class DeviceGroup : public GroupMembership<typename B::Device> {
   }
 
   // The root's tensor on every member.
-  absl::StatusOr<Tensor<B>> Broadcast(int rank, const Tensor<B>& t, int root,
-                                      absl::string_view tag = "") {
+  absl::StatusOr<Tensor<B>> Broadcast(int rank, const Tensor<B>& t, int root, absl::string_view tag = "") {
     if (absl::Status s = CheckRoot(root, global_size()); !s.ok()) return s;
     const std::string sig = absl::StrCat("broadcast(root ", root, ")", Describe(t, tag));
     absl::Status s = Enter(rank, t, sig);
@@ -139,8 +138,7 @@ class DeviceGroup : public GroupMembership<typename B::Device> {
   }
 
   // Member r gets the reduction over all members of rows [r*d/N, (r+1)*d/N) of dim 0.
-  absl::StatusOr<Tensor<B>> ReduceScatter(int rank, const Tensor<B>& t, ReduceKind kind,
-                                          absl::string_view tag = "") {
+  absl::StatusOr<Tensor<B>> ReduceScatter(int rank, const Tensor<B>& t, ReduceKind kind, absl::string_view tag = "") {
     if (absl::Status s = CheckScatterable(t, global_size()); !s.ok()) return s;
     const std::string sig = absl::StrCat("reduce_scatter(", ReduceKindName(kind), ")", Describe(t, tag));
     absl::Status s = Enter(rank, t, sig);
@@ -184,8 +182,8 @@ class DeviceGroup : public GroupMembership<typename B::Device> {
     rendezvous_.Once([&] { shared_ = in_place ? slots_[0] : K::Allocate(t.shape(), t.dtype(), devices_[0]); });
     const int64_t n = t.numel();
     if (!world_) {
-      K::Reduce(kind, t.dtype(), Inputs(), K::MutableData(shared_), n * rank / size(),
-                n * (rank + 1) / size(), devices_[rank]);
+      K::Reduce(kind, t.dtype(), Inputs(), K::MutableData(shared_), n * rank / size(), n * (rank + 1) / size(),
+                devices_[rank]);
       return LeaveShared(rank);
     }
     // Sum locally, sum across processes, divide once for a mean. With one member there is
@@ -200,7 +198,8 @@ class DeviceGroup : public GroupMembership<typename B::Device> {
     s = AcrossProcesses(rank, sig, [&](const std::string& call) {
       const void* in = one ? K::Data(slots_[0]) : K::Data(shared_);
       absl::Status st = world_->AllReduce(call, in, K::MutableData(shared_), n, t.dtype(), local);
-      if (st.ok() && kind == ReduceKind::kMean) K::Divide(t.dtype(), K::MutableData(shared_), n, global_size(), devices_[rank]);
+      if (st.ok() && kind == ReduceKind::kMean)
+        K::Divide(t.dtype(), K::MutableData(shared_), n, global_size(), devices_[rank]);
       return st;
     });
     if (!s.ok()) return s;
@@ -212,9 +211,8 @@ class DeviceGroup : public GroupMembership<typename B::Device> {
   // before it moves anything.
   template <class F>
   absl::Status AcrossProcesses(int rank, const std::string& signature, F op) {
-    return rendezvous_.Together(rank, [&]() -> absl::Status {
-      return op(absl::StrCat(signature, " on ", size(), " local device(s)"));
-    });
+    return rendezvous_.Together(
+        rank, [&]() -> absl::Status { return op(absl::StrCat(signature, " on ", size(), " local device(s)")); });
   }
 
   // Reduce-scatter over processes: every member sums its chunk of the whole tensor locally,

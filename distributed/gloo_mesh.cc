@@ -250,7 +250,8 @@ class TokenPair final : public tcp::Pair {
       Mac proof;
       std::memcpy(proof.data(), c.proof.data(), proof.size());
       if (!SameMac(proof, ClientMac(facts_->token, c.hello, c.challenge_nonce))) {
-        return Ignore(c, absl::StrCat("claims to be rank ", rank_, " but does not hold this run's token "
+        return Ignore(c, absl::StrCat("claims to be rank ", rank_,
+                                      " but does not hold this run's token "
                                       "(KILN_RUN_TOKEN differs)"));
       }
       c.proven = true;
@@ -334,9 +335,10 @@ class TokenPair final : public tcp::Pair {
       std::memcpy(mac.data(), challenge_.data() + kMagicBytes + kNonceBytes, mac.size());
       if (absl::string_view(challenge_).substr(0, kMagicBytes) != absl::string_view(kMagic, kMagicBytes) ||
           !SameMac(mac, ServerMac(facts_->token, hello_, nonce))) {
-        return signalException(GLOO_ERROR_MSG(
-            who, " does not hold this run's token: the ranks were given different KILN_RUN_TOKEN values, or "
-            "another process answered there"));
+        return signalException(
+            GLOO_ERROR_MSG(who,
+                           " does not hold this run's token: the ranks were given different KILN_RUN_TOKEN values, or "
+                           "another process answered there"));
       }
       if (!SendWhole(fd_, AsView(ClientMac(facts_->token, hello_, nonce)))) {
         return signalException(GLOO_ERROR_MSG(who, ": the proof could not be sent"));
@@ -344,7 +346,8 @@ class TokenPair final : public tcp::Pair {
     }
     std::string verdict;
     if (!ReadUpTo(fd_, verdict, 1, &why) || (!verdict.empty() && verdict[0] != kAccepted)) {
-      return signalException(GLOO_ERROR_MSG(who, " refused this rank's proof of the run token: the ranks were "
+      return signalException(GLOO_ERROR_MSG(who,
+                                            " refused this rank's proof of the run token: the ranks were "
                                             "given different KILN_RUN_TOKEN values"));
     }
     if (verdict.empty()) return;

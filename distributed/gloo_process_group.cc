@@ -19,8 +19,8 @@
 #include "gloo/allgather.h"
 #include "gloo/broadcast.h"
 #include "gloo/common/error.h"
-#include "gloo/transport/pair.h"
 #include "gloo/transport/buffer.h"
+#include "gloo/transport/pair.h"
 #include "gloo/transport/tcp/device.h"
 
 namespace kiln::distributed {
@@ -52,8 +52,8 @@ constexpr size_t kOperationBytes = 96;
 
 absl::Status CheckReducible(const char* what, DType dtype, ReduceKind kind) {
   if (dtype == DType::kBool) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        what, " of bool across processes is not supported; convert with .to(DType::kI32)"));
+    return absl::InvalidArgumentError(
+        absl::StrCat(what, " of bool across processes is not supported; convert with .to(DType::kI32)"));
   }
   if (kind == ReduceKind::kMean) {
     return absl::InvalidArgumentError(absl::StrCat(what, ": a process group sums; the caller divides for a mean"));
@@ -68,8 +68,13 @@ std::string Operation(const char* what, int64_t count, DType dtype, ReduceKind k
 }  // namespace
 
 ProcessGroupOptions ProcessGroupOptions::From(const LaunchEnv& env, std::chrono::milliseconds timeout) {
-  return {.rank = env.rank, .world_size = env.world_size, .rendezvous = env.rendezvous,
-          .run_id = env.run_id, .host = env.host, .run_token = env.run_token, .timeout = timeout};
+  return {.rank = env.rank,
+          .world_size = env.world_size,
+          .rendezvous = env.rendezvous,
+          .run_id = env.run_id,
+          .host = env.host,
+          .run_token = env.run_token,
+          .timeout = timeout};
 }
 
 namespace {
@@ -88,12 +93,12 @@ void IgnoreBrokenPipes() {
 
 absl::StatusOr<std::shared_ptr<GlooProcessGroup>> GlooProcessGroup::Connect(const ProcessGroupOptions& o) {
   if (o.world_size < 1) {
-    return absl::InvalidArgumentError(absl::StrCat("process group: world size ", o.world_size,
-                                                   " is invalid; it must be at least 1"));
+    return absl::InvalidArgumentError(
+        absl::StrCat("process group: world size ", o.world_size, " is invalid; it must be at least 1"));
   }
   if (o.world_size > kMaxWorldSize) {
-    return absl::InvalidArgumentError(absl::StrCat("process group: world size ", o.world_size, " is more than ",
-                                                   kMaxWorldSize, " ranks"));
+    return absl::InvalidArgumentError(
+        absl::StrCat("process group: world size ", o.world_size, " is more than ", kMaxWorldSize, " ranks"));
   }
   if (o.rank < 0 || o.rank >= o.world_size) {
     return absl::InvalidArgumentError(absl::StrCat("process group: rank ", o.rank, " is out of range for world size ",
@@ -103,8 +108,8 @@ absl::StatusOr<std::shared_ptr<GlooProcessGroup>> GlooProcessGroup::Connect(cons
   IgnoreBrokenPipes();
   auto store = RendezvousStore::Open(o.rendezvous, o.run_id);
   if (!store.ok()) return store.status();
-  const std::string where = absl::StrCat("rendezvous at ", o.rendezvous,
-                                         o.run_id.empty() ? "" : absl::StrCat(" (run ", o.run_id, ")"));
+  const std::string where =
+      absl::StrCat("rendezvous at ", o.rendezvous, o.run_id.empty() ? "" : absl::StrCat(" (run ", o.run_id, ")"));
   // Join: each rank writes its key, then waits for everyone's, so a timeout names the absent.
   try {
     (*store)->set(absl::StrCat("joined/", o.rank), {'1'});
@@ -139,10 +144,10 @@ absl::StatusOr<std::shared_ptr<GlooProcessGroup>> GlooProcessGroup::Connect(cons
     missing = std::move(still);
     if (missing.empty()) break;
     if (Clock::now() > deadline) {
-      return absl::DeadlineExceededError(absl::StrCat(
-          where, " timed out after ", o.timeout.count(), " ms: rank(s) ", RankList(missing), " of ",
-          o.world_size, " did not join (this is rank ", o.rank,
-          "); start every rank with the same rendezvous address, run id and world size"));
+      return absl::DeadlineExceededError(
+          absl::StrCat(where, " timed out after ", o.timeout.count(), " ms: rank(s) ", RankList(missing), " of ",
+                       o.world_size, " did not join (this is rank ", o.rank,
+                       "); start every rank with the same rendezvous address, run id and world size"));
     }
     std::this_thread::sleep_for(std::chrono::milliseconds(20));
   }
@@ -153,14 +158,16 @@ absl::StatusOr<std::shared_ptr<GlooProcessGroup>> GlooProcessGroup::Connect(cons
     attr.hostname = o.host;
     device = gloo::transport::tcp::CreateDevice(attr);
   } catch (const std::exception& e) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "process group rank ", o.rank, ": cannot listen on '", o.host.empty() ? "this machine's hostname" : o.host,
-        "': ", Reason(e), " (set KILN_HOST to an address of this machine)"));
+    return absl::InvalidArgumentError(absl::StrCat("process group rank ", o.rank, ": cannot listen on '",
+                                                   o.host.empty() ? "this machine's hostname" : o.host,
+                                                   "': ", Reason(e), " (set KILN_HOST to an address of this machine)"));
   }
   std::shared_ptr<gloo::Context> context;
   try {
     context = ConnectMesh(**store, device,
-                          {.rank = o.rank, .world_size = o.world_size, .timeout = o.timeout,
+                          {.rank = o.rank,
+                           .world_size = o.world_size,
+                           .timeout = o.timeout,
                            .token = o.run_token.empty() ? DefaultRunToken(o.run_id, o.rendezvous) : o.run_token});
   } catch (const std::exception& e) {
     const std::string why = Reason(e);
@@ -262,9 +269,7 @@ void GlooProcessGroup::CloseConnections() {
   }
 }
 
-std::string GlooProcessGroup::Called(absl::string_view op) const {
-  return called_.empty() ? std::string(op) : called_;
-}
+std::string GlooProcessGroup::Called(absl::string_view op) const { return called_.empty() ? std::string(op) : called_; }
 
 std::string GlooProcessGroup::OtherRanks() const {
   std::vector<int> others;
@@ -287,11 +292,11 @@ absl::Status GlooProcessGroup::Run(absl::string_view what, F&& op) {
   const std::string head = absl::StrCat("process group (gloo, rank ", rank_, " of ", size_, "): ", what);
   const std::string tail = "; the process group is unusable from now on";
   if (IsTimeout(why)) {
-    broken_ = absl::DeadlineExceededError(absl::StrCat(head, " got no answer from rank(s) ", OtherRanks(),
-                                                       " within ", timeout_.count(), " ms (", why, ")", tail));
+    broken_ = absl::DeadlineExceededError(absl::StrCat(head, " got no answer from rank(s) ", OtherRanks(), " within ",
+                                                       timeout_.count(), " ms (", why, ")", tail));
   } else {
-    broken_ = absl::UnavailableError(absl::StrCat(head, " lost its connection to rank(s) ", OtherRanks(), " (",
-                                                  why, ")", tail));
+    broken_ = absl::UnavailableError(
+        absl::StrCat(head, " lost its connection to rank(s) ", OtherRanks(), " (", why, ")", tail));
   }
   CloseConnections();
   return broken_;
@@ -329,8 +334,8 @@ void GlooProcessGroup::WaitControlSends() {
 }
 
 absl::Status GlooProcessGroup::AgreeLocked(absl::string_view signature, absl::string_view operation,
-                                           const std::vector<int64_t>& early,
-                                           const std::function<void()>& send_early, bool closing) {
+                                           const std::vector<int64_t>& early, const std::function<void()>& send_early,
+                                           bool closing) {
   called_ = std::string(signature);
   if (!broken_.ok() || size_ == 1) return broken_;
   const uint64_t mine = Fnv1a(absl::StrCat(signature, "\n", operation));
@@ -357,7 +362,8 @@ absl::Status GlooProcessGroup::AgreeLocked(absl::string_view signature, absl::st
     WaitControlSends();
   });
   if (!s.ok()) return s;
-  if (std::all_of(theirs.begin(), theirs.end(), [&](const Claim& c) { return c.hash == mine; })) return absl::OkStatus();
+  if (std::all_of(theirs.begin(), theirs.end(), [&](const Claim& c) { return c.hash == mine; }))
+    return absl::OkStatus();
   // The calls differ: the segments peers sent early are not this call's; take them in and
   // drop them.
   s = Run(what, [&] {
@@ -394,14 +400,14 @@ absl::Status GlooProcessGroup::AgreeLocked(absl::string_view signature, absl::st
       return absl::InvalidArgumentError(
           absl::StrCat("process group: rank ", r, " called ", sig(r), " but rank 0 called ", sig(0), rule));
     }
-    return absl::InvalidArgumentError(absl::StrCat("process group: rank ", r, " called ", sig(r), " as ", op(r),
-                                                   " but rank 0 as ", op(0), rule));
+    return absl::InvalidArgumentError(
+        absl::StrCat("process group: rank ", r, " called ", sig(r), " as ", op(r), " but rank 0 as ", op(0), rule));
   }
   return absl::OkStatus();
 }
 
-absl::Status GlooProcessGroup::AllReduce(absl::string_view call, const void* in, void* out, int64_t count,
-                                         DType dtype, ReduceKind kind) {
+absl::Status GlooProcessGroup::AllReduce(absl::string_view call, const void* in, void* out, int64_t count, DType dtype,
+                                         ReduceKind kind) {
   std::lock_guard lock(mu_);
   const absl::Status reducible = CheckReducible("all_reduce", dtype, kind);
   if (size_ > 1 && reducible.ok() && count > 0) return Direct(call, in, out, count, dtype, kind, /*gather=*/true);
@@ -446,8 +452,8 @@ absl::Status GlooProcessGroup::ReduceScatter(absl::string_view call, void* data,
 // socket write (Gloo's registered buffers): a claim, a segment, a credit, a result. Each
 // connection's send buffer was fixed at kSegmentBytes when the group connected
 // (SizeSendBuffers), which no segment exceeds.
-absl::Status GlooProcessGroup::Direct(absl::string_view call, const void* in, void* out, int64_t count,
-                                      DType dtype, ReduceKind kind, bool gather) {
+absl::Status GlooProcessGroup::Direct(absl::string_view call, const void* in, void* out, int64_t count, DType dtype,
+                                      ReduceKind kind, bool gather) {
   const int64_t size = DTypeSize(dtype), bytes = count * size;
   const int64_t room = segment_bytes_ / size;  // elements a segment may hold
   auto part = [&](int r) { return std::make_pair(count * r / size_, count * (r + 1) / size_); };
@@ -574,4 +580,3 @@ absl::Status GlooProcessGroup::AllGather(absl::string_view call, void* data, int
 }
 
 }  // namespace kiln::distributed
-

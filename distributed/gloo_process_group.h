@@ -70,8 +70,7 @@ class GlooProcessGroup : public ProcessGroup {
                          ReduceKind kind) override;
   absl::Status Broadcast(absl::string_view call, void* data, int64_t bytes, int root) override;
   absl::Status AllGather(absl::string_view call, void* data, int64_t bytes_per_rank) override;
-  absl::Status ReduceScatter(absl::string_view call, void* data, int64_t count, DType dtype,
-                             ReduceKind kind) override;
+  absl::Status ReduceScatter(absl::string_view call, void* data, int64_t count, DType dtype, ReduceKind kind) override;
 
   // Gloo's context, for benchmarks that time raw Gloo on the same connections (unusable once
   // the group has failed: its connections are closed).
@@ -137,9 +136,9 @@ class GlooProcessGroup : public ProcessGroup {
   // unregisters a slot on a connection when any buffer of that slot goes, sends included).
   uint64_t window_slot_ = 0, credit_slot_ = 0, result_slot_ = 0;
   int64_t segment_bytes_ = 0;
-  std::vector<char> windows_;                                      // by sender: kWindow places
-  std::vector<std::array<char, kHeaderBytes>> claims_;             // by receiver: this rank's claim
-  std::vector<uint64_t> credit_mem_;                               // a credit's 8 bytes
+  std::vector<char> windows_;                           // by sender: kWindow places
+  std::vector<std::array<char, kHeaderBytes>> claims_;  // by receiver: this rank's claim
+  std::vector<uint64_t> credit_mem_;                    // a credit's 8 bytes
   std::vector<std::unique_ptr<gloo::transport::Buffer>> window_in_, claim_out_, credit_in_, credit_out_;
   std::vector<uint64_t> used_, credits_, read_;  // places taken in / credits from / messages read from, by rank
   std::vector<int> control_sends_;               // claims and credits not yet waited for, by rank

@@ -32,21 +32,20 @@ absl::Status PrepareDirectory(const std::string& address, const std::string& dir
     if (at == dir.size() || dir[at] == '/') {
       const std::string prefix = dir.substr(0, at);
       if (mkdir(prefix.c_str(), 0777) != 0 && errno != EEXIST) {
-        return absl::FailedPreconditionError(absl::StrCat(
-            "rendezvous store ", address, ": cannot create directory ", prefix, ": ", std::strerror(errno)));
+        return absl::FailedPreconditionError(absl::StrCat("rendezvous store ", address, ": cannot create directory ",
+                                                          prefix, ": ", std::strerror(errno)));
       }
     }
   }
   struct stat st;
   if (stat(dir.c_str(), &st) != 0 || !S_ISDIR(st.st_mode)) {
-    return absl::FailedPreconditionError(
-        absl::StrCat("rendezvous store ", address, ": ", dir, " is not a directory"));
+    return absl::FailedPreconditionError(absl::StrCat("rendezvous store ", address, ": ", dir, " is not a directory"));
   }
   const std::string probe = absl::StrCat(dir, "/.kiln-probe-", getpid());
   const int fd = open(probe.c_str(), O_CREAT | O_WRONLY | O_TRUNC, 0600);
   if (fd < 0) {
-    return absl::FailedPreconditionError(absl::StrCat(
-        "rendezvous store ", address, ": directory ", dir, " is not writable: ", std::strerror(errno)));
+    return absl::FailedPreconditionError(
+        absl::StrCat("rendezvous store ", address, ": directory ", dir, " is not writable: ", std::strerror(errno)));
   }
   close(fd);
   unlink(probe.c_str());
@@ -104,9 +103,7 @@ absl::StatusOr<std::unique_ptr<RendezvousStore>> RendezvousStore::Open(const std
   }
 }
 
-void RendezvousStore::set(const std::string& key, const std::vector<char>& data) {
-  base_->set(Key(key), data);
-}
+void RendezvousStore::set(const std::string& key, const std::vector<char>& data) { base_->set(Key(key), data); }
 
 std::vector<char> RendezvousStore::get(const std::string& key) { return base_->get(Key(key)); }
 

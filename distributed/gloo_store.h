@@ -21,8 +21,7 @@ class RendezvousStore : public gloo::rendezvous::Store {
  public:
   // InvalidArgument: a malformed address. FailedPrecondition: a directory that cannot be
   // created or written. Unavailable: a Redis server that does not answer.
-  static absl::StatusOr<std::unique_ptr<RendezvousStore>> Open(const std::string& address,
-                                                               const std::string& run_id);
+  static absl::StatusOr<std::unique_ptr<RendezvousStore>> Open(const std::string& address, const std::string& run_id);
 
   // gloo::rendezvous::Store, under this run's prefix (Gloo's connectFullMesh uses these).
   void set(const std::string& key, const std::vector<char>& data) override;
@@ -38,8 +37,7 @@ class RendezvousStore : public gloo::rendezvous::Store {
  private:
   RendezvousStore(std::string address, std::string prefix, std::unique_ptr<gloo::rendezvous::Store> base,
                   std::function<bool(const std::vector<std::string>&)> check)
-      : address_(std::move(address)), prefix_(std::move(prefix)), base_(std::move(base)),
-        check_(std::move(check)) {}
+      : address_(std::move(address)), prefix_(std::move(prefix)), base_(std::move(base)), check_(std::move(check)) {}
   std::string Key(const std::string& key) const { return prefix_ + key; }
 
   const std::string address_;

@@ -101,8 +101,8 @@ class GradientSync {
     for (int left : s.remaining) s.started_in_backward += left == 0;
     for (size_t i = 0; i < s.names.size(); ++i) {
       if (!s.grads[i]) {  // unused this step: its accumulated gradient, or zero
-        s.Deliver(static_cast<int>(i), s.pending[i] ? *s.pending[i]
-                                                    : B::full(s.shapes[i], 0, s.dtypes[i], s.group.devices()[s.rank]));
+        s.Deliver(static_cast<int>(i),
+                  s.pending[i] ? *s.pending[i] : B::full(s.shapes[i], 0, s.dtypes[i], s.group.devices()[s.rank]));
       }
     }
     s.cv.notify_all();
@@ -136,9 +136,9 @@ class GradientSync {
         return;
       }
       if (grads[i]) {
-        error = absl::FailedPreconditionError(absl::StrCat(
-            "gradient sync: parameter ", names[i], " got a second gradient in step ", step,
-            " before Finish; call Finish after every backward that syncs"));
+        error = absl::FailedPreconditionError(
+            absl::StrCat("gradient sync: parameter ", names[i], " got a second gradient in step ", step,
+                         " before Finish; call Finish after every backward that syncs"));
         cv.notify_all();
         return;
       }

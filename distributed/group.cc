@@ -65,47 +65,47 @@ absl::Status ValidateDevices(absl::Span<const DispatchDevice> devices, GroupOp o
   for (size_t i = 0; i < devices.size(); ++i) {
     const DispatchDevice& d = devices[i];
     if (d.is_autodiff() && Unwrapped(d).is_autodiff()) {
-      return absl::InvalidArgumentError(absl::StrCat(
-          what, ": device ", i, " is ", d.ToString(), ", autodiff inside autodiff; wrap a device in "
-          "autodiff once"));
+      return absl::InvalidArgumentError(absl::StrCat(what, ": device ", i, " is ", d.ToString(),
+                                                     ", autodiff inside autodiff; wrap a device in "
+                                                     "autodiff once"));
     }
     if (d.is_autodiff() != first.is_autodiff()) {
-      return absl::InvalidArgumentError(absl::StrCat(
-          what, ": device ", i, " is ", d.ToString(), " but device 0 is ", first.ToString(),
-          "; a group's devices are all autodiff or none"));
+      return absl::InvalidArgumentError(absl::StrCat(what, ": device ", i, " is ", d.ToString(), " but device 0 is ",
+                                                     first.ToString(), "; a group's devices are all autodiff or none"));
     }
     if (d.backend() != first.backend()) {
-      return absl::InvalidArgumentError(absl::StrCat(
-          what, ": device ", i, " is ", d.ToString(), " (", d.backend(), ") but device 0 is ",
-          first.ToString(), " (", first.backend(), "); a group's devices share one backend"));
+      return absl::InvalidArgumentError(absl::StrCat(what, ": device ", i, " is ", d.ToString(), " (", d.backend(),
+                                                     ") but device 0 is ", first.ToString(), " (", first.backend(),
+                                                     "); a group's devices share one backend"));
     }
     for (size_t j = 0; j < i; ++j) {
       if (devices[j] == d) {
-        return absl::InvalidArgumentError(absl::StrCat(
-            what, ": device ", i, " is ", d.ToString(), ", the same device as device ", j,
-            "; each device may appear once"));
+        return absl::InvalidArgumentError(absl::StrCat(what, ": device ", i, " is ", d.ToString(),
+                                                       ", the same device as device ", j,
+                                                       "; each device may appear once"));
       }
     }
   }
   if (!Supports(first.backend(), op)) {
-    return absl::UnimplementedError(absl::StrCat(what, " is not supported on ", first.backend(),
-                                                 " devices (device 0 is ", first.ToString(), ")"));
+    return absl::UnimplementedError(
+        absl::StrCat(what, " is not supported on ", first.backend(), " devices (device 0 is ", first.ToString(), ")"));
   }
   return absl::OkStatus();
 }
 
-absl::StatusOr<AnyGroup> MakeGroup(absl::Span<const DispatchDevice> devices, GroupOp op,
-                                   GroupOptions options) {
+absl::StatusOr<AnyGroup> MakeGroup(absl::Span<const DispatchDevice> devices, GroupOp op, GroupOptions options) {
   if (absl::Status s = ValidateDevices(devices, op); !s.ok()) return s;
   if (absl::Status s = CheckTimeout(options.timeout, GroupOpName(op)); !s.ok()) return s;
-  return std::visit([&](const auto& d) -> absl::StatusOr<AnyGroup> {
-    using D = std::decay_t<decltype(d)>;
-    if constexpr (std::is_same_v<D, AutodiffDevice>) {
-      return absl::InternalError("nested autodiff passed validation");
-    } else {
-      return MakeTyped<typename BackendOfDevice<D>::type>(devices, options);
-    }
-  }, Unwrapped(devices[0]).variant());
+  return std::visit(
+      [&](const auto& d) -> absl::StatusOr<AnyGroup> {
+        using D = std::decay_t<decltype(d)>;
+        if constexpr (std::is_same_v<D, AutodiffDevice>) {
+          return absl::InternalError("nested autodiff passed validation");
+        } else {
+          return MakeTyped<typename BackendOfDevice<D>::type>(devices, options);
+        }
+      },
+      Unwrapped(devices[0]).variant());
 }
 
 }  // namespace kiln::distributed

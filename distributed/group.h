@@ -22,15 +22,14 @@ enum class GroupOp { kAllReduce, kBroadcast, kAllGather, kReduceScatter, kGradie
 const char* GroupOpName(GroupOp op);
 
 // One alternative per compiled-in backend, plain and autodiff.
-using AnyGroup = std::variant<std::shared_ptr<DeviceGroup<Cpu>>,
-                              std::shared_ptr<DeviceGroup<Autodiff<Cpu>>>
+using AnyGroup = std::variant<std::shared_ptr<DeviceGroup<Cpu>>, std::shared_ptr<DeviceGroup<Autodiff<Cpu>>>
 #ifdef KILN_WITH_VULKAN
-                              , std::shared_ptr<DeviceGroup<Vulkan>>,
-                              std::shared_ptr<DeviceGroup<Autodiff<Vulkan>>>
+                              ,
+                              std::shared_ptr<DeviceGroup<Vulkan>>, std::shared_ptr<DeviceGroup<Autodiff<Vulkan>>>
 #endif
 #ifdef KILN_WITH_CUDA
-                              , std::shared_ptr<DeviceGroup<Cuda>>,
-                              std::shared_ptr<DeviceGroup<Autodiff<Cuda>>>
+                              ,
+                              std::shared_ptr<DeviceGroup<Cuda>>, std::shared_ptr<DeviceGroup<Autodiff<Cuda>>>
 #endif
                               >;
 
@@ -40,8 +39,7 @@ using AnyGroup = std::variant<std::shared_ptr<DeviceGroup<Cpu>>,
 // cannot run `op`.
 absl::Status ValidateDevices(absl::Span<const DispatchDevice> devices, GroupOp op);
 
-absl::StatusOr<AnyGroup> MakeGroup(absl::Span<const DispatchDevice> devices, GroupOp op,
-                                   GroupOptions options = {});
+absl::StatusOr<AnyGroup> MakeGroup(absl::Span<const DispatchDevice> devices, GroupOp op, GroupOptions options = {});
 
 }  // namespace kiln::distributed
 

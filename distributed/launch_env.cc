@@ -20,8 +20,8 @@ namespace kiln::distributed {
 // Why these limits: every rank of a Gloo process group holds a TCP connection to every other,
 // so a world of 65536 already means 65535 connections (and file descriptors) per rank, far past
 // any run kiln is meant for; a larger value is a typo such as 2147483647, and accepting it would
-// leave rank 0 waiting for ranks that never come. On one machine, more than one rank per CPU does not help, and Linux runs at most 8192
-// CPUs on x86-64 (MAXSMP).
+// leave rank 0 waiting for ranks that never come. On one machine, more than one rank per CPU does not help, and Linux
+// runs at most 8192 CPUs on x86-64 (MAXSMP).
 static_assert(kMaxLocalWorldSize <= kMaxWorldSize);
 
 namespace {
@@ -51,8 +51,7 @@ constexpr size_t kMaxSlurmIdLength = 64;
 std::string Quote(absl::string_view value) {
   constexpr size_t kShown = 64;
   if (value.size() <= kShown) return absl::StrCat("'", absl::CHexEscape(value), "'");
-  return absl::StrCat("'", absl::CHexEscape(value.substr(0, kShown)), "'... (", value.size(),
-                      " bytes)");
+  return absl::StrCat("'", absl::CHexEscape(value.substr(0, kShown)), "'... (", value.size(), " bytes)");
 }
 
 bool AllDigits(absl::string_view s) {
@@ -86,17 +85,17 @@ absl::StatusOr<int64_t> Int(const GetEnv& getenv, const char* name, int64_t fall
 
 // Text that ends up in addresses, store keys and messages: bounded, and without control
 // characters (which would forge log lines and make keys no one can type).
-absl::Status CheckText(absl::string_view label, absl::string_view separator,
-                       absl::string_view value, size_t max_length) {
+absl::Status CheckText(absl::string_view label, absl::string_view separator, absl::string_view value,
+                       size_t max_length) {
   if (value.size() > max_length) {
-    return absl::InvalidArgumentError(absl::StrCat(label, " is ", value.size(), " bytes long; at most ",
-                                                   max_length, " are accepted"));
+    return absl::InvalidArgumentError(
+        absl::StrCat(label, " is ", value.size(), " bytes long; at most ", max_length, " are accepted"));
   }
   for (size_t i = 0; i < value.size(); ++i) {
     const unsigned char c = static_cast<unsigned char>(value[i]);
     if (c < 0x20 || c == 0x7f) {
-      return absl::InvalidArgumentError(absl::StrCat(label, separator, Quote(value),
-                                                     " has a control character at byte ", i));
+      return absl::InvalidArgumentError(
+          absl::StrCat(label, separator, Quote(value), " has a control character at byte ", i));
     }
   }
   return absl::OkStatus();
@@ -105,16 +104,16 @@ absl::Status CheckText(absl::string_view label, absl::string_view separator,
 // The run token is a secret: its errors say what is wrong with it, never what it is.
 absl::Status CheckRunToken(absl::string_view token) {
   if (token.size() < kMinRunTokenLength || token.size() > kMaxRunTokenLength) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "KILN_RUN_TOKEN is ", token.size(), " bytes long; it must be ", kMinRunTokenLength, "..",
-        kMaxRunTokenLength, " bytes (tools/launch makes 64 hex digits)"));
+    return absl::InvalidArgumentError(absl::StrCat("KILN_RUN_TOKEN is ", token.size(), " bytes long; it must be ",
+                                                   kMinRunTokenLength, "..", kMaxRunTokenLength,
+                                                   " bytes (tools/launch makes 64 hex digits)"));
   }
   for (size_t i = 0; i < token.size(); ++i) {
     const unsigned char c = static_cast<unsigned char>(token[i]);
     if (c <= ' ' || c > '~') {
-      return absl::InvalidArgumentError(absl::StrCat(
-          "KILN_RUN_TOKEN has a space, control character or non-ASCII byte at byte ", i,
-          "; it must be printable ASCII without spaces"));
+      return absl::InvalidArgumentError(
+          absl::StrCat("KILN_RUN_TOKEN has a space, control character or non-ASCII byte at byte ", i,
+                       "; it must be printable ASCII without spaces"));
     }
   }
   return absl::OkStatus();
@@ -122,11 +121,10 @@ absl::Status CheckRunToken(absl::string_view token) {
 
 // Tasks per node as Slurm writes them ("4", "4(x2)", "2(x3),1"): the count on this node, which
 // is SLURM_NODEID's entry when the counts differ.
-absl::StatusOr<int64_t> SlurmTasksOnThisNode(const GetEnv& getenv, const char* name,
-                                             absl::string_view value) {
+absl::StatusOr<int64_t> SlurmTasksOnThisNode(const GetEnv& getenv, const char* name, absl::string_view value) {
   const auto malformed = [&] {
-    return absl::InvalidArgumentError(absl::StrCat(
-        name, "=", Quote(value), " is not a count of tasks per node (expected e.g. 4, 4(x2) or 2(x3),1)"));
+    return absl::InvalidArgumentError(
+        absl::StrCat(name, "=", Quote(value), " is not a count of tasks per node (expected e.g. 4, 4(x2) or 2(x3),1)"));
   };
   struct Run {
     int64_t count, nodes;
@@ -139,8 +137,8 @@ absl::StatusOr<int64_t> SlurmTasksOnThisNode(const GetEnv& getenv, const char* n
     if (const size_t open = entry.find("(x"); open != absl::string_view::npos) {
       count = entry.substr(0, open);
       absl::string_view repeat = entry.substr(open + 2);
-      if (!absl::ConsumeSuffix(&repeat, ")") || !AllDigits(repeat) ||
-          !absl::SimpleAtoi(repeat, &run.nodes) || run.nodes < 1) {
+      if (!absl::ConsumeSuffix(&repeat, ")") || !AllDigits(repeat) || !absl::SimpleAtoi(repeat, &run.nodes) ||
+          run.nodes < 1) {
         return malformed();
       }
     }
@@ -148,8 +146,8 @@ absl::StatusOr<int64_t> SlurmTasksOnThisNode(const GetEnv& getenv, const char* n
     // Each node runs a task at least, so more nodes than ranks is no real allocation (and the
     // bound keeps the sum from overflowing).
     if (run.nodes > kMaxWorldSize || (nodes += run.nodes) > kMaxWorldSize) {
-      return absl::InvalidArgumentError(absl::StrCat(name, "=", Quote(value), " describes more than ",
-                                                     kMaxWorldSize, " nodes"));
+      return absl::InvalidArgumentError(
+          absl::StrCat(name, "=", Quote(value), " describes more than ", kMaxWorldSize, " nodes"));
     }
     runs.push_back(run);
   }
@@ -217,9 +215,8 @@ absl::StatusOr<std::optional<LaunchEnv>> ReadLaunchEnv(const GetEnv& getenv) {
   for (const Family& f : kFamilies) {
     const bool rank = getenv(f.rank) != nullptr, size = getenv(f.world_size) != nullptr;
     if (rank != size) {
-      return absl::InvalidArgumentError(absl::StrCat(
-          rank ? f.rank : f.world_size, " is set but ", rank ? f.world_size : f.rank,
-          " is not; a launcher sets both"));
+      return absl::InvalidArgumentError(absl::StrCat(rank ? f.rank : f.world_size, " is set but ",
+                                                     rank ? f.world_size : f.rank, " is not; a launcher sets both"));
     }
     if (rank) {
       family = &f;
@@ -233,26 +230,25 @@ absl::StatusOr<std::optional<LaunchEnv>> ReadLaunchEnv(const GetEnv& getenv) {
   absl::StatusOr<int64_t> size = Int(getenv, family->world_size, 1);
   if (!size.ok()) return size.status();
   if (*size < 1) {
-    return absl::InvalidArgumentError(absl::StrCat(family->world_size, "=", *size,
-                                                   ": the world size must be at least 1"));
+    return absl::InvalidArgumentError(
+        absl::StrCat(family->world_size, "=", *size, ": the world size must be at least 1"));
   }
   if (*size > kMaxWorldSize) {
-    return absl::InvalidArgumentError(absl::StrCat(family->world_size, "=", *size,
-                                                   ": the world size must be at most ", kMaxWorldSize));
+    return absl::InvalidArgumentError(
+        absl::StrCat(family->world_size, "=", *size, ": the world size must be at most ", kMaxWorldSize));
   }
   absl::StatusOr<int64_t> rank = Int(getenv, family->rank, 0);
   if (!rank.ok()) return rank.status();
   if (*rank < 0 || *rank >= *size) {
     return absl::InvalidArgumentError(absl::StrCat(family->rank, "=", *rank, " is out of range for ",
-                                                   family->world_size, "=", *size, " (ranks are 0..",
-                                                   *size - 1, ")"));
+                                                   family->world_size, "=", *size, " (ranks are 0..", *size - 1, ")"));
   }
   const char* local_size_name = nullptr;
   absl::StatusOr<int64_t> local_size = LocalWorldSize(getenv, *family, &local_size_name);
   if (!local_size.ok()) return local_size.status();
   if (*local_size < 1 || *local_size > *size) {
-    return absl::InvalidArgumentError(absl::StrCat(local_size_name, "=", *local_size, " must be in 1..",
-                                                   family->world_size, "=", *size));
+    return absl::InvalidArgumentError(
+        absl::StrCat(local_size_name, "=", *local_size, " must be in 1..", family->world_size, "=", *size));
   }
   if (*local_size > kMaxLocalWorldSize) {
     return absl::InvalidArgumentError(absl::StrCat(local_size_name, "=", *local_size, " must be at most ",
@@ -261,9 +257,8 @@ absl::StatusOr<std::optional<LaunchEnv>> ReadLaunchEnv(const GetEnv& getenv) {
   absl::StatusOr<int64_t> local_rank = Int(getenv, family->local_rank, 0);
   if (!local_rank.ok()) return local_rank.status();
   if (*local_rank < 0 || *local_rank >= *local_size) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        family->local_rank, "=", *local_rank, " is out of range for ", *local_size,
-        " rank(s) on this machine (", local_size_name, ")"));
+    return absl::InvalidArgumentError(absl::StrCat(family->local_rank, "=", *local_rank, " is out of range for ",
+                                                   *local_size, " rank(s) on this machine (", local_size_name, ")"));
   }
   env.world_size = static_cast<int>(*size);
   env.rank = static_cast<int>(*rank);
@@ -272,9 +267,9 @@ absl::StatusOr<std::optional<LaunchEnv>> ReadLaunchEnv(const GetEnv& getenv) {
 
   const char* rendezvous = getenv("KILN_RENDEZVOUS");
   if (rendezvous == nullptr || *rendezvous == '\0') {
-    return absl::InvalidArgumentError(absl::StrCat(
-        family->rank, " and ", family->world_size, " are set but KILN_RENDEZVOUS is not; set it to "
-        "file:///shared/dir or redis://host:port, the same for every rank"));
+    return absl::InvalidArgumentError(absl::StrCat(family->rank, " and ", family->world_size,
+                                                   " are set but KILN_RENDEZVOUS is not; set it to "
+                                                   "file:///shared/dir or redis://host:port, the same for every rank"));
   }
   env.rendezvous = rendezvous;
   if (absl::Status s = CheckRendezvousAddress(env.rendezvous); !s.ok()) {

@@ -45,8 +45,8 @@ class ProcessGroup {
   // Buffers are host memory.
   // out = reduce(in) over the ranks, element-wise (kSum, kMax or kMin; kMean is a kSum the
   // caller divides). `in` may equal `out`. Every rank gets the same bits.
-  virtual absl::Status AllReduce(absl::string_view call, const void* in, void* out, int64_t count,
-                                 DType dtype, ReduceKind kind) = 0;
+  virtual absl::Status AllReduce(absl::string_view call, const void* in, void* out, int64_t count, DType dtype,
+                                 ReduceKind kind) = 0;
   // data = root's data, on every rank (the root's buffer is only read).
   virtual absl::Status Broadcast(absl::string_view call, void* data, int64_t bytes, int root) = 0;
   // In place: rank r's part is data[r * bytes_per_rank, (r + 1) * bytes_per_rank) on entry;

@@ -8,8 +8,8 @@ namespace kiln::distributed {
 
 absl::Status CheckTimeout(std::chrono::milliseconds timeout, const char* what) {
   if (timeout.count() > 0 && timeout <= kMaxTimeout) return absl::OkStatus();
-  return absl::InvalidArgumentError(absl::StrCat(what, ": timeout ", timeout.count(), " ms must be positive and at most ",
-                                                 kMaxTimeout.count(), " ms (a week)"));
+  return absl::InvalidArgumentError(absl::StrCat(
+      what, ": timeout ", timeout.count(), " ms must be positive and at most ", kMaxTimeout.count(), " ms (a week)"));
 }
 
 Rendezvous::Rendezvous(int size, std::chrono::milliseconds timeout) : size_(size), timeout_(timeout) {
@@ -51,9 +51,9 @@ absl::Status Rendezvous::Meet(std::unique_lock<std::mutex>& lock, int rank, cons
       cv_.wait(lock);
     } else if (cv_.wait_until(lock, deadline) == std::cv_status::timeout && phase_ == phase && broken_.ok() &&
                !running_) {
-      broken_ = absl::DeadlineExceededError(absl::StrCat(
-          "collective ", stage, ": member(s) ", Missing(here_), " of ", size_,
-          " did not arrive within ", timeout_.count(), " ms; the group is unusable from now on"));
+      broken_ = absl::DeadlineExceededError(absl::StrCat("collective ", stage, ": member(s) ", Missing(here_), " of ",
+                                                         size_, " did not arrive within ", timeout_.count(),
+                                                         " ms; the group is unusable from now on"));
       cv_.notify_all();
     }
   }
@@ -69,10 +69,9 @@ absl::Status Rendezvous::Arrive(int rank, std::string signature) {
   if (absl::Status s = Meet(lock, rank, "arrival"); !s.ok()) return s;
   for (int r = 1; r < size_; ++r) {
     if (signatures_[r] != signatures_[0]) {
-      return absl::InvalidArgumentError(absl::StrCat(
-          "collective members disagree: member 0 called ", signatures_[0],
-          " but member ", r, " called ", signatures_[r],
-          "; every member must make the same call with tensors of one shape and dtype"));
+      return absl::InvalidArgumentError(
+          absl::StrCat("collective members disagree: member 0 called ", signatures_[0], " but member ", r, " called ",
+                       signatures_[r], "; every member must make the same call with tensors of one shape and dtype"));
     }
   }
   return absl::OkStatus();

@@ -67,8 +67,8 @@ class Rendezvous {
   std::vector<bool> here_;
   std::vector<std::string> signatures_;
   bool once_done_ = false;
-  bool running_ = false;       // the last member is running Together's fn
-  absl::Status together_;      // its result, for the others
+  bool running_ = false;   // the last member is running Together's fn
+  absl::Status together_;  // its result, for the others
   absl::Status broken_;
 };
 

@@ -66,8 +66,8 @@ absl::Status AgreeOnSettings(ProcessGroup& group, const Settings& settings) {
       if (it == a.end()) {
         differences.push_back(absl::StrCat("rank ", r, " has ", name, "=", value, " but rank 0 has no ", name));
       } else if (it->second != value) {
-        differences.push_back(absl::StrCat("rank ", r, " has ", name, "=", value, " but rank 0 has ", name, "=",
-                                           it->second));
+        differences.push_back(
+            absl::StrCat("rank ", r, " has ", name, "=", value, " but rank 0 has ", name, "=", it->second));
       }
     }
     for (const auto& [name, value] : a) {
@@ -76,9 +76,9 @@ absl::Status AgreeOnSettings(ProcessGroup& group, const Settings& settings) {
       }
     }
     if (differences.empty()) differences.push_back(absl::StrCat("rank ", r, "'s settings differ from rank 0's"));
-    return absl::InvalidArgumentError(absl::StrCat("ranks disagree on the run's settings: ",
-                                                   absl::StrJoin(differences, "; "),
-                                                   "; start every rank with the same flags"));
+    return absl::InvalidArgumentError(
+        absl::StrCat("ranks disagree on the run's settings: ", absl::StrJoin(differences, "; "),
+                     "; start every rank with the same flags"));
   }
   return absl::OkStatus();
 }

@@ -34,8 +34,7 @@ int Fail(const std::string& message) {
 int Run() {
   const std::string device_flag = absl::GetFlag(FLAGS_device);
   int index = 0;
-  if (device_flag.rfind("cpu:", 0) != 0 || !absl::SimpleAtoi(device_flag.substr(4), &index) ||
-      index < 0) {
+  if (device_flag.rfind("cpu:", 0) != 0 || !absl::SimpleAtoi(device_flag.substr(4), &index) || index < 0) {
     return Fail("--device must look like cpu:0, got '" + device_flag + "'");
   }
   const int steps = absl::GetFlag(FLAGS_steps), n = absl::GetFlag(FLAGS_samples);
@@ -43,8 +42,7 @@ int Run() {
   if (steps < 0 || n < 1 || f < 1 || k < 2) {
     return Fail("need --steps >= 0, --samples >= 1, --features >= 1, --classes >= 2");
   }
-  if (absl::Status s = cpu::Configure({.devices = index + 1,
-                                        .threads_per_device = absl::GetFlag(FLAGS_threads)});
+  if (absl::Status s = cpu::Configure({.devices = index + 1, .threads_per_device = absl::GetFlag(FLAGS_threads)});
       !s.ok()) {
     return Fail(std::string(s.message()));
   }
@@ -72,14 +70,12 @@ int Run() {
     b = b - lr * g.sum({0});
     if (step % 50 == 0) std::printf("step %4d  loss %.4f\n", step, loss);
   }
-  const double seconds =
-      std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-  const double accuracy =
-      (x.matmul(w) + b).argmax(1).eq(labels).mean().item<double>();
-  std::printf("{\"train_loss\":%.6f,\"train_accuracy\":%.4f,\"steps\":%d,"
-              "\"samples_per_sec\":%.0f,\"device\":\"%s\"}\n",
-              loss, accuracy, steps, steps * static_cast<double>(n) / std::max(seconds, 1e-9),
-              device.ToString().c_str());
+  const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  const double accuracy = (x.matmul(w) + b).argmax(1).eq(labels).mean().item<double>();
+  std::printf(
+      "{\"train_loss\":%.6f,\"train_accuracy\":%.4f,\"steps\":%d,"
+      "\"samples_per_sec\":%.0f,\"device\":\"%s\"}\n",
+      loss, accuracy, steps, steps * static_cast<double>(n) / std::max(seconds, 1e-9), device.ToString().c_str());
   return 0;
 }
 

@@ -14,14 +14,13 @@ void Progress::Step(int epoch, int64_t step, double loss, double samples_per_sec
     const int filled = static_cast<int>(kWidth * step / steps_);
     std::string bar(filled, '=');
     if (filled < kWidth) bar += '>' + std::string(kWidth - filled - 1, ' ');
-    std::printf("\r\033[Kepoch %d/%d [%s] %lld/%lld loss %.4f %.0f samples/s", epoch, epochs_,
-                bar.c_str(), static_cast<long long>(step), static_cast<long long>(steps_), loss,
-                samples_per_sec);
+    std::printf("\r\033[Kepoch %d/%d [%s] %lld/%lld loss %.4f %.0f samples/s", epoch, epochs_, bar.c_str(),
+                static_cast<long long>(step), static_cast<long long>(steps_), loss, samples_per_sec);
   } else {
     const int64_t every = std::max<int64_t>(1, steps_ / 5);
     if (step % every != 0 && !last) return;
-    std::printf("epoch %d/%d step %lld/%lld loss %.4f %.0f samples/s\n", epoch, epochs_,
-                static_cast<long long>(step), static_cast<long long>(steps_), loss, samples_per_sec);
+    std::printf("epoch %d/%d step %lld/%lld loss %.4f %.0f samples/s\n", epoch, epochs_, static_cast<long long>(step),
+                static_cast<long long>(steps_), loss, samples_per_sec);
   }
   std::fflush(stdout);
   last_draw_ = now;
@@ -29,8 +28,7 @@ void Progress::Step(int epoch, int64_t step, double loss, double samples_per_sec
 
 void Progress::EndEpoch(int epoch, double train_loss, double test_accuracy) {
   if (terminal_) std::printf("\n");
-  std::printf("epoch %d/%d done: train_loss %.4f test_accuracy %.4f\n", epoch, epochs_, train_loss,
-              test_accuracy);
+  std::printf("epoch %d/%d done: train_loss %.4f test_accuracy %.4f\n", epoch, epochs_, train_loss, test_accuracy);
   std::fflush(stdout);
 }
 

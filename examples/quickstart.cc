@@ -26,8 +26,8 @@ int main() {
   nn::Sequential<AD> model;
   model.add<nn::Linear<AD>>(784, 256, gen).add<nn::ReLU<AD>>().add<nn::Linear<AD>>(256, 10, gen);
   const auto dp = distributed::DataParallel<Cpu>::Create(model, group, [] {
-    return std::make_unique<nn::Sgd<Cpu>>(0.05, nn::SgdOptions{.momentum = 0.9});
-  }).value();
+                    return std::make_unique<nn::Sgd<Cpu>>(0.05, nn::SgdOptions{.momentum = 0.9});
+                  }).value();
   const auto loss = [](nn::Module<AD>& m, const Tensor<AD>& x, const Tensor<AD>& y) {
     return nn::CrossEntropy(m(x), y);
   };

@@ -260,7 +260,8 @@ int TrainOn(const TrainConfig& c, const std::vector<typename B::Device>& devices
         for (int r = 0; r < (*dp)->size(); ++r) (*dp)->optimizer(r).set_lr(schedule(step));
       }
       const Tensor<B> idx = order.slice(0, b * batch, std::min(n, (b + 1) * batch));
-      const absl::StatusOr<double> loss = (*dp)->Step(train_x.index_select(0, idx), train_y.index_select(0, idx), loss_fn);
+      const absl::StatusOr<double> loss =
+          (*dp)->Step(train_x.index_select(0, idx), train_y.index_select(0, idx), loss_fn);
       if (!loss.ok()) {
         std::fprintf(stderr, "train: %s\n", std::string(loss.status().message()).c_str());
         return 1;
@@ -268,8 +269,10 @@ int TrainOn(const TrainConfig& c, const std::vector<typename B::Device>& devices
       // The loss is the same on every rank (DataParallel sums it over the world), so every
       // rank stops here together.
       if (!std::isfinite(*loss)) {
-        std::fprintf(stderr, "train: the training loss became %g at epoch %d, step %lld: the run diverged (lower --lr "
-                     "or --weight_decay)\n", *loss, epoch, static_cast<long long>(step + 1));
+        std::fprintf(stderr,
+                     "train: the training loss became %g at epoch %d, step %lld: the run diverged (lower --lr "
+                     "or --weight_decay)\n",
+                     *loss, epoch, static_cast<long long>(step + 1));
         return 1;
       }
       last_loss = *loss;
@@ -292,12 +295,12 @@ int TrainOn(const TrainConfig& c, const std::vector<typename B::Device>& devices
   if (!lead) return 0;
   std::vector<std::string> names;
   for (const auto& d : devices) names.push_back(absl::StrCat("\"", d.ToString(), "\""));
-  std::printf("{\"test_accuracy\":%s,\"train_loss\":%s,\"epochs\":%d,\"steps\":%lld,"
-              "\"samples_per_sec\":%s,\"devices\":[%s]%s}\n",
-              JsonNumber(accuracy, 4).c_str(), JsonNumber(last_loss, 4).c_str(), c.epochs,
-              static_cast<long long>(step),
-              JsonNumber(static_cast<double>(samples_per_epoch) * c.epochs / std::max(train_seconds, 1e-9), 1).c_str(),
-              absl::StrJoin(names, ",").c_str(), processes > 1 ? absl::StrCat(",\"processes\":", processes).c_str() : "");
+  std::printf(
+      "{\"test_accuracy\":%s,\"train_loss\":%s,\"epochs\":%d,\"steps\":%lld,"
+      "\"samples_per_sec\":%s,\"devices\":[%s]%s}\n",
+      JsonNumber(accuracy, 4).c_str(), JsonNumber(last_loss, 4).c_str(), c.epochs, static_cast<long long>(step),
+      JsonNumber(static_cast<double>(samples_per_epoch) * c.epochs / std::max(train_seconds, 1e-9), 1).c_str(),
+      absl::StrJoin(names, ",").c_str(), processes > 1 ? absl::StrCat(",\"processes\":", processes).c_str() : "");
   return 0;
 }
 
@@ -316,8 +319,8 @@ int Train(const TrainConfig& c) {
       .timeout = std::chrono::milliseconds(static_cast<int64_t>(c.collective_timeout_s * 1000))};
   int rank = 0, processes = 1;
   if (launch->has_value()) {
-    auto world = distributed::GlooProcessGroup::Connect(
-        distributed::ProcessGroupOptions::From(**launch, group_options.timeout));
+    auto world =
+        distributed::GlooProcessGroup::Connect(distributed::ProcessGroupOptions::From(**launch, group_options.timeout));
     if (!world.ok()) {
       std::fprintf(stderr, "train: %s\n", std::string(world.status().message()).c_str());
       return 1;
@@ -339,16 +342,18 @@ int Train(const TrainConfig& c) {
     throw UsageError{absl::StrCat("--batch_size=", c.batch_size, " is smaller than the ", members, " devices")};
   }
   // The list is one backend (validated): train with that backend's tensors.
-  return std::visit([&](const auto& first) -> int {
-    using D = std::decay_t<decltype(first)>;
-    if constexpr (std::is_same_v<D, AutodiffDevice>) {
-      throw UsageError{"internal: an autodiff device survived ParseDevices"};
-    } else {
-      std::vector<D> typed;
-      for (const DispatchDevice& d : devices) typed.push_back(std::get<D>(d.variant()));
-      return TrainOn<typename BackendOfDevice<D>::type>(c, typed, group_options, rank, processes);
-    }
-  }, devices[0].variant());
+  return std::visit(
+      [&](const auto& first) -> int {
+        using D = std::decay_t<decltype(first)>;
+        if constexpr (std::is_same_v<D, AutodiffDevice>) {
+          throw UsageError{"internal: an autodiff device survived ParseDevices"};
+        } else {
+          std::vector<D> typed;
+          for (const DispatchDevice& d : devices) typed.push_back(std::get<D>(d.variant()));
+          return TrainOn<typename BackendOfDevice<D>::type>(c, typed, group_options, rank, processes);
+        }
+      },
+      devices[0].variant());
 }
 
 }  // namespace

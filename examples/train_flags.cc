@@ -63,7 +63,8 @@ absl::StatusOr<TrainConfig> TrainConfigFromFlags() {
   if (c.data_dir.empty()) return Bad("data_dir", "", "expected a folder");
   c.devices = absl::GetFlag(FLAGS_devices);
   c.threads = absl::GetFlag(FLAGS_threads);
-  if (c.threads < 0 || c.threads > 1024) return Bad("threads", absl::StrCat(c.threads), "expected 0..1024 (0: fair share)");
+  if (c.threads < 0 || c.threads > 1024)
+    return Bad("threads", absl::StrCat(c.threads), "expected 0..1024 (0: fair share)");
   c.checkpoint = absl::GetFlag(FLAGS_checkpoint);
   c.train_limit = absl::GetFlag(FLAGS_train_limit);
   if (c.train_limit < 0) return Bad("train_limit", absl::StrCat(c.train_limit), "expected >= 0 (0: all images)");

@@ -23,9 +23,9 @@ struct TrainConfig {
   uint64_t seed = 1;
   std::string data_dir;
   std::string devices;
-  int threads = 0;        // per device; 0: the cores shared fairly
+  int threads = 0;  // per device; 0: the cores shared fairly
   std::string checkpoint;
-  int train_limit = 0;    // 0: all
+  int train_limit = 0;  // 0: all
   bool cosine = true;
   double collective_timeout_s = 60;  // in (0, kMaxTimeoutSeconds]
 };

@@ -42,8 +42,7 @@ void CheckAccepted(const LaunchEnv& e, const std::map<std::string, std::string>&
   Require(vars.count(rank) == 1);
   Require(1 <= e.world_size && e.world_size <= kMaxWorldSize);
   Require(0 <= e.rank && e.rank < e.world_size);
-  Require(1 <= e.local_world_size && e.local_world_size <= e.world_size &&
-          e.local_world_size <= kMaxLocalWorldSize);
+  Require(1 <= e.local_world_size && e.local_world_size <= e.world_size && e.local_world_size <= kMaxLocalWorldSize);
   Require(0 <= e.local_rank && e.local_rank < e.local_world_size);
   Require(CheckRendezvousAddress(e.rendezvous).ok());
   Require(Text(e.rendezvous, kMaxRendezvousLength));

@@ -53,8 +53,7 @@ inline bool ParseOptimizerSteps(const std::string& text, int64_t* steps) {
 // "optimizer/<slot>/<path>" tensor must be one of its slots() for a parameter of the model,
 // with that parameter's shape and dtype, and a parameter has either all its slots or none.
 template <Backend B>
-absl::Status LoadCheckpoint(const std::string& path, Module<Autodiff<B>>& module,
-                            Optimizer<B>* optimizer = nullptr) {
+absl::Status LoadCheckpoint(const std::string& path, Module<Autodiff<B>>& module, Optimizer<B>* optimizer = nullptr) {
   absl::StatusOr<TensorFile> file = ReadSafetensors(path);
   if (!file.ok()) return file.status();
   auto params = module.named_parameters();
@@ -66,9 +65,9 @@ absl::Status LoadCheckpoint(const std::string& path, Module<Autodiff<B>>& module
       return absl::NotFoundError(absl::StrCat(path, " has no tensor for parameter ", name));
     }
     if (it->second.shape() != p->shape() || it->second.dtype() != p->dtype()) {
-      return absl::InvalidArgumentError(absl::StrCat(
-          path, ": parameter ", name, " is ", DTypeName(it->second.dtype()),
-          it->second.shape().ToString(), " in the file but ", p->Describe(), " in the model"));
+      return absl::InvalidArgumentError(absl::StrCat(path, ": parameter ", name, " is ", DTypeName(it->second.dtype()),
+                                                     it->second.shape().ToString(), " in the file but ", p->Describe(),
+                                                     " in the model"));
     }
   }
   for (const auto& [name, data] : file->tensors) {
@@ -82,16 +81,16 @@ absl::Status LoadCheckpoint(const std::string& path, Module<Autodiff<B>>& module
   if (optimizer != nullptr) {
     const auto name = file->metadata.find("optimizer");
     if (name == file->metadata.end() || name->second != optimizer->name()) {
-      return absl::InvalidArgumentError(absl::StrCat(
-          path, " holds no state for optimizer ", optimizer->name(),
-          name == file->metadata.end() ? "" : absl::StrCat(" (it has ", name->second, ")")));
+      return absl::InvalidArgumentError(
+          absl::StrCat(path, " holds no state for optimizer ", optimizer->name(),
+                       name == file->metadata.end() ? "" : absl::StrCat(" (it has ", name->second, ")")));
     }
     const auto count = file->metadata.find("optimizer.steps");
     if (count == file->metadata.end() || !ParseOptimizerSteps(count->second, &steps)) {
-      return absl::InvalidArgumentError(absl::StrCat(
-          path, ": optimizer.steps is ",
-          count == file->metadata.end() ? "missing" : absl::StrCat("\"", count->second, "\""),
-          ", not a whole number from 0 to 2^53"));
+      return absl::InvalidArgumentError(
+          absl::StrCat(path, ": optimizer.steps is ",
+                       count == file->metadata.end() ? "missing" : absl::StrCat("\"", count->second, "\""),
+                       ", not a whole number from 0 to 2^53"));
     }
     const std::vector<std::string> slots = optimizer->slots();
     const std::string kept = slots.empty() ? "none" : absl::StrJoin(slots, ", ");
@@ -102,21 +101,19 @@ absl::Status LoadCheckpoint(const std::string& path, Module<Autodiff<B>>& module
       const size_t slash = rest.find('/');
       const std::string slot = rest.substr(0, slash);
       if (slash == std::string::npos || std::find(slots.begin(), slots.end(), slot) == slots.end()) {
-        return absl::InvalidArgumentError(absl::StrCat(
-            path, " has tensor ", key, ", which is no state of ", optimizer->name(),
-            " (its slots: ", kept, ")"));
+        return absl::InvalidArgumentError(absl::StrCat(path, " has tensor ", key, ", which is no state of ",
+                                                       optimizer->name(), " (its slots: ", kept, ")"));
       }
       const auto param = by_name.find(rest.substr(slash + 1));
       if (param == by_name.end()) {
-        return absl::InvalidArgumentError(absl::StrCat(
-            path, " has tensor ", key, ", but the model has no parameter ", rest.substr(slash + 1)));
+        return absl::InvalidArgumentError(
+            absl::StrCat(path, " has tensor ", key, ", but the model has no parameter ", rest.substr(slash + 1)));
       }
       const Tensor<Autodiff<B>>& p = *param->second;
       if (data.shape() != p.shape() || data.dtype() != p.dtype()) {
         return absl::InvalidArgumentError(absl::StrCat(
             path, ": optimizer state ", key, " is ", DTypeName(data.dtype()), data.shape().ToString(),
-            " in the file but must be ", DTypeName(p.dtype()), p.shape().ToString(),
-            " like parameter ", param->first));
+            " in the file but must be ", DTypeName(p.dtype()), p.shape().ToString(), " like parameter ", param->first));
       }
       ++slots_of[param->first];
       state.emplace(rest, Tensor<B>::from_data(data, p.device()));
@@ -125,9 +122,9 @@ absl::Status LoadCheckpoint(const std::string& path, Module<Autodiff<B>>& module
     // momentum but no variance divides by almost nothing).
     for (const auto& [param, n] : slots_of) {
       if (n != static_cast<int>(slots.size())) {
-        return absl::InvalidArgumentError(absl::StrCat(
-            path, ": parameter ", param, " has ", n, " of the ", slots.size(), " optimizer slots (",
-            kept, ") in the file; it needs all of them or none"));
+        return absl::InvalidArgumentError(absl::StrCat(path, ": parameter ", param, " has ", n, " of the ",
+                                                       slots.size(), " optimizer slots (", kept,
+                                                       ") in the file; it needs all of them or none"));
       }
     }
   }

@@ -2,8 +2,7 @@
 
 namespace kiln::nn {
 
-TensorData UnfoldIndex(int64_t channels, int64_t height, int64_t width, const Window& w,
-                       bool patch_major) {
+TensorData UnfoldIndex(int64_t channels, int64_t height, int64_t width, const Window& w, bool patch_major) {
   const int64_t oh = w.Out(height), ow = w.Out(width), k = w.kernel;
   TensorData index(Shape{oh * ow * channels * k * k}, DType::kI64);
   auto out = index.mutable_values<int64_t>();

@@ -22,8 +22,7 @@ struct Window {
 // Positions into a flattened [C, H, W] input of every patch element, ordered
 // (out_y, out_x, c, ky, kx) when `patch_major`, else (c, out_y, out_x, ky, kx). A position
 // in the padding is C*H*W: the zero appended after the input.
-TensorData UnfoldIndex(int64_t channels, int64_t height, int64_t width, const Window& w,
-                       bool patch_major);
+TensorData UnfoldIndex(int64_t channels, int64_t height, int64_t width, const Window& w, bool patch_major);
 
 template <Backend B>
 class Unfolder {
@@ -34,8 +33,7 @@ class Unfolder {
     const auto key = std::make_tuple(c, h, wd, patch_major);
     auto it = cache_.find(key);
     if (it == cache_.end() || !(it->second.device() == x.device())) {
-      it = cache_.insert_or_assign(key, Tensor<B>::from_data(UnfoldIndex(c, h, wd, w, patch_major),
-                                                             x.device())).first;
+      it = cache_.insert_or_assign(key, Tensor<B>::from_data(UnfoldIndex(c, h, wd, w, patch_major), x.device())).first;
     }
     Tensor<B> flat = x.reshape({n, c * h * wd});
     if (w.padding > 0) {
@@ -59,19 +57,18 @@ struct Conv2dOptions {
 template <Backend B>
 class Conv2d : public Module<B> {
  public:
-  Conv2d(int64_t in_channels, int64_t out_channels, int64_t kernel, Generator& gen,
-         Conv2dOptions options = {}, const typename B::Device& device = {})
+  Conv2d(int64_t in_channels, int64_t out_channels, int64_t kernel, Generator& gen, Conv2dOptions options = {},
+         const typename B::Device& device = {})
       : window_{kernel, options.stride, options.padding} {
-    if (in_channels < 1 || out_channels < 1 || kernel < 1 || options.stride < 1 ||
-        options.padding < 0) {
-      ThrowInvalidArgument("Conv2d(%d, %d, kernel %d, stride %d, padding %d): sizes must be "
-                           "positive and padding non-negative", in_channels, out_channels, kernel,
-                           options.stride, options.padding);
+    if (in_channels < 1 || out_channels < 1 || kernel < 1 || options.stride < 1 || options.padding < 0) {
+      ThrowInvalidArgument(
+          "Conv2d(%d, %d, kernel %d, stride %d, padding %d): sizes must be "
+          "positive and padding non-negative",
+          in_channels, out_channels, kernel, options.stride, options.padding);
     }
     const int64_t fan_in = in_channels * kernel * kernel;
-    weight_ = this->add_parameter(
-        "weight", KaimingUniform<B>(Shape{out_channels, in_channels, kernel, kernel}, fan_in, gen,
-                                    options.dtype, device));
+    weight_ = this->add_parameter("weight", KaimingUniform<B>(Shape{out_channels, in_channels, kernel, kernel}, fan_in,
+                                                              gen, options.dtype, device));
     if (options.bias) {
       bias_ = this->add_parameter("bias", Tensor<B>::zeros({out_channels}, options.dtype, device));
     }
@@ -85,8 +82,8 @@ class Conv2d : public Module<B> {
     }
     const int64_t n = x.size(0), oh = window_.Out(x.size(2)), ow = window_.Out(x.size(3));
     if (oh < 1 || ow < 1) {
-      ThrowInvalidArgument("Conv2d: input %s is smaller than the %dx%d kernel", x.Describe(),
-                           window_.kernel, window_.kernel);
+      ThrowInvalidArgument("Conv2d: input %s is smaller than the %dx%d kernel", x.Describe(), window_.kernel,
+                           window_.kernel);
     }
     const int64_t patch = in_c * window_.kernel * window_.kernel;
     const Tensor<B> cols = unfold_.Patches(x, window_, true).reshape({n, oh * ow, patch});

@@ -32,8 +32,7 @@ const char* KindOf(mode_t mode) {
 }
 
 absl::Status NotRegular(const std::string& path, mode_t mode) {
-  return absl::FailedPreconditionError(
-      absl::StrCat(path, " is not a regular file (it is ", KindOf(mode), ")"));
+  return absl::FailedPreconditionError(absl::StrCat(path, " is not a regular file (it is ", KindOf(mode), ")"));
 }
 
 // Where a file at `path` is written: `prefix` (the directory with its slash, or empty for
@@ -91,8 +90,8 @@ absl::StatusOr<TempFile> CreateTemp(const Target& target, const std::string& pat
       return Errno(absl::StrCat("cannot create a file in ", target.dir(), " to write ", path));
     }
   }
-  return absl::AlreadyExistsError(absl::StrCat(
-      "every temporary name tried in ", target.dir(), " for ", path, " exists already"));
+  return absl::AlreadyExistsError(
+      absl::StrCat("every temporary name tried in ", target.dir(), " for ", path, " exists already"));
 }
 
 absl::Status WriteAll(int fd, absl::string_view bytes, const std::string& what) {
@@ -135,8 +134,8 @@ InputFile::~InputFile() {
 
 absl::Status InputFile::ReadAt(uint64_t offset, void* out, uint64_t n) const {
   if (offset > size_ || n > size_ - offset) {
-    return absl::OutOfRangeError(absl::StrFormat("%s: bytes [%d, %d) lie beyond its %d bytes",
-                                                 path_, offset, offset + n, size_));
+    return absl::OutOfRangeError(
+        absl::StrFormat("%s: bytes [%d, %d) lie beyond its %d bytes", path_, offset, offset + n, size_));
   }
   auto* at = static_cast<char*>(out);
   while (n > 0) {
@@ -144,9 +143,9 @@ absl::Status InputFile::ReadAt(uint64_t offset, void* out, uint64_t n) const {
     if (got < 0 && errno == EINTR) continue;
     if (got < 0) return Errno(absl::StrCat("cannot read ", path_));
     if (got == 0) {
-      return absl::DataLossError(absl::StrFormat(
-          "%s ended at byte %d, short of the %d bytes it had when opened (it changed while read)",
-          path_, offset, size_));
+      return absl::DataLossError(
+          absl::StrFormat("%s ended at byte %d, short of the %d bytes it had when opened (it changed while read)",
+                          path_, offset, size_));
     }
     at += got;
     offset += static_cast<uint64_t>(got);
@@ -155,8 +154,7 @@ absl::Status InputFile::ReadAt(uint64_t offset, void* out, uint64_t n) const {
   return absl::OkStatus();
 }
 
-absl::Status WriteFileAtomically(const std::string& path,
-                                 absl::Span<const absl::string_view> pieces) {
+absl::Status WriteFileAtomically(const std::string& path, absl::Span<const absl::string_view> pieces) {
   absl::StatusOr<Target> target = CheckTarget(path);
   if (!target.ok()) return target.status();
   absl::StatusOr<TempFile> tmp = CreateTemp(*target, path);
@@ -181,8 +179,8 @@ absl::Status WriteFileAtomically(const std::string& path,
   const std::string dir = target->dir();
   const int dir_fd = open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
   if (dir_fd < 0 || fsync(dir_fd) != 0) {
-    const absl::Status s = Errno(
-        absl::StrCat(path, " is written, but its directory ", dir, " cannot be synced to disk"));
+    const absl::Status s =
+        Errno(absl::StrCat(path, " is written, but its directory ", dir, " cannot be synced to disk"));
     if (dir_fd >= 0) close(dir_fd);
     return s;
   }

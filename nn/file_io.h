@@ -41,8 +41,7 @@ class InputFile {
 // O_NOFOLLOW under a random name, mode 0644 before the umask), flushed to disk, renamed onto
 // `path`, and the directory synced. On any failure the temporary file is removed and the old
 // file at `path` is untouched. A link at `path` is replaced, never written through.
-absl::Status WriteFileAtomically(const std::string& path,
-                                 absl::Span<const absl::string_view> pieces);
+absl::Status WriteFileAtomically(const std::string& path, absl::Span<const absl::string_view> pieces);
 
 // Whether WriteFileAtomically(path, ...) can succeed, checked by creating and removing a
 // temporary file beside `path`: a missing or unwritable directory, or a path that is a

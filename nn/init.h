@@ -18,8 +18,8 @@ Tensor<B> KaimingUniform(const Shape& shape, int64_t fan_in, Generator& gen, DTy
 
 // Glorot & Bengio: U(-b, b) with b = sqrt(6 / (fan_in + fan_out)).
 template <Backend B>
-Tensor<B> XavierUniform(const Shape& shape, int64_t fan_in, int64_t fan_out, Generator& gen,
-                        DType dtype, const typename B::Device& device) {
+Tensor<B> XavierUniform(const Shape& shape, int64_t fan_in, int64_t fan_out, Generator& gen, DType dtype,
+                        const typename B::Device& device) {
   const double bound = std::sqrt(6.0 / static_cast<double>(std::max<int64_t>(fan_in + fan_out, 1)));
   return Tensor<B>::uniform(shape, -bound, bound, gen, dtype, device);
 }

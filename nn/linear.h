@@ -16,11 +16,9 @@ struct LinearOptions {
 template <Backend B>
 class Linear : public Module<B> {
  public:
-  Linear(int64_t in, int64_t out, Generator& gen, LinearOptions options = {},
-         const typename B::Device& device = {}) {
+  Linear(int64_t in, int64_t out, Generator& gen, LinearOptions options = {}, const typename B::Device& device = {}) {
     if (in < 1 || out < 1) ThrowInvalidArgument("Linear(%d, %d): sizes must be positive", in, out);
-    weight_ = this->add_parameter(
-        "weight", KaimingUniform<B>(Shape{out, in}, in, gen, options.dtype, device));
+    weight_ = this->add_parameter("weight", KaimingUniform<B>(Shape{out, in}, in, gen, options.dtype, device));
     if (options.bias) {
       bias_ = this->add_parameter("bias", Tensor<B>::zeros({out}, options.dtype, device));
     }
@@ -29,8 +27,8 @@ class Linear : public Module<B> {
   Tensor<B> forward(const Tensor<B>& x) override {
     const Tensor<B>& w = this->param(weight_);
     if (x.rank() < 1 || x.size(-1) != w.size(1)) {
-      ThrowInvalidArgument("Linear(%d -> %d): input %s must end in a dim of %d", w.size(1),
-                           w.size(0), x.Describe(), w.size(1));
+      ThrowInvalidArgument("Linear(%d -> %d): input %s must end in a dim of %d", w.size(1), w.size(0), x.Describe(),
+                           w.size(1));
     }
     Tensor<B> y = x.matmul(w.transpose(0, 1));
     return bias_ ? y + this->param(*bias_) : y;

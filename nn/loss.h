@@ -10,8 +10,8 @@ namespace kiln::nn {
 template <Backend B>
 Tensor<B> CrossEntropy(const Tensor<B>& logits, const Tensor<B>& labels) {
   if (logits.rank() != 2 || labels.rank() != 1 || labels.size(0) != logits.size(0)) {
-    ThrowInvalidArgument("CrossEntropy: needs logits [N, K] and labels [N], got %s and %s",
-                         logits.Describe(), labels.Describe());
+    ThrowInvalidArgument("CrossEntropy: needs logits [N, K] and labels [N], got %s and %s", logits.Describe(),
+                         labels.Describe());
   }
   return -logits.log_softmax(1).gather(1, labels.unsqueeze(1)).mean();
 }
@@ -20,8 +20,7 @@ Tensor<B> CrossEntropy(const Tensor<B>& logits, const Tensor<B>& labels) {
 template <Backend B>
 Tensor<B> MeanSquaredError(const Tensor<B>& prediction, const Tensor<B>& target) {
   if (prediction.shape() != target.shape()) {
-    ThrowInvalidArgument("MeanSquaredError: shapes differ: %s and %s", prediction.Describe(),
-                         target.Describe());
+    ThrowInvalidArgument("MeanSquaredError: shapes differ: %s and %s", prediction.Describe(), target.Describe());
   }
   const Tensor<B> diff = prediction - target;
   return (diff * diff).mean();

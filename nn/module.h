@@ -16,8 +16,10 @@ namespace kiln::nn {
 // A parameter value: a leaf that records gradients when B does (Autodiff), else the value.
 template <Backend B>
 Tensor<B> AsParameter(const Tensor<B>& value) {
-  if constexpr (requires { value.require_grad(); }) return value.detach().require_grad();
-  else return value;
+  if constexpr (requires { value.require_grad(); })
+    return value.detach().require_grad();
+  else
+    return value;
 }
 
 template <Backend B>

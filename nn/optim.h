@@ -63,8 +63,7 @@ class Optimizer {
     if (!(lr >= 0)) ThrowInvalidArgument("optimizer: learning rate %g must be >= 0", lr);
   }
   // The new value of the parameter at `path`.
-  virtual Tensor<B> Update(const std::string& path, const Tensor<B>& value,
-                           const Tensor<B>& grad) = 0;
+  virtual Tensor<B> Update(const std::string& path, const Tensor<B>& value, const Tensor<B>& grad) = 0;
   Tensor<B>* Slot(const std::string& slot, const std::string& path) {
     auto it = state_.find(slot + "/" + path);
     return it == state_.end() ? nullptr : &it->second;
@@ -90,8 +89,10 @@ class Sgd : public Optimizer<B> {
  public:
   explicit Sgd(double lr, SgdOptions options = {}) : Optimizer<B>(lr), o_(options) {
     if (o_.momentum < 0 || o_.weight_decay < 0 || (o_.nesterov && o_.momentum == 0)) {
-      ThrowInvalidArgument("Sgd: momentum %g and weight_decay %g must be >= 0, and Nesterov "
-                           "needs momentum", o_.momentum, o_.weight_decay);
+      ThrowInvalidArgument(
+          "Sgd: momentum %g and weight_decay %g must be >= 0, and Nesterov "
+          "needs momentum",
+          o_.momentum, o_.weight_decay);
     }
   }
   const char* name() const override { return "sgd"; }
@@ -128,8 +129,7 @@ class AdamW : public Optimizer<B> {
  public:
   explicit AdamW(double lr, AdamWOptions options = {}) : Optimizer<B>(lr), o_(options) {
     if (!(o_.beta1 >= 0 && o_.beta1 < 1 && o_.beta2 >= 0 && o_.beta2 < 1 && o_.eps > 0)) {
-      ThrowInvalidArgument("AdamW: betas (%g, %g) must be in [0, 1) and eps %g > 0", o_.beta1,
-                           o_.beta2, o_.eps);
+      ThrowInvalidArgument("AdamW: betas (%g, %g) must be in [0, 1) and eps %g > 0", o_.beta1, o_.beta2, o_.eps);
     }
   }
   const char* name() const override { return "adamw"; }

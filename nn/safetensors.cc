@@ -18,7 +18,7 @@ namespace {
 using Json = nlohmann::json;
 
 constexpr uint64_t kMaxHeader = uint64_t{100} << 20;  // the format's own limit
-constexpr size_t kMaxRank = 64;  // far beyond any real tensor; keeps shapes and messages small
+constexpr size_t kMaxRank = 64;                       // far beyond any real tensor; keeps shapes and messages small
 
 const char* FormatName(DType d) {
   switch (d) {
@@ -32,9 +32,8 @@ const char* FormatName(DType d) {
 }
 
 bool ParseFormatName(const std::string& s, DType* d) {
-  static const std::pair<const char*, DType> kNames[] = {{"F32", DType::kF32}, {"F64", DType::kF64},
-                                                         {"I32", DType::kI32}, {"I64", DType::kI64},
-                                                         {"BOOL", DType::kBool}};
+  static const std::pair<const char*, DType> kNames[] = {
+      {"F32", DType::kF32}, {"F64", DType::kF64}, {"I32", DType::kI32}, {"I64", DType::kI64}, {"BOOL", DType::kBool}};
   for (const auto& [name, dtype] : kNames) {
     if (s == name) {
       *d = dtype;
@@ -63,28 +62,27 @@ const Json* Member(const Json& object, const char* key) {
   return it == object.end() ? nullptr : &*it;
 }
 
-absl::StatusOr<Entry> ParseEntry(const std::string& path, const std::string& name,
-                                 const Json& json, uint64_t data_size) {
+absl::StatusOr<Entry> ParseEntry(const std::string& path, const std::string& name, const Json& json,
+                                 uint64_t data_size) {
   Entry entry{name, DType::kF32, {}, 0, 0};
   const Json* dtype = json.is_object() ? Member(json, "dtype") : nullptr;
-  if (dtype == nullptr || !dtype->is_string() ||
-      !ParseFormatName(dtype->get<std::string>(), &entry.dtype)) {
+  if (dtype == nullptr || !dtype->is_string() || !ParseFormatName(dtype->get<std::string>(), &entry.dtype)) {
     return Corrupt(path, absl::StrCat("tensor ", name, " has no dtype kiln reads (F32, F64, I32, I64, BOOL)"));
   }
   const Json* shape = Member(json, "shape");
   const Json* offsets = Member(json, "data_offsets");
-  if (shape == nullptr || offsets == nullptr || !shape->is_array() || !offsets->is_array() ||
-      offsets->size() != 2 || !(*offsets)[0].is_number_unsigned() || !(*offsets)[1].is_number_unsigned()) {
+  if (shape == nullptr || offsets == nullptr || !shape->is_array() || !offsets->is_array() || offsets->size() != 2 ||
+      !(*offsets)[0].is_number_unsigned() || !(*offsets)[1].is_number_unsigned()) {
     return Corrupt(path, absl::StrCat("tensor ", name, " lacks a shape or data_offsets"));
   }
   if (shape->size() > kMaxRank) {
-    return Corrupt(path, absl::StrFormat("tensor %s has %d dims, more than kiln's %d", name,
-                                         shape->size(), kMaxRank));
+    return Corrupt(path, absl::StrFormat("tensor %s has %d dims, more than kiln's %d", name, shape->size(), kMaxRank));
   }
   constexpr uint64_t kMax = std::numeric_limits<int64_t>::max();
   for (const Json& d : *shape) {
     if (!d.is_number_unsigned() || d.get<uint64_t>() > kMax) {
-      return Corrupt(path, absl::StrCat("tensor ", name, " has a bad shape (each dim must be an integer in [0, 2^63))"));
+      return Corrupt(path,
+                     absl::StrCat("tensor ", name, " has a bad shape (each dim must be an integer in [0, 2^63))"));
     }
     entry.dims.push_back(static_cast<int64_t>(d.get<uint64_t>()));
   }
@@ -112,8 +110,8 @@ absl::StatusOr<Entry> ParseEntry(const std::string& path, const std::string& nam
   entry.end = (*offsets)[1].get<uint64_t>();
   if (entry.begin > entry.end || entry.end > data_size || entry.end - entry.begin != bytes) {
     return Corrupt(path, absl::StrFormat("tensor %s: bytes [%d, %d) do not hold %s (%d bytes) in %d "
-                                         "data bytes (truncated?)", name, entry.begin, entry.end,
-                                         described, bytes, data_size));
+                                         "data bytes (truncated?)",
+                                         name, entry.begin, entry.end, described, bytes, data_size));
   }
   return entry;
 }
@@ -128,8 +126,8 @@ absl::StatusOr<TensorData> ReadTensor(const InputFile& in, uint64_t data_start, 
   } catch (const Error& e) {
     return Corrupt(path, absl::StrCat("tensor ", entry.name, ": ", e.status().message()));
   } catch (const std::bad_alloc&) {
-    return absl::ResourceExhaustedError(absl::StrFormat(
-        "%s: not enough memory for tensor %s (%d bytes)", path, entry.name, entry.end - entry.begin));
+    return absl::ResourceExhaustedError(
+        absl::StrFormat("%s: not enough memory for tensor %s (%d bytes)", path, entry.name, entry.end - entry.begin));
   }
   if (absl::Status s = in.ReadAt(data_start + entry.begin, data.raw(), entry.end - entry.begin); !s.ok()) {
     return Corrupt(path, absl::StrCat("tensor ", entry.name, " could not be read (", s.message(), ")"));

@@ -11,17 +11,17 @@ namespace kiln {
 enum class DType : uint8_t { kF32, kF64, kI32, kI64, kBool };
 
 const char* DTypeName(DType dtype);  // "f32", "f64", "i32", "i64", "bool"
-int64_t DTypeSize(DType dtype);           // bytes per element
+int64_t DTypeSize(DType dtype);      // bytes per element
 inline bool IsFloating(DType d) { return d == DType::kF32 || d == DType::kF64; }
 inline bool IsInteger(DType d) { return d == DType::kI32 || d == DType::kI64; }
 
 template <class T>
-inline constexpr bool kIsDTypeValue = std::is_same_v<T, float> || std::is_same_v<T, double> ||
-                                      std::is_same_v<T, int32_t> || std::is_same_v<T, int64_t> ||
-                                      std::is_same_v<T, bool>;
+inline constexpr bool kIsDTypeValue =
+    std::is_same_v<T, float> || std::is_same_v<T, double> || std::is_same_v<T, int32_t> || std::is_same_v<T, int64_t> ||
+    std::is_same_v<T, bool>;
 
 template <class T>
-  requires kIsDTypeValue<T>
+requires kIsDTypeValue<T>
 constexpr DType DTypeOf() {
   if constexpr (std::is_same_v<T, float>) return DType::kF32;
   if constexpr (std::is_same_v<T, double>) return DType::kF64;

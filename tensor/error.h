@@ -25,8 +25,7 @@ class Error : public std::exception {
 
 // Throws kiln::Error(InvalidArgument) with a formatted message.
 template <class... Args>
-[[noreturn]] void ThrowInvalidArgument(const absl::FormatSpec<Args...>& format,
-                                       const Args&... args) {
+[[noreturn]] void ThrowInvalidArgument(const absl::FormatSpec<Args...>& format, const Args&... args) {
   throw Error(absl::InvalidArgumentError(absl::StrFormat(format, args...)));
 }
 

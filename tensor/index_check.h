@@ -12,13 +12,12 @@ namespace kiln {
 
 // Throws OutOfRange for the index `value` at `position` (row-major, in the index tensor) that
 // is outside [0, size); `what` names the op, `source` the shape it indexes.
-[[noreturn]] void ThrowIndexOutOfRange(const char* what, int64_t value, int64_t position,
-                                       int64_t size, const Shape& source);
+[[noreturn]] void ThrowIndexOutOfRange(const char* what, int64_t value, int64_t position, int64_t size,
+                                       const Shape& source);
 
 // Checks `count` host values (the index in row-major order); throws as above for the first
 // outside [0, size).
-void CheckIndexValues(const int64_t* values, int64_t count, int64_t size, const char* what,
-                      const Shape& source);
+void CheckIndexValues(const int64_t* values, int64_t count, int64_t size, const char* what, const Shape& source);
 
 }  // namespace kiln
 

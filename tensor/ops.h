@@ -9,8 +9,19 @@ enum class UnaryOp { kNeg, kAbs, kExp, kLog, kSqrt, kTanh, kSigmoid, kRelu };
 
 // Arithmetic ops keep the operands' dtype; comparisons give bool.
 enum class BinaryOp {
-  kAdd, kSub, kMul, kDiv, kPow, kMaximum, kMinimum,
-  kEq, kNe, kLt, kLe, kGt, kGe,
+  kAdd,
+  kSub,
+  kMul,
+  kDiv,
+  kPow,
+  kMaximum,
+  kMinimum,
+  kEq,
+  kNe,
+  kLt,
+  kLe,
+  kGt,
+  kGe,
 };
 
 enum class ReduceOp { kSum, kMean, kMax, kMin };
@@ -21,9 +32,7 @@ const char* OpName(ReduceOp op);
 
 inline bool IsComparison(BinaryOp op) { return op >= BinaryOp::kEq; }
 // Ops defined only for floating dtypes.
-inline bool NeedsFloating(UnaryOp op) {
-  return op != UnaryOp::kNeg && op != UnaryOp::kAbs && op != UnaryOp::kRelu;
-}
+inline bool NeedsFloating(UnaryOp op) { return op != UnaryOp::kNeg && op != UnaryOp::kAbs && op != UnaryOp::kRelu; }
 
 }  // namespace kiln
 

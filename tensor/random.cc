@@ -48,15 +48,13 @@ TensorData Fill(const Shape& shape, DType dtype, const char* what, Draw draw,
 
 }  // namespace
 
-TensorData RandomUniform(const Shape& shape, DType dtype, double low, double high,
-                         Generator& gen) {
+TensorData RandomUniform(const Shape& shape, DType dtype, double low, double high, Generator& gen) {
   if (!(low <= high)) ThrowInvalidArgument("uniform: low %g is greater than high %g", low, high);
   auto draw = [&] { return low + (high - low) * gen.NextUniform(); };
   return low < high ? Fill(shape, dtype, "uniform", draw, high) : Fill(shape, dtype, "uniform", draw);
 }
 
-TensorData RandomNormal(const Shape& shape, DType dtype, double mean, double stddev,
-                        Generator& gen) {
+TensorData RandomNormal(const Shape& shape, DType dtype, double mean, double stddev, Generator& gen) {
   if (!(stddev >= 0)) ThrowInvalidArgument("normal: stddev %g is negative", stddev);
   return Fill(shape, dtype, "normal", [&] { return mean + stddev * gen.NextNormal(); });
 }

@@ -12,9 +12,9 @@ namespace kiln {
 class Generator {
  public:
   explicit Generator(uint64_t seed) : state_(seed) {}
-  uint64_t NextU64();         // SplitMix64: a counter through a strong mixer
-  double NextUniform();       // [0, 1) with 53 random bits
-  double NextNormal();        // standard normal (Box-Muller)
+  uint64_t NextU64();    // SplitMix64: a counter through a strong mixer
+  double NextUniform();  // [0, 1) with 53 random bits
+  double NextNormal();   // standard normal (Box-Muller)
 
  private:
   uint64_t state_;
@@ -22,10 +22,8 @@ class Generator {
 
 // Host tensors of floating dtype (f32 or f64); other dtypes throw InvalidArgument. Uniform
 // values lie in [low, high), also after rounding to f32.
-TensorData RandomUniform(const Shape& shape, DType dtype, double low, double high,
-                         Generator& gen);
-TensorData RandomNormal(const Shape& shape, DType dtype, double mean, double stddev,
-                        Generator& gen);
+TensorData RandomUniform(const Shape& shape, DType dtype, double low, double high, Generator& gen);
+TensorData RandomNormal(const Shape& shape, DType dtype, double mean, double stddev, Generator& gen);
 
 }  // namespace kiln
 

@@ -15,11 +15,9 @@ namespace kiln {
 class Scalar {
  public:
   template <class T>
-    requires std::integral<T>
-  Scalar(T v) : is_integer_(true), i_(static_cast<int64_t>(v)), f_(static_cast<double>(v)) {}
+  requires std::integral<T> Scalar(T v) : is_integer_(true), i_(static_cast<int64_t>(v)), f_(static_cast<double>(v)) {}
   template <class T>
-    requires std::floating_point<T>
-  Scalar(T v) : is_integer_(false), i_(0), f_(static_cast<double>(v)) {}
+  requires std::floating_point<T> Scalar(T v) : is_integer_(false), i_(0), f_(static_cast<double>(v)) {}
 
   bool is_integer() const { return is_integer_; }
   double to_double() const { return f_; }

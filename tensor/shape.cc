@@ -8,9 +8,7 @@
 
 namespace kiln {
 
-Shape::Shape(std::initializer_list<int64_t> dims) : dims_(dims.begin(), dims.end()) {
-  Validate();
-}
+Shape::Shape(std::initializer_list<int64_t> dims) : dims_(dims.begin(), dims.end()) { Validate(); }
 
 Shape::Shape(absl::Span<const int64_t> dims) : dims_(dims.begin(), dims.end()) { Validate(); }
 
@@ -47,8 +45,8 @@ std::string Shape::ToString() const { return absl::StrCat("[", absl::StrJoin(dim
 
 int64_t NormalizeDim(int64_t dim, int64_t rank, const Shape& shape, const char* what) {
   if (dim < -rank || dim >= rank || rank == 0) {
-    ThrowOutOfRange("%s: dim %d is out of range for shape %s (rank %d; valid dims are %d..%d)",
-                    what, dim, shape.ToString(), rank, -rank, rank - 1);
+    ThrowOutOfRange("%s: dim %d is out of range for shape %s (rank %d; valid dims are %d..%d)", what, dim,
+                    shape.ToString(), rank, -rank, rank - 1);
   }
   return dim < 0 ? dim + rank : dim;
 }

@@ -35,8 +35,7 @@ Dims NormalizeReduceDims(absl::Span<const int64_t> dims, const Shape& shape, con
   for (int64_t d : dims) out.push_back(NormalizeDim(d, shape.rank(), shape, what));
   std::sort(out.begin(), out.end());
   if (std::adjacent_find(out.begin(), out.end()) != out.end()) {
-    ThrowInvalidArgument("%s: dims [%s] name dim %d twice (shape %s)", what,
-                         absl::StrJoin(dims, ","),
+    ThrowInvalidArgument("%s: dims [%s] name dim %d twice (shape %s)", what, absl::StrJoin(dims, ","),
                          *std::adjacent_find(out.begin(), out.end()), shape.ToString());
   }
   return out;
@@ -48,8 +47,10 @@ Shape ReducedShape(const Shape& shape, absl::Span<const int64_t> sorted_dims, bo
   for (int64_t i = 0; i < shape.rank(); ++i) {
     const bool reduced = next < sorted_dims.size() && sorted_dims[next] == i;
     if (reduced) ++next;
-    if (!reduced) out.push_back(shape[i]);
-    else if (keepdim) out.push_back(1);
+    if (!reduced)
+      out.push_back(shape[i]);
+    else if (keepdim)
+      out.push_back(1);
   }
   return Shape(out);
 }
@@ -66,23 +67,23 @@ Shape InferReshape(const Shape& from, absl::Span<const int64_t> dims) {
       }
       infer_at = static_cast<int64_t>(i);
     } else if (out[i] < 0) {
-      ThrowInvalidArgument("reshape of %s to [%s]: dim %d is negative", from.ToString(),
-                           absl::StrJoin(dims, ","), out[i]);
+      ThrowInvalidArgument("reshape of %s to [%s]: dim %d is negative", from.ToString(), absl::StrJoin(dims, ","),
+                           out[i]);
     } else {
       known = known * out[i];
     }
   }
   if (infer_at >= 0) {
     if (known == 0 || from.numel() % known != 0) {
-      ThrowInvalidArgument("reshape of %s (%d elements) to [%s]: the -1 cannot be inferred",
-                           from.ToString(), from.numel(), absl::StrJoin(dims, ","));
+      ThrowInvalidArgument("reshape of %s (%d elements) to [%s]: the -1 cannot be inferred", from.ToString(),
+                           from.numel(), absl::StrJoin(dims, ","));
     }
     out[infer_at] = from.numel() / known;
   }
   Shape to(out);
   if (to.numel() != from.numel()) {
-    ThrowInvalidArgument("reshape of %s (%d elements) to %s (%d elements): counts differ",
-                         from.ToString(), from.numel(), to.ToString(), to.numel());
+    ThrowInvalidArgument("reshape of %s (%d elements) to %s (%d elements): counts differ", from.ToString(),
+                         from.numel(), to.ToString(), to.numel());
   }
   return to;
 }
@@ -97,8 +98,8 @@ MatmulShapes MatmulShape(const Shape& a, const Shape& b) {
   const Shape batch_b(b.dims().subspan(0, b.rank() - 2));
   const auto batch = BroadcastShapes(batch_a, batch_b);
   if (!batch) {
-    return {std::nullopt, absl::StrFormat("batch dims %s and %s do not broadcast",
-                                          batch_a.ToString(), batch_b.ToString())};
+    return {std::nullopt,
+            absl::StrFormat("batch dims %s and %s do not broadcast", batch_a.ToString(), batch_b.ToString())};
   }
   Dims out(batch->dims().begin(), batch->dims().end());
   out.push_back(a[a.rank() - 2]);

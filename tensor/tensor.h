@@ -35,12 +35,10 @@ class Tensor {
     return Tensor(B::from_data(data, device));
   }
   template <class T>
-  static Tensor from_vector(const std::vector<T>& values, Shape shape,
-                            const Device& device = Device{}) {
+  static Tensor from_vector(const std::vector<T>& values, Shape shape, const Device& device = Device{}) {
     return from_data(TensorData::FromVector(values, std::move(shape)), device);
   }
-  static Tensor full(Shape shape, Scalar value, DType dtype = DType::kF32,
-                     const Device& device = Device{}) {
+  static Tensor full(Shape shape, Scalar value, DType dtype = DType::kF32, const Device& device = Device{}) {
     return Tensor(B::full(shape, value, dtype, device));
   }
   static Tensor zeros(Shape shape, DType dtype = DType::kF32, const Device& device = Device{}) {
@@ -56,12 +54,12 @@ class Tensor {
     return arange(0, static_cast<double>(end), 1, dtype, device);
   }
   // Drawn on the host from `gen`, so a seed gives the same numbers on every backend.
-  static Tensor uniform(Shape shape, double low, double high, Generator& gen,
-                        DType dtype = DType::kF32, const Device& device = Device{}) {
+  static Tensor uniform(Shape shape, double low, double high, Generator& gen, DType dtype = DType::kF32,
+                        const Device& device = Device{}) {
     return from_data(RandomUniform(shape, dtype, low, high, gen), device);
   }
-  static Tensor normal(Shape shape, double mean, double stddev, Generator& gen,
-                       DType dtype = DType::kF32, const Device& device = Device{}) {
+  static Tensor normal(Shape shape, double mean, double stddev, Generator& gen, DType dtype = DType::kF32,
+                       const Device& device = Device{}) {
     return from_data(RandomNormal(shape, dtype, mean, stddev, gen), device);
   }
 
@@ -80,9 +78,7 @@ class Tensor {
 
   // ---- Moving data ------------------------------------------------------------------------
   TensorData to_data() const { return B::to_data(p_); }
-  Tensor to(const Device& device) const {
-    return device == this->device() ? *this : Tensor(B::to_device(p_, device));
-  }
+  Tensor to(const Device& device) const { return device == this->device() ? *this : Tensor(B::to_device(p_, device)); }
   Tensor to(DType dtype) const { return dtype == this->dtype() ? *this : Tensor(B::cast(p_, dtype)); }
   // The single element of a one-element tensor.
   template <class T>
@@ -113,8 +109,8 @@ class Tensor {
   Tensor minimum(const Tensor& o) const { return binary(BinaryOp::kMinimum, o); }
   Tensor clamp(Scalar low, Scalar high) const {
     if (low.to_double() > high.to_double()) {
-      ThrowInvalidArgument("clamp: low %s is greater than high %s (tensor %s)", low.ToString(),
-                           high.ToString(), Describe());
+      ThrowInvalidArgument("clamp: low %s is greater than high %s (tensor %s)", low.ToString(), high.ToString(),
+                           Describe());
     }
     return binary(BinaryOp::kMaximum, low).binary(BinaryOp::kMinimum, high);
   }
@@ -138,25 +134,22 @@ class Tensor {
   Tensor binary(BinaryOp op, const Tensor& o) const {
     CheckSameDevice(OpName(op), o);
     if (dtype() != o.dtype()) {
-      ThrowInvalidArgument("%s: dtypes differ: %s and %s; convert one with .to(DType)", OpName(op),
-                           Describe(), o.Describe());
+      ThrowInvalidArgument("%s: dtypes differ: %s and %s; convert one with .to(DType)", OpName(op), Describe(),
+                           o.Describe());
     }
     if (dtype() == DType::kBool && !IsComparison(op)) {
-      ThrowInvalidArgument("%s: arithmetic on bool tensors (%s and %s); convert with .to(DType)",
-                           OpName(op), Describe(), o.Describe());
+      ThrowInvalidArgument("%s: arithmetic on bool tensors (%s and %s); convert with .to(DType)", OpName(op),
+                           Describe(), o.Describe());
     }
     if (op == BinaryOp::kPow && !IsFloating(dtype())) {
       ThrowInvalidArgument("pow: needs a floating dtype, got %s and %s", Describe(), o.Describe());
     }
     if (!BroadcastShapes(shape(), o.shape())) {
-      ThrowInvalidArgument("%s: shapes do not broadcast: %s and %s", OpName(op), Describe(),
-                           o.Describe());
+      ThrowInvalidArgument("%s: shapes do not broadcast: %s and %s", OpName(op), Describe(), o.Describe());
     }
     return Tensor(B::binary(op, p_, o.p_));
   }
-  Tensor binary(BinaryOp op, Scalar v) const {
-    return binary(op, scalar_like(v, OpName(op)));
-  }
+  Tensor binary(BinaryOp op, Scalar v) const { return binary(op, scalar_like(v, OpName(op))); }
 
   // ---- Reductions -------------------------------------------------------------------------
   // With no dims, over every dim. Sum of bool counts (i64); mean of bool is a fraction (f32).
@@ -243,54 +236,57 @@ class Tensor {
   // ---- Gradients: for backends that record them, i.e. Tensor<Autodiff<B>> -----------------
   // The same value with no gradient history (for other backends, the tensor itself).
   Tensor detach() const {
-    if constexpr (requires { B::detach(p_); }) return Tensor(B::detach(p_));
-    else return *this;
+    if constexpr (requires { B::detach(p_); })
+      return Tensor(B::detach(p_));
+    else
+      return *this;
   }
   // A leaf whose gradient backward() will compute (floating dtypes only).
   template <class X = B>
-    requires requires(const typename X::Primitive& p) { X::require_grad(p); }
+  requires requires(const typename X::Primitive& p) { X::require_grad(p); }
   Tensor require_grad() const { return Tensor(X::require_grad(p_)); }
   template <class X = B>
-    requires requires(const typename X::Primitive& p) { X::requires_grad(p); }
+  requires requires(const typename X::Primitive& p) { X::requires_grad(p); }
   bool requires_grad() const { return X::requires_grad(p_); }
   // Gradients of every leaf this single-element tensor depends on. The graph is freed.
   template <class X = B>
-    requires requires(const typename X::Primitive& p) { X::backward(p); }
+  requires requires(const typename X::Primitive& p) { X::backward(p); }
   typename X::Gradients backward() const { return X::backward(p_); }
   // The same from a tensor of any shape, given d(loss)/d(this) as `seed`.
   template <class X = B>
-    requires requires { typename X::Inner; }
+  requires requires { typename X::Inner; }
   typename X::Gradients backward(const Tensor<typename X::Inner>& seed) const {
     return X::backward(p_, seed.primitive());
   }
   // The value as a tensor of the wrapped backend, and back (with no history).
   template <class X = B>
-    requires requires { typename X::Inner; }
+  requires requires { typename X::Inner; }
   Tensor<typename X::Inner> inner() const { return Tensor<typename X::Inner>(X::inner(p_)); }
   template <class X = B>
-    requires requires { typename X::Inner; }
+  requires requires { typename X::Inner; }
   static Tensor from_inner(const Tensor<typename X::Inner>& t) { return Tensor(X::from_inner(t.primitive())); }
   // This leaf with a new value: same identity, so gradients and hooks stay attached.
   template <class X = B>
-    requires requires { typename X::Inner; }
+  requires requires { typename X::Inner; }
   Tensor with_value(const Tensor<typename X::Inner>& value) const {
     return Tensor(X::with_value(p_, value.primitive()));
   }
   // Calls hook(gradient) during backward, the moment this leaf's gradient is final.
   template <class F, class X = B>
-    requires requires { typename X::Inner; }
+  requires requires { typename X::Inner; }
   void register_hook(F hook) const {
-    X::register_hook(p_, [hook = std::move(hook)](const typename X::Inner::Primitive& g) {
-      hook(Tensor<typename X::Inner>(g));
-    });
+    X::register_hook(
+        p_, [hook = std::move(hook)](const typename X::Inner::Primitive& g) { hook(Tensor<typename X::Inner>(g)); });
   }
 
   // A rank-0 tensor of this dtype and device holding `v`; a fractional value for an integer
   // tensor is an error rather than a silent truncation.
   Tensor scalar_like(Scalar v, const char* what = "scalar") const {
     if (!IsFloating(dtype()) && !v.is_integer() && v.to_double() != std::trunc(v.to_double())) {
-      ThrowInvalidArgument("%s: scalar %s is not a whole number but the tensor is %s; convert "
-                           "the tensor with .to(DType::kF32)", what, v.ToString(), Describe());
+      ThrowInvalidArgument(
+          "%s: scalar %s is not a whole number but the tensor is %s; convert "
+          "the tensor with .to(DType::kF32)",
+          what, v.ToString(), Describe());
     }
     return Tensor(B::full(Shape{}, v, dtype(), device()));
   }
@@ -298,8 +294,7 @@ class Tensor {
  private:
   Tensor unary(UnaryOp op) const {
     if (NeedsFloating(op) && !IsFloating(dtype())) {
-      ThrowInvalidArgument("%s: needs a floating dtype, got %s; convert with .to(DType::kF32)",
-                           OpName(op), Describe());
+      ThrowInvalidArgument("%s: needs a floating dtype, got %s; convert with .to(DType::kF32)", OpName(op), Describe());
     }
     if (dtype() == DType::kBool) {
       ThrowInvalidArgument("%s: not defined for bool tensor %s", OpName(op), Describe());
@@ -308,8 +303,10 @@ class Tensor {
   }
   void CheckSameDevice(const char* what, const Tensor& o) const {
     if (!(device() == o.device())) {
-      ThrowInvalidArgument("%s: operands are on different devices: %s and %s; move one with "
-                           ".to(device)", what, Describe(), o.Describe());
+      ThrowInvalidArgument(
+          "%s: operands are on different devices: %s and %s; move one with "
+          ".to(device)",
+          what, Describe(), o.Describe());
     }
   }
   Tensor IndexAsI64(const Tensor& index, const char* what) const;
@@ -318,21 +315,58 @@ class Tensor {
 };
 
 // ---- Operators ----------------------------------------------------------------------------
-template <Backend B> Tensor<B> operator+(const Tensor<B>& a, const Tensor<B>& b) { return a.binary(BinaryOp::kAdd, b); }
-template <Backend B> Tensor<B> operator-(const Tensor<B>& a, const Tensor<B>& b) { return a.binary(BinaryOp::kSub, b); }
-template <Backend B> Tensor<B> operator*(const Tensor<B>& a, const Tensor<B>& b) { return a.binary(BinaryOp::kMul, b); }
-template <Backend B> Tensor<B> operator/(const Tensor<B>& a, const Tensor<B>& b) { return a.binary(BinaryOp::kDiv, b); }
-template <Backend B> Tensor<B> operator+(const Tensor<B>& a, Scalar b) { return a.binary(BinaryOp::kAdd, b); }
-template <Backend B> Tensor<B> operator-(const Tensor<B>& a, Scalar b) { return a.binary(BinaryOp::kSub, b); }
-template <Backend B> Tensor<B> operator*(const Tensor<B>& a, Scalar b) { return a.binary(BinaryOp::kMul, b); }
-template <Backend B> Tensor<B> operator/(const Tensor<B>& a, Scalar b) { return a.binary(BinaryOp::kDiv, b); }
-template <Backend B> Tensor<B> operator+(Scalar a, const Tensor<B>& b) { return b.binary(BinaryOp::kAdd, a); }
-template <Backend B> Tensor<B> operator*(Scalar a, const Tensor<B>& b) { return b.binary(BinaryOp::kMul, a); }
-template <Backend B> Tensor<B> operator-(Scalar a, const Tensor<B>& b) { return b.neg().binary(BinaryOp::kAdd, a); }
-template <Backend B> Tensor<B> operator/(Scalar a, const Tensor<B>& b) {
+template <Backend B>
+Tensor<B> operator+(const Tensor<B>& a, const Tensor<B>& b) {
+  return a.binary(BinaryOp::kAdd, b);
+}
+template <Backend B>
+Tensor<B> operator-(const Tensor<B>& a, const Tensor<B>& b) {
+  return a.binary(BinaryOp::kSub, b);
+}
+template <Backend B>
+Tensor<B> operator*(const Tensor<B>& a, const Tensor<B>& b) {
+  return a.binary(BinaryOp::kMul, b);
+}
+template <Backend B>
+Tensor<B> operator/(const Tensor<B>& a, const Tensor<B>& b) {
+  return a.binary(BinaryOp::kDiv, b);
+}
+template <Backend B>
+Tensor<B> operator+(const Tensor<B>& a, Scalar b) {
+  return a.binary(BinaryOp::kAdd, b);
+}
+template <Backend B>
+Tensor<B> operator-(const Tensor<B>& a, Scalar b) {
+  return a.binary(BinaryOp::kSub, b);
+}
+template <Backend B>
+Tensor<B> operator*(const Tensor<B>& a, Scalar b) {
+  return a.binary(BinaryOp::kMul, b);
+}
+template <Backend B>
+Tensor<B> operator/(const Tensor<B>& a, Scalar b) {
+  return a.binary(BinaryOp::kDiv, b);
+}
+template <Backend B>
+Tensor<B> operator+(Scalar a, const Tensor<B>& b) {
+  return b.binary(BinaryOp::kAdd, a);
+}
+template <Backend B>
+Tensor<B> operator*(Scalar a, const Tensor<B>& b) {
+  return b.binary(BinaryOp::kMul, a);
+}
+template <Backend B>
+Tensor<B> operator-(Scalar a, const Tensor<B>& b) {
+  return b.neg().binary(BinaryOp::kAdd, a);
+}
+template <Backend B>
+Tensor<B> operator/(Scalar a, const Tensor<B>& b) {
   return b.scalar_like(a, "div").binary(BinaryOp::kDiv, b);
 }
-template <Backend B> Tensor<B> operator-(const Tensor<B>& a) { return a.neg(); }
+template <Backend B>
+Tensor<B> operator-(const Tensor<B>& a) {
+  return a.neg();
+}
 
 }  // namespace kiln
 

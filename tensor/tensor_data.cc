@@ -5,14 +5,12 @@
 namespace kiln {
 
 TensorData::TensorData(Shape shape, DType dtype)
-    : shape_(std::move(shape)),
-      dtype_(dtype),
-      bytes_(static_cast<size_t>(shape_.numel() * DTypeSize(dtype))) {}
+    : shape_(std::move(shape)), dtype_(dtype), bytes_(static_cast<size_t>(shape_.numel() * DTypeSize(dtype))) {}
 
 void TensorData::CheckType(DType requested) const {
   if (requested != dtype_) {
-    ThrowInvalidArgument("TensorData: elements of a %s%s tensor read as %s", DTypeName(dtype_),
-                         shape_.ToString(), DTypeName(requested));
+    ThrowInvalidArgument("TensorData: elements of a %s%s tensor read as %s", DTypeName(dtype_), shape_.ToString(),
+                         DTypeName(requested));
   }
 }
 

@@ -25,8 +25,8 @@ class TensorData {
   static TensorData FromVector(absl::Span<const T> values, Shape shape) {
     TensorData data(std::move(shape), DTypeOf<T>());
     if (static_cast<int64_t>(values.size()) != data.numel()) {
-      ThrowInvalidArgument("TensorData: %d values given for shape %s, which holds %d",
-                           values.size(), data.shape().ToString(), data.numel());
+      ThrowInvalidArgument("TensorData: %d values given for shape %s, which holds %d", values.size(),
+                           data.shape().ToString(), data.numel());
     }
     if (!values.empty()) std::memcpy(data.bytes_.data(), values.data(), values.size() * sizeof(T));
     return data;

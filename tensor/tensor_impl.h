@@ -9,11 +9,9 @@
 namespace kiln {
 
 template <Backend B>
-Tensor<B> Tensor<B>::arange(double start, double end, double step, DType dtype,
-                            const Device& device) {
+Tensor<B> Tensor<B>::arange(double start, double end, double step, DType dtype, const Device& device) {
   if (step == 0 || !std::isfinite(start) || !std::isfinite(end) || !std::isfinite(step)) {
-    ThrowInvalidArgument("arange(%g, %g, %g): bounds and step must be finite, step non-zero",
-                         start, end, step);
+    ThrowInvalidArgument("arange(%g, %g, %g): bounds and step must be finite, step non-zero", start, end, step);
   }
   const double count = std::max(0.0, std::ceil((end - start) / step));
   if (count > 1e12) ThrowInvalidArgument("arange(%g, %g, %g): too many elements", start, end, step);
@@ -42,8 +40,7 @@ Tensor<B> Tensor<B>::reduce(ReduceOp op, absl::Span<const int64_t> dims, bool ke
   if (op == ReduceOp::kMax || op == ReduceOp::kMin) {
     for (int64_t d : sorted) {
       if (shape()[d] == 0) {
-        ThrowInvalidArgument("%s: dim %d of %s is empty; there is no %s of nothing", name, d,
-                             Describe(), name);
+        ThrowInvalidArgument("%s: dim %d of %s is empty; there is no %s of nothing", name, d, Describe(), name);
       }
     }
   }
@@ -62,8 +59,7 @@ template <Backend B>
 Tensor<B> Tensor<B>::matmul(const Tensor& o) const {
   CheckSameDevice("matmul", o);
   if (dtype() != o.dtype() || !IsFloating(dtype())) {
-    ThrowInvalidArgument("matmul: needs two tensors of one floating dtype, got %s and %s",
-                         Describe(), o.Describe());
+    ThrowInvalidArgument("matmul: needs two tensors of one floating dtype, got %s and %s", Describe(), o.Describe());
   }
   if (rank() == 0 || o.rank() == 0) {
     ThrowInvalidArgument("matmul: needs rank >= 1, got %s and %s", Describe(), o.Describe());
@@ -84,16 +80,15 @@ Tensor<B> Tensor<B>::matmul(const Tensor& o) const {
 template <Backend B>
 Tensor<B> Tensor<B>::permute(absl::Span<const int64_t> dims) const {
   if (static_cast<int64_t>(dims.size()) != rank()) {
-    ThrowInvalidArgument("permute: [%s] has %d dims but %s has rank %d", absl::StrJoin(dims, ","),
-                         dims.size(), Describe(), rank());
+    ThrowInvalidArgument("permute: [%s] has %d dims but %s has rank %d", absl::StrJoin(dims, ","), dims.size(),
+                         Describe(), rank());
   }
   Dims perm;
   std::vector<bool> seen(rank(), false);
   for (int64_t d : dims) {
     const int64_t n = NormalizeDim(d, rank(), shape(), "permute");
     if (seen[n]) {
-      ThrowInvalidArgument("permute: [%s] names dim %d twice (%s)", absl::StrJoin(dims, ","), n,
-                           Describe());
+      ThrowInvalidArgument("permute: [%s] names dim %d twice (%s)", absl::StrJoin(dims, ","), n, Describe());
     }
     seen[n] = true;
     perm.push_back(n);
@@ -151,8 +146,7 @@ template <Backend B>
 Tensor<B> Tensor<B>::IndexAsI64(const Tensor& index, const char* what) const {
   CheckSameDevice(what, index);
   if (!IsInteger(index.dtype())) {
-    ThrowInvalidArgument("%s: index must be an integer tensor, got %s (source %s)", what,
-                         index.Describe(), Describe());
+    ThrowInvalidArgument("%s: index must be an integer tensor, got %s (source %s)", what, index.Describe(), Describe());
   }
   return index.to(DType::kI64);
 }
@@ -164,8 +158,10 @@ Tensor<B> Tensor<B>::gather(int64_t dim, const Tensor& index) const {
   bool fits = idx.rank() == rank();
   for (int64_t i = 0; fits && i < rank(); ++i) fits = i == d || idx.shape()[i] <= shape()[i];
   if (!fits) {
-    ThrowInvalidArgument("gather: index %s must have the rank of %s and be no larger in any dim "
-                         "but %d", index.Describe(), Describe(), d);
+    ThrowInvalidArgument(
+        "gather: index %s must have the rank of %s and be no larger in any dim "
+        "but %d",
+        index.Describe(), Describe(), d);
   }
   return Tensor(B::gather(p_, d, idx.p_));
 }
@@ -178,9 +174,10 @@ Tensor<B> Tensor<B>::scatter_add(int64_t dim, const Tensor& index, const Tensor&
   bool fits = idx.shape() == src.shape() && src.rank() == rank() && src.dtype() == dtype();
   for (int64_t i = 0; fits && i < rank(); ++i) fits = i == d || src.shape()[i] <= shape()[i];
   if (!fits || dtype() == DType::kBool) {
-    ThrowInvalidArgument("scatter_add: src %s and index %s must have one shape, the dtype and "
-                         "rank of %s, and be no larger in any dim but %d", src.Describe(),
-                         index.Describe(), Describe(), d);
+    ThrowInvalidArgument(
+        "scatter_add: src %s and index %s must have one shape, the dtype and "
+        "rank of %s, and be no larger in any dim but %d",
+        src.Describe(), index.Describe(), Describe(), d);
   }
   return *this + Tensor(B::scatter_add(src.p_, d, idx.p_, shape()));
 }
@@ -190,8 +187,7 @@ Tensor<B> Tensor<B>::index_select(int64_t dim, const Tensor& index) const {
   const int64_t d = NormalizeDim(dim, rank(), shape(), "index_select");
   const Tensor idx = IndexAsI64(index, "index_select");
   if (idx.rank() != 1) {
-    ThrowInvalidArgument("index_select: index must be 1-D, got %s (source %s)", index.Describe(),
-                         Describe());
+    ThrowInvalidArgument("index_select: index must be 1-D, got %s (source %s)", index.Describe(), Describe());
   }
   return Tensor(B::index_select(p_, d, idx.p_));
 }
@@ -207,8 +203,7 @@ Tensor<B> Tensor<B>::one_hot(int64_t num_classes, DType dtype) const {
     const int64_t lo = ids.min().template item<int64_t>();
     const int64_t hi = ids.max().template item<int64_t>();
     if (lo < 0 || hi >= num_classes) {
-      ThrowOutOfRange("one_hot: class id %d is outside [0, %d) in %s", lo < 0 ? lo : hi,
-                      num_classes, Describe());
+      ThrowOutOfRange("one_hot: class id %d is outside [0, %d) in %s", lo < 0 ? lo : hi, num_classes, Describe());
     }
   }
   return ids.unsqueeze(-1).eq(arange(num_classes, DType::kI64, device())).to(dtype);
@@ -227,9 +222,10 @@ Tensor<B> Tensor<B>::cat(absl::Span<const Tensor> tensors, int64_t dim) {
     bool same = t.dtype() == first.dtype() && t.rank() == first.rank();
     for (int64_t k = 0; same && k < t.rank(); ++k) same = k == d || t.shape()[k] == first.shape()[k];
     if (!same) {
-      ThrowInvalidArgument("cat along dim %d: tensor %d is %s but tensor 0 is %s; they must "
-                           "match in dtype and in every other dim", d, i, t.Describe(),
-                           first.Describe());
+      ThrowInvalidArgument(
+          "cat along dim %d: tensor %d is %s but tensor 0 is %s; they must "
+          "match in dtype and in every other dim",
+          d, i, t.Describe(), first.Describe());
     }
     prims.push_back(t.p_);
   }
@@ -245,8 +241,8 @@ Tensor<B> Tensor<B>::stack(absl::Span<const Tensor> tensors, int64_t dim) {
   parts.reserve(tensors.size());
   for (size_t i = 0; i < tensors.size(); ++i) {
     if (tensors[i].shape() != tensors[0].shape()) {
-      ThrowInvalidArgument("stack: tensor %d is %s but tensor 0 is %s; shapes must be equal", i,
-                           tensors[i].Describe(), tensors[0].Describe());
+      ThrowInvalidArgument("stack: tensor %d is %s but tensor 0 is %s; shapes must be equal", i, tensors[i].Describe(),
+                           tensors[0].Describe());
     }
     parts.push_back(tensors[i].unsqueeze(d));
   }
@@ -265,8 +261,8 @@ Tensor<B> Tensor<B>::where(const Tensor& cond, const Tensor& a, const Tensor& b)
   }
   const auto ab = BroadcastShapes(a.shape(), b.shape());
   if (!ab || !BroadcastShapes(*ab, cond.shape())) {
-    ThrowInvalidArgument("where: shapes do not broadcast: condition %s, %s and %s",
-                         cond.Describe(), a.Describe(), b.Describe());
+    ThrowInvalidArgument("where: shapes do not broadcast: condition %s, %s and %s", cond.Describe(), a.Describe(),
+                         b.Describe());
   }
   return Tensor(B::where(cond.p_, a.p_, b.p_));
 }

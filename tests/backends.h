@@ -31,17 +31,15 @@ struct Config {
 
 // The optional backends' entries in the lists below, empty when not compiled in.
 #ifdef KILN_WITH_VULKAN
-#define KILN_VULKAN_CONFIGS \
-  , Config<Vulkan, float>, Config<Vulkan, double>, Config<Autodiff<Vulkan>, float>
+#define KILN_VULKAN_CONFIGS , Config<Vulkan, float>, Config<Vulkan, double>, Config<Autodiff<Vulkan>, float>
 #define KILN_VULKAN_BACKENDS , Vulkan
 #else
 #define KILN_VULKAN_CONFIGS
 #define KILN_VULKAN_BACKENDS
 #endif
 #ifdef KILN_WITH_CUDA
-#define KILN_CUDA_CONFIGS                                                                  \
-  , Config<Cuda, float>, Config<Cuda, double>, Config<Autodiff<Cuda>, float>,             \
-      Config<Autodiff<Cuda>, double>
+#define KILN_CUDA_CONFIGS \
+  , Config<Cuda, float>, Config<Cuda, double>, Config<Autodiff<Cuda>, float>, Config<Autodiff<Cuda>, double>
 #define KILN_CUDA_BACKENDS , Cuda
 #define KILN_CUDA_ALL_BACKENDS , Cuda, Autodiff<Cuda>
 #else
@@ -51,12 +49,10 @@ struct Config {
 #endif
 
 // Every backend, plain and wrapped in Autodiff: the wrapper must not change a single value.
-using FloatConfigs =
-    ::testing::Types<Config<Cpu, float>, Config<Cpu, double>, Config<Autodiff<Cpu>, float>,
-                     Config<Autodiff<Cpu>, double>, Config<Dispatch, float>,
-                     Config<Autodiff<Dispatch>, double> KILN_VULKAN_CONFIGS KILN_CUDA_CONFIGS>;
-using AllBackends =
-    ::testing::Types<Cpu, Autodiff<Cpu>, Dispatch KILN_VULKAN_BACKENDS KILN_CUDA_ALL_BACKENDS>;
+using FloatConfigs = ::testing::Types<Config<Cpu, float>, Config<Cpu, double>, Config<Autodiff<Cpu>, float>,
+                                      Config<Autodiff<Cpu>, double>, Config<Dispatch, float>,
+                                      Config<Autodiff<Dispatch>, double> KILN_VULKAN_CONFIGS KILN_CUDA_CONFIGS>;
+using AllBackends = ::testing::Types<Cpu, Autodiff<Cpu>, Dispatch KILN_VULKAN_BACKENDS KILN_CUDA_ALL_BACKENDS>;
 // The backends gradients are checked on (each is wrapped in Autodiff by the test).
 using InnerBackends = ::testing::Types<Cpu, Dispatch KILN_VULKAN_BACKENDS KILN_CUDA_BACKENDS>;
 // The backends tests/distributed runs on, plain (tests wrap them in Autodiff where they need
@@ -100,10 +96,10 @@ absl::Status BackendStatus() {
   }
 }
 
-#define KILN_SKIP_IF_UNAVAILABLE(B)                                                         \
+#define KILN_SKIP_IF_UNAVAILABLE(B)                                                              \
   if (const absl::Status kiln_status = ::kiln::testing::BackendStatus<B>(); !kiln_status.ok()) { \
-    if (std::getenv("KILN_REQUIRE_ALL_BACKENDS") != nullptr) FAIL() << kiln_status;       \
-    GTEST_SKIP() << B::Name() << " is not available here: " << kiln_status;              \
+    if (std::getenv("KILN_REQUIRE_ALL_BACKENDS") != nullptr) FAIL() << kiln_status;              \
+    GTEST_SKIP() << B::Name() << " is not available here: " << kiln_status;                      \
   }
 
 // Why this machine cannot give n devices of backend B ("" when it can): only backends whose
@@ -121,10 +117,9 @@ std::string DeviceShortage(int n) {
 inline constexpr int kDistributedDevices = 4;
 
 // Skips (always: too few GPUs is not a broken install) when B cannot give n devices.
-#define KILN_SKIP_IF_FEWER_DEVICES(B, n)                                                   \
-  if (const std::string kiln_short = ::kiln::testing::DeviceShortage<B>(n);              \
-      !kiln_short.empty()) {                                                            \
-    GTEST_SKIP() << kiln_short;                                                         \
+#define KILN_SKIP_IF_FEWER_DEVICES(B, n)                                                           \
+  if (const std::string kiln_short = ::kiln::testing::DeviceShortage<B>(n); !kiln_short.empty()) { \
+    GTEST_SKIP() << kiln_short;                                                                    \
   }
 
 template <>
@@ -199,9 +194,9 @@ struct TestDevices<Cuda> {
   }
   static CudaDevice Second() { return CudaDevice(1); }
   static CudaDevice Missing() { return CudaDevice(99); }
-  static inline const std::string kMissingMessage = absl::StrFormat(
-      "cuda:99 does not exist: this machine has %d CUDA device%s (cuda:0..cuda:%d)",
-      cuda::DeviceCount(), cuda::DeviceCount() == 1 ? "" : "s", cuda::DeviceCount() - 1);
+  static inline const std::string kMissingMessage =
+      absl::StrFormat("cuda:99 does not exist: this machine has %d CUDA device%s (cuda:0..cuda:%d)",
+                      cuda::DeviceCount(), cuda::DeviceCount() == 1 ? "" : "s", cuda::DeviceCount() - 1);
 };
 #endif
 

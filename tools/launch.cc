@@ -83,8 +83,10 @@ struct Options {
 };
 
 [[noreturn]] void Usage(const std::string& why) {
-  std::fprintf(stderr, "launch: %s\nusage: launch --nproc=N [--rendezvous=file:///dir|redis://host:port] "
-               "[--grace=SECONDS] [--] program [args...]\n", why.c_str());
+  std::fprintf(stderr,
+               "launch: %s\nusage: launch --nproc=N [--rendezvous=file:///dir|redis://host:port] "
+               "[--grace=SECONDS] [--] program [args...]\n",
+               why.c_str());
   std::exit(2);
 }
 
@@ -104,8 +106,7 @@ Options Parse(int argc, char** argv) {
     if (!absl::StartsWith(arg, "--")) break;
     if (absl::ConsumePrefix(&arg, "--nproc=")) {
       // Digits only: SimpleAtoi would take " 2" and "+2" too.
-      if (!AllOf(arg, "0123456789") || !absl::SimpleAtoi(arg, &o.nproc) || o.nproc < 1 ||
-          o.nproc > kMaxRanks) {
+      if (!AllOf(arg, "0123456789") || !absl::SimpleAtoi(arg, &o.nproc) || o.nproc < 1 || o.nproc > kMaxRanks) {
         Usage(absl::StrCat("--nproc=", Quote(arg), ": expected a whole number of ranks in 1..", kMaxRanks));
       }
     } else if (absl::ConsumePrefix(&arg, "--rendezvous=")) {
@@ -191,7 +192,8 @@ void CloseStream(Rank& rank, Stream& s) {
 }
 
 std::string Describe(int status) {
-  if (WIFSIGNALED(status)) return absl::StrCat("was killed by signal ", WTERMSIG(status), " (", strsignal(WTERMSIG(status)), ")");
+  if (WIFSIGNALED(status))
+    return absl::StrCat("was killed by signal ", WTERMSIG(status), " (", strsignal(WTERMSIG(status)), ")");
   return absl::StrCat("exited with status ", WEXITSTATUS(status));
 }
 
@@ -251,9 +253,10 @@ bool InstallSignalHandlers() {
 
 // The variables every rank shares, set in launch's environment for the ranks to inherit.
 bool SetSharedEnvironment(const Options& o, const std::string& run_id) {
-  std::vector<std::pair<const char*, std::string>> vars = {
-      {"KILN_WORLD_SIZE", absl::StrCat(o.nproc)}, {"KILN_LOCAL_WORLD_SIZE", absl::StrCat(o.nproc)},
-      {"KILN_RENDEZVOUS", o.rendezvous},          {"KILN_RUN_ID", run_id}};
+  std::vector<std::pair<const char*, std::string>> vars = {{"KILN_WORLD_SIZE", absl::StrCat(o.nproc)},
+                                                           {"KILN_LOCAL_WORLD_SIZE", absl::StrCat(o.nproc)},
+                                                           {"KILN_RENDEZVOUS", o.rendezvous},
+                                                           {"KILN_RUN_ID", run_id}};
   if (std::getenv("KILN_HOST") == nullptr) vars.push_back({"KILN_HOST", "127.0.0.1"});
   if (std::getenv("KILN_RUN_TOKEN") == nullptr) {
     std::optional<std::string> token = RandomHex(kTokenBytes, "the run token");
@@ -270,8 +273,7 @@ bool SetSharedEnvironment(const Options& o, const std::string& run_id) {
 }
 
 // In the child: the rank's own process group, its output into the pipes, then the program.
-[[noreturn]] void RunRank(int index, std::vector<char*>& args, int out, int err, pid_t parent,
-                          const sigset_t& mask) {
+[[noreturn]] void RunRank(int index, std::vector<char*>& args, int out, int err, pid_t parent, const sigset_t& mask) {
   const auto fail = [index](const char* call) {
     Failed(absl::StrCat(call, " for rank ", index));
     _exit(126);
@@ -280,7 +282,7 @@ bool SetSharedEnvironment(const Options& o, const std::string& run_id) {
   // reaches launch only, which forwards it.
   if (setpgid(0, 0) != 0) fail("setpgid");
   if (prctl(PR_SET_PDEATHSIG, SIGKILL) != 0) fail("prctl(PR_SET_PDEATHSIG)");  // never outlive launch
-  if (getppid() != parent) _exit(1);  // launch died before prctl took effect
+  if (getppid() != parent) _exit(1);                                           // launch died before prctl took effect
   if (dup2(out, 1) < 0 || dup2(err, 2) < 0) fail("dup2");
   for (int sig : {SIGINT, SIGTERM, SIGCHLD, SIGHUP, SIGPIPE}) signal(sig, SIG_DFL);
   sigprocmask(SIG_SETMASK, &mask, nullptr);
@@ -383,8 +385,8 @@ int Supervise(std::vector<Rank>& ranks, Clock::duration grace, std::optional<int
     Clock::duration wait = std::chrono::milliseconds(200);
     if (kill_at && !killed) wait = std::min(wait, *kill_at - now);
     if (drain_until) wait = std::min(wait, *drain_until - now);
-    const int wait_ms = static_cast<int>(std::max<int64_t>(
-        0, std::chrono::ceil<std::chrono::milliseconds>(wait).count()));
+    const int wait_ms =
+        static_cast<int>(std::max<int64_t>(0, std::chrono::ceil<std::chrono::milliseconds>(wait).count()));
     if (poll_failed) {
       usleep(wait_ms * 1000);
     } else if (poll(fds.data(), fds.size(), wait_ms) < 0 && errno != EINTR) {
@@ -483,8 +485,7 @@ int Run(const Options& o) {
       break;
     }
   }
-  return Supervise(ranks, std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(o.grace)),
-                   result);
+  return Supervise(ranks, std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(o.grace)), result);
 }
 
 }  // namespace
@@ -499,8 +500,7 @@ int main(int argc, char** argv) {
   std::string store_dir;
   if (o.rendezvous.empty()) {
     const char* tmp = std::getenv("TMPDIR");
-    const std::string pattern =
-        absl::StrCat(tmp != nullptr && *tmp != '\0' ? tmp : "/tmp", "/kiln-launch-XXXXXX");
+    const std::string pattern = absl::StrCat(tmp != nullptr && *tmp != '\0' ? tmp : "/tmp", "/kiln-launch-XXXXXX");
     std::string tmpl = pattern;  // mkdtemp fills in the X's even when it fails
     if (mkdtemp(tmpl.data()) == nullptr) {
       Failed(absl::StrCat("mkdtemp for the rendezvous directory ", Quote(pattern)));

@@ -38,15 +38,15 @@ bool CopyTransposed(const StridedTensor& src, StridedTensor& dst) {
   To* out = dst.mutable_data<To>();
   ParallelFor(src.device, (rows + kTile - 1) / kTile, std::max<int64_t>(1, kElementwiseGrain / (kTile * cols)),
               [&](int64_t lo, int64_t hi) {
-    for (int64_t r0 = lo * kTile; r0 < std::min(rows, hi * kTile); r0 += kTile) {
-      for (int64_t c0 = 0; c0 < cols; c0 += kTile) {
-        const int64_t r1 = std::min(rows, r0 + kTile), c1 = std::min(cols, c0 + kTile);
-        for (int64_t r = r0; r < r1; ++r) {
-          for (int64_t c = c0; c < c1; ++c) out[r * cols + c] = Convert<To>(in[r + c * ld]);
-        }
-      }
-    }
-  });
+                for (int64_t r0 = lo * kTile; r0 < std::min(rows, hi * kTile); r0 += kTile) {
+                  for (int64_t c0 = 0; c0 < cols; c0 += kTile) {
+                    const int64_t r1 = std::min(rows, r0 + kTile), c1 = std::min(cols, c0 + kTile);
+                    for (int64_t r = r0; r < r1; ++r) {
+                      for (int64_t c = c0; c < c1; ++c) out[r * cols + c] = Convert<To>(in[r + c * ld]);
+                    }
+                  }
+                }
+              });
   return true;
 }
 

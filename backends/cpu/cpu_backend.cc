@@ -40,9 +40,8 @@ Cpu::Primitive Cpu::full(const Shape& shape, Scalar value, DType dtype, const De
     using T = decltype(v);
     const T x = value.as<T>();
     T* out = t.mutable_data<T>();
-    cpu::ParallelFor(device, shape.numel(), cpu::kElementwiseGrain, [&](int64_t b, int64_t e) {
-      std::fill(out + b, out + e, x);
-    });
+    cpu::ParallelFor(device, shape.numel(), cpu::kElementwiseGrain,
+                     [&](int64_t b, int64_t e) { std::fill(out + b, out + e, x); });
   });
   return t;
 }
@@ -58,24 +57,15 @@ Cpu::Primitive Cpu::to_device(const Primitive& p, const Device& device) {
 
 Cpu::Primitive Cpu::cast(const Primitive& p, DType dtype) { return cpu::CopyAs(p, dtype); }
 
-Cpu::Primitive Cpu::contiguous(const Primitive& p) {
-  return p.IsContiguous() ? p : cpu::CopyAs(p, p.dtype);
-}
+Cpu::Primitive Cpu::contiguous(const Primitive& p) { return p.IsContiguous() ? p : cpu::CopyAs(p, p.dtype); }
 
-Cpu::Primitive Cpu::reshape(const Primitive& p, const Shape& shape) {
-  return strided::Reshaped(contiguous(p), shape);
-}
+Cpu::Primitive Cpu::reshape(const Primitive& p, const Shape& shape) { return strided::Reshaped(contiguous(p), shape); }
 
-Cpu::Primitive Cpu::permute(const Primitive& p, absl::Span<const int64_t> dims) {
-  return strided::Permute(p, dims);
-}
+Cpu::Primitive Cpu::permute(const Primitive& p, absl::Span<const int64_t> dims) { return strided::Permute(p, dims); }
 
-Cpu::Primitive Cpu::expand(const Primitive& p, const Shape& shape) {
-  return strided::Expand(p, shape);
-}
+Cpu::Primitive Cpu::expand(const Primitive& p, const Shape& shape) { return strided::Expand(p, shape); }
 
-Cpu::Primitive Cpu::slice(const Primitive& p, int64_t dim, int64_t start, int64_t end,
-                          int64_t step) {
+Cpu::Primitive Cpu::slice(const Primitive& p, int64_t dim, int64_t start, int64_t end, int64_t step) {
   return strided::Slice(p, dim, start, end, step);
 }
 

@@ -25,8 +25,7 @@ namespace {
 // A device's workers: threads - 1 pool threads, since the caller runs one chunk itself.
 struct DeviceContext {
   explicit DeviceContext(int threads)
-      : threads(threads), pool(threads > 1 ? std::make_unique<Eigen::ThreadPool>(threads - 1)
-                                           : nullptr) {}
+      : threads(threads), pool(threads > 1 ? std::make_unique<Eigen::ThreadPool>(threads - 1) : nullptr) {}
   int threads;
   std::unique_ptr<Eigen::ThreadPool> pool;
 };
@@ -59,19 +58,18 @@ class Runtime {
 
   absl::Status Configure(const Config& config) {
     if (config.devices < 1 || config.devices > 1024) {
-      return absl::InvalidArgumentError(absl::StrFormat(
-          "cpu::Configure: devices must be in 1..1024, got %d", config.devices));
+      return absl::InvalidArgumentError(
+          absl::StrFormat("cpu::Configure: devices must be in 1..1024, got %d", config.devices));
     }
     if (config.threads_per_device < 0 || config.threads_per_device > 1024) {
       return absl::InvalidArgumentError(absl::StrFormat(
-          "cpu::Configure: threads_per_device must be in 0..1024 (0 = fair share), got %d",
-          config.threads_per_device));
+          "cpu::Configure: threads_per_device must be in 0..1024 (0 = fair share), got %d", config.threads_per_device));
     }
     const int64_t total = static_cast<int64_t>(config.devices) * Threads(config);
     if (total > kMaxThreads) {
-      return absl::InvalidArgumentError(absl::StrFormat(
-          "cpu::Configure: %d devices x %d threads each is %d threads; at most %d in all", config.devices,
-          Threads(config), total, kMaxThreads));
+      return absl::InvalidArgumentError(
+          absl::StrFormat("cpu::Configure: %d devices x %d threads each is %d threads; at most %d in all",
+                          config.devices, Threads(config), total, kMaxThreads));
     }
     return Apply(config);
   }
@@ -96,7 +94,8 @@ class Runtime {
   absl::Status Apply(const Config& config) {
     std::vector<std::shared_ptr<const DeviceContext>> contexts;
     try {
-      for (int i = 0; i < config.devices; ++i) contexts.push_back(std::make_shared<const DeviceContext>(Threads(config)));
+      for (int i = 0; i < config.devices; ++i)
+        contexts.push_back(std::make_shared<const DeviceContext>(Threads(config)));
     } catch (const std::system_error& e) {
       return absl::ResourceExhaustedError(
           absl::StrFormat("cpu::Configure: cannot start the threads of %d devices: %s", config.devices, e.what()));
@@ -125,9 +124,7 @@ absl::Status Configure(const Config& config) { return GetRuntime().Configure(con
 Config CurrentConfig() { return GetRuntime().config(); }
 int DeviceCount() { return CurrentConfig().devices; }
 
-int HardwareThreads() {
-  return std::max(1, static_cast<int>(std::thread::hardware_concurrency()));
-}
+int HardwareThreads() { return std::max(1, static_cast<int>(std::thread::hardware_concurrency())); }
 
 int ThreadsOf(const CpuDevice& device) {
   const auto context = GetRuntime().Context(device.index());
@@ -137,14 +134,13 @@ int ThreadsOf(const CpuDevice& device) {
 absl::Status CheckDevice(const CpuDevice& device) {
   if (GetRuntime().Context(device.index()) != nullptr) return absl::OkStatus();
   const int count = DeviceCount();
-  return absl::InvalidArgumentError(absl::StrFormat(
-      "%s does not exist: this process has %d logical CPU device%s (cpu:0..cpu:%d); set "
-      "KILN_CPU_DEVICES or call kiln::cpu::Configure for more",
-      device.ToString(), count, count == 1 ? "" : "s", count - 1));
+  return absl::InvalidArgumentError(
+      absl::StrFormat("%s does not exist: this process has %d logical CPU device%s (cpu:0..cpu:%d); set "
+                      "KILN_CPU_DEVICES or call kiln::cpu::Configure for more",
+                      device.ToString(), count, count == 1 ? "" : "s", count - 1));
 }
 
-void ParallelFor(const CpuDevice& device, int64_t n, int64_t min_grain,
-                 absl::FunctionRef<void(int64_t, int64_t)> fn) {
+void ParallelFor(const CpuDevice& device, int64_t n, int64_t min_grain, absl::FunctionRef<void(int64_t, int64_t)> fn) {
   if (n <= 0) return;
   if (n <= min_grain) {  // one chunk: no need to look at the device's threads
     fn(0, n);
@@ -152,8 +148,7 @@ void ParallelFor(const CpuDevice& device, int64_t n, int64_t min_grain,
   }
   const auto context = GetRuntime().Context(device.index());
   const int64_t threads = context ? context->threads : 1;
-  const int64_t chunks = std::min(threads, (n + std::max<int64_t>(min_grain, 1) - 1) /
-                                               std::max<int64_t>(min_grain, 1));
+  const int64_t chunks = std::min(threads, (n + std::max<int64_t>(min_grain, 1) - 1) / std::max<int64_t>(min_grain, 1));
   if (chunks <= 1) {
     fn(0, n);
     return;

@@ -45,8 +45,7 @@ absl::Status CheckDevice(const CpuDevice& device);
 
 // Runs fn(begin, end) over [0, n) in up to ThreadsOf(device) chunks of at least `min_grain`
 // items; the calling thread runs one chunk. fn must not throw.
-void ParallelFor(const CpuDevice& device, int64_t n, int64_t min_grain,
-                 absl::FunctionRef<void(int64_t, int64_t)> fn);
+void ParallelFor(const CpuDevice& device, int64_t n, int64_t min_grain, absl::FunctionRef<void(int64_t, int64_t)> fn);
 
 }  // namespace cpu
 }  // namespace kiln

@@ -94,8 +94,7 @@ template <class T>
 StridedTensor UnaryInteger(UnaryOp op, const StridedTensor& x) {
   switch (op) {
     case UnaryOp::kNeg: return MapScalar<T>(x, [](T a) { return Wrap<T>(U<T>(0) - U<T>(a)); });
-    case UnaryOp::kAbs:
-      return MapScalar<T>(x, [](T a) { return a < 0 ? Wrap<T>(U<T>(0) - U<T>(a)) : a; });
+    case UnaryOp::kAbs: return MapScalar<T>(x, [](T a) { return a < 0 ? Wrap<T>(U<T>(0) - U<T>(a)) : a; });
     case UnaryOp::kRelu: return MapScalar<T>(x, [](T a) { return a < 0 ? T(0) : a; });
     default: break;  // float-only ops are rejected by Tensor<B>
   }
@@ -122,8 +121,7 @@ void BinaryRun(const T* a, int64_t sa, const T* b, int64_t sb, R* out, int64_t n
 }
 
 template <class T, class R, class F>
-StridedTensor RunBinary(const StridedTensor& a, const StridedTensor& b, const Shape& shape,
-                        F f) {
+StridedTensor RunBinary(const StridedTensor& a, const StridedTensor& b, const Shape& shape, F f) {
   StridedTensor out = StridedTensor::Empty(shape, DTypeOf<R>(), a.device);
   const T* pa = a.data<T>();
   const T* pb = b.data<T>();
@@ -165,8 +163,7 @@ T NanMin(T a, T b) {
 }
 
 template <class T>
-StridedTensor Compare(BinaryOp op, const StridedTensor& a, const StridedTensor& b,
-                      const Shape& s) {
+StridedTensor Compare(BinaryOp op, const StridedTensor& a, const StridedTensor& b, const Shape& s) {
   switch (op) {
     case BinaryOp::kEq: return RunBinary<T, bool>(a, b, s, [](T x, T y) { return x == y; });
     case BinaryOp::kNe: return RunBinary<T, bool>(a, b, s, [](T x, T y) { return x != y; });
@@ -180,19 +177,24 @@ StridedTensor Compare(BinaryOp op, const StridedTensor& a, const StridedTensor& 
 }
 
 template <class T>
-StridedTensor Arithmetic(BinaryOp op, const StridedTensor& a, const StridedTensor& b,
-                         const Shape& s) {
+StridedTensor Arithmetic(BinaryOp op, const StridedTensor& a, const StridedTensor& b, const Shape& s) {
   constexpr bool kInt = std::is_integral_v<T>;
   switch (op) {
     case BinaryOp::kAdd:
-      if constexpr (kInt) return RunBinary<T, T>(a, b, s, [](T x, T y) { return Wrap<T>(U<T>(x) + U<T>(y)); });
-      else return RunBinary<T, T>(a, b, s, [](T x, T y) { return x + y; });
+      if constexpr (kInt)
+        return RunBinary<T, T>(a, b, s, [](T x, T y) { return Wrap<T>(U<T>(x) + U<T>(y)); });
+      else
+        return RunBinary<T, T>(a, b, s, [](T x, T y) { return x + y; });
     case BinaryOp::kSub:
-      if constexpr (kInt) return RunBinary<T, T>(a, b, s, [](T x, T y) { return Wrap<T>(U<T>(x) - U<T>(y)); });
-      else return RunBinary<T, T>(a, b, s, [](T x, T y) { return x - y; });
+      if constexpr (kInt)
+        return RunBinary<T, T>(a, b, s, [](T x, T y) { return Wrap<T>(U<T>(x) - U<T>(y)); });
+      else
+        return RunBinary<T, T>(a, b, s, [](T x, T y) { return x - y; });
     case BinaryOp::kMul:
-      if constexpr (kInt) return RunBinary<T, T>(a, b, s, [](T x, T y) { return Wrap<T>(U<T>(x) * U<T>(y)); });
-      else return RunBinary<T, T>(a, b, s, [](T x, T y) { return x * y; });
+      if constexpr (kInt)
+        return RunBinary<T, T>(a, b, s, [](T x, T y) { return Wrap<T>(U<T>(x) * U<T>(y)); });
+      else
+        return RunBinary<T, T>(a, b, s, [](T x, T y) { return x * y; });
     case BinaryOp::kDiv:
       if constexpr (kInt) {
         std::atomic<bool> by_zero{false};
@@ -204,8 +206,8 @@ StridedTensor Arithmetic(BinaryOp op, const StridedTensor& a, const StridedTenso
           return y == -1 ? Wrap<T>(U<T>(0) - U<T>(x)) : T(x / y);
         });
         if (by_zero.load()) {
-          ThrowInvalidArgument("div: integer division by zero (%s%s / %s%s)", DTypeName(a.dtype),
-                               a.shape.ToString(), DTypeName(b.dtype), b.shape.ToString());
+          ThrowInvalidArgument("div: integer division by zero (%s%s / %s%s)", DTypeName(a.dtype), a.shape.ToString(),
+                               DTypeName(b.dtype), b.shape.ToString());
         }
         return out;
       } else {
@@ -247,8 +249,7 @@ void WhereLoop(const bool* c, const T* a, const T* b, T* out, int64_t n) {
 }
 
 template <class T>
-void WhereRun(const bool* c, int64_t sc, const T* a, int64_t sa, const T* b, int64_t sb, T* out,
-              int64_t n) {
+void WhereRun(const bool* c, int64_t sc, const T* a, int64_t sa, const T* b, int64_t sb, T* out, int64_t n) {
   const auto unit_or_zero = [](int64_t s) { return s == 0 || s == 1; };
   if (!unit_or_zero(sc) || !unit_or_zero(sa) || !unit_or_zero(sb)) {
     for (int64_t i = 0; i < n; ++i) out[i] = c[i * sc] ? a[i * sa] : b[i * sb];
@@ -271,9 +272,12 @@ void WhereRun(const bool* c, int64_t sc, const T* a, int64_t sa, const T* b, int
 Cpu::Primitive Cpu::unary(UnaryOp op, const Primitive& x) {
   return VisitDType(x.dtype, [&](auto v) -> Primitive {
     using T = decltype(v);
-    if constexpr (std::is_floating_point_v<T>) return UnaryFloat<T>(op, x);
-    else if constexpr (std::is_same_v<T, bool>) ThrowInvalidArgument("%s: not defined for bool", OpName(op));
-    else return UnaryInteger<T>(op, x);
+    if constexpr (std::is_floating_point_v<T>)
+      return UnaryFloat<T>(op, x);
+    else if constexpr (std::is_same_v<T, bool>)
+      ThrowInvalidArgument("%s: not defined for bool", OpName(op));
+    else
+      return UnaryInteger<T>(op, x);
   });
 }
 
@@ -295,9 +299,8 @@ Cpu::Primitive Cpu::where(const Primitive& cond, const Primitive& a, const Primi
   return VisitDType(a.dtype, [&](auto v) -> Primitive {
     using T = decltype(v);
     StridedTensor out = StridedTensor::Empty(shape, a.dtype, a.device);
-    const StridedIter<3> iter(shape, {cpu::BroadcastStrides(cond, shape),
-                                      cpu::BroadcastStrides(a, shape),
-                                      cpu::BroadcastStrides(b, shape)});
+    const StridedIter<3> iter(
+        shape, {cpu::BroadcastStrides(cond, shape), cpu::BroadcastStrides(a, shape), cpu::BroadcastStrides(b, shape)});
     const bool* pc = cond.data<bool>();
     const T* pa = a.data<T>();
     const T* pb = b.data<T>();

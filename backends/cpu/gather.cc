@@ -13,8 +13,7 @@ using cpu::StridedTensor;
 namespace {
 
 // Index values are user data: every one is checked before anything is read through it.
-void CheckIndices(const StridedTensor& index, int64_t size, const char* what,
-                  const Shape& source) {
+void CheckIndices(const StridedTensor& index, int64_t size, const char* what, const Shape& source) {
   const StridedTensor idx = Cpu::contiguous(index);
   CheckIndexValues(idx.data<int64_t>(), idx.shape.numel(), size, what, source);
 }
@@ -45,8 +44,7 @@ Cpu::Primitive Cpu::cat(absl::Span<const Primitive> parts, int64_t dim) {
     const std::byte* src = c.buffer->data() + c.offset * es;
     std::byte* dst = slot.buffer->data() + slot.offset * es;
     if (run > 0) {
-      cpu::ParallelFor(out.device, outer, std::max<int64_t>(1, (1 << 18) / run),
-                       [&](int64_t lo, int64_t hi) {
+      cpu::ParallelFor(out.device, outer, std::max<int64_t>(1, (1 << 18) / run), [&](int64_t lo, int64_t hi) {
         for (int64_t r = lo; r < hi; ++r) std::memcpy(dst + r * out_row, src + r * run, run);
       });
     }
@@ -74,23 +72,23 @@ Cpu::Primitive Cpu::index_select(const Primitive& p, int64_t dim, const Primitiv
       T* to = reinterpret_cast<T*>(o);
       cpu::ParallelFor(p.device, outer, std::max<int64_t>(1, cpu::kElementwiseGrain / std::max<int64_t>(count, 1)),
                        [&](int64_t lo, int64_t hi) {
-        for (int64_t r = lo; r < hi; ++r) {
-          const T* row = from + r * size;
-          T* dst = to + r * count;
-          for (int64_t k = 0; k < count; ++k) dst[k] = row[ids[k]];
-        }
-      });
+                         for (int64_t r = lo; r < hi; ++r) {
+                           const T* row = from + r * size;
+                           T* dst = to + r * count;
+                           for (int64_t k = 0; k < count; ++k) dst[k] = row[ids[k]];
+                         }
+                       });
     });
     return out;
   }
   const int64_t run = inner * es;
   cpu::ParallelFor(p.device, outer * count, std::max<int64_t>(1, (1 << 18) / std::max<int64_t>(run, 1)),
                    [&](int64_t lo, int64_t hi) {
-    for (int64_t w = lo; w < hi; ++w) {
-      const int64_t r = w / count, k = w % count;
-      std::memcpy(o + w * run, s + (r * size + ids[k]) * run, run);
-    }
-  });
+                     for (int64_t w = lo; w < hi; ++w) {
+                       const int64_t r = w / count, k = w % count;
+                       std::memcpy(o + w * run, s + (r * size + ids[k]) * run, run);
+                     }
+                   });
   return out;
 }
 
@@ -118,8 +116,7 @@ Cpu::Primitive Cpu::gather(const Primitive& p, int64_t dim, const Primitive& ind
   return out;
 }
 
-Cpu::Primitive Cpu::scatter_add(const Primitive& src, int64_t dim, const Primitive& index,
-                                const Shape& shape) {
+Cpu::Primitive Cpu::scatter_add(const Primitive& src, int64_t dim, const Primitive& index, const Shape& shape) {
   CheckIndices(index, shape[dim], "scatter_add", shape);
   StridedTensor out = full(shape, 0, src.dtype, src.device);
   Dims target_strides(out.strides.begin(), out.strides.end());
@@ -139,13 +136,13 @@ Cpu::Primitive Cpu::scatter_add(const Primitive& src, int64_t dim, const Primiti
       const int64_t per_slab = outer == 0 ? 0 : iter.numel() / outer;
       cpu::ParallelFor(src.device, outer, std::max<int64_t>(1, cpu::kElementwiseGrain / std::max<int64_t>(per_slab, 1)),
                        [&](int64_t lo, int64_t hi) {
-        iter.ForSegments(lo * per_slab, hi * per_slab,
-                         [&](int64_t, const auto& off, const auto& st, int64_t n) {
-          for (int64_t i = 0; i < n; ++i) {
-            o[off[2] + i * st[2] + ids[off[0] + i * st[0]] * step] += in[off[1] + i * st[1]];
-          }
-        });
-      });
+                         iter.ForSegments(
+                             lo * per_slab, hi * per_slab, [&](int64_t, const auto& off, const auto& st, int64_t n) {
+                               for (int64_t i = 0; i < n; ++i) {
+                                 o[off[2] + i * st[2] + ids[off[0] + i * st[0]] * step] += in[off[1] + i * st[1]];
+                               }
+                             });
+                       });
     }
   });
   return out;

@@ -52,15 +52,14 @@ Operand Prepare(const StridedTensor& p, const Shape& batch) {
 }
 
 template <class T, int Order>
-using MatrixMap = Eigen::Map<const Eigen::Matrix<T, Eigen::Dynamic, Eigen::Dynamic, Order>, 0,
-                             Eigen::OuterStride<>>;
+using MatrixMap = Eigen::Map<const Eigen::Matrix<T, Eigen::Dynamic, Eigen::Dynamic, Order>, 0, Eigen::OuterStride<>>;
 template <class T>
 using OutMap = Eigen::Map<Eigen::Matrix<T, Eigen::Dynamic, Eigen::Dynamic, Eigen::RowMajor>>;
 
 // Rows [r0, r0 + rows) of C = A * B for one batch.
 template <class T>
-void GemmBlock(const T* a, MatrixLayout la, const T* b, MatrixLayout lb, T* c, int64_t r0,
-               int64_t rows, int64_t k, int64_t n) {
+void GemmBlock(const T* a, MatrixLayout la, const T* b, MatrixLayout lb, T* c, int64_t r0, int64_t rows, int64_t k,
+               int64_t n) {
   OutMap<T> out(c + r0 * n, rows, n);
   const T* a0 = a + r0 * (la.row_major ? la.ld : 1);
   auto with_b = [&](const auto& am) {
@@ -107,8 +106,7 @@ Cpu::Primitive Cpu::matmul(const Primitive& a, const Primitive& b) {
   const bool parallel = batches * m * n * k >= kParallelWork && threads > 1;
   int64_t row_blocks = 1;
   if (parallel && batches < threads) {
-    row_blocks = std::clamp<int64_t>((threads + batches - 1) / batches, 1,
-                                     std::max<int64_t>(1, m / kMinRowsPerBlock));
+    row_blocks = std::clamp<int64_t>((threads + batches - 1) / batches, 1, std::max<int64_t>(1, m / kMinRowsPerBlock));
   }
   const int64_t rows_per_block = (m + row_blocks - 1) / row_blocks;
 
@@ -128,12 +126,13 @@ Cpu::Primitive Cpu::matmul(const Primitive& a, const Primitive& b) {
           const int64_t r0 = (w % row_blocks) * rows_per_block;
           const int64_t rows = std::min(rows_per_block, m - r0);
           if (rows <= 0) continue;
-          GemmBlock<T>(da + offset_a[bi], pa.layout, db + offset_b[bi], pb.layout,
-                       c + bi * m * n, r0, rows, k, n);
+          GemmBlock<T>(da + offset_a[bi], pa.layout, db + offset_b[bi], pb.layout, c + bi * m * n, r0, rows, k, n);
         }
       };
-      if (parallel) cpu::ParallelFor(a.device, batches * row_blocks, 1, run);
-      else run(0, batches * row_blocks);
+      if (parallel)
+        cpu::ParallelFor(a.device, batches * row_blocks, 1, run);
+      else
+        run(0, batches * row_blocks);
     }
   });
   return out;

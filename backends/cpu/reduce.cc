@@ -62,8 +62,7 @@ void ReduceRows(ReduceOp op, const StridedTensor& arranged, const ReduceLayout& 
     for (int64_t w = lo; w < hi; ++w) {
       const int64_t row = w / blocks, block = w % blocks;
       const int64_t begin = block * kRowBlock;
-      partial[w] = ReduceRun(op, x + row * l.reduced + begin,
-                             std::min(kRowBlock, l.reduced - begin));
+      partial[w] = ReduceRun(op, x + row * l.reduced + begin, std::min(kRowBlock, l.reduced - begin));
     }
   });
   for (int64_t row = 0; row < l.outer; ++row) {
@@ -118,21 +117,20 @@ void ReduceGathered(ReduceOp op, const StridedTensor& p, absl::Span<const int64_
   const cpu::StridedIter<1> outputs(Shape(kept_shape), {kept_strides});
   cpu::ParallelFor(p.device, outputs.numel(), std::max<int64_t>(1, cpu::kElementwiseGrain / r),
                    [&](int64_t lo, int64_t hi) {
-    outputs.ForSegments(lo, hi, [&](int64_t pos, const auto& off, const auto& st, int64_t n) {
-      for (int64_t i = 0; i < n; ++i) {
-        const T* base = x + off[0] + i * st[0];
-        T acc = base[table[0]];
-        for (int64_t j = 1; j < r; ++j) acc = Combine(op, acc, base[table[j]]);
-        out[pos + i] = acc;
-      }
-    });
-  });
+                     outputs.ForSegments(lo, hi, [&](int64_t pos, const auto& off, const auto& st, int64_t n) {
+                       for (int64_t i = 0; i < n; ++i) {
+                         const T* base = x + off[0] + i * st[0];
+                         T acc = base[table[0]];
+                         for (int64_t j = 1; j < r; ++j) acc = Combine(op, acc, base[table[j]]);
+                         out[pos + i] = acc;
+                       }
+                     });
+                   });
 }
 
 }  // namespace
 
-Cpu::Primitive Cpu::reduce(ReduceOp op, const Primitive& p, absl::Span<const int64_t> dims,
-                           bool keepdim) {
+Cpu::Primitive Cpu::reduce(ReduceOp op, const Primitive& p, absl::Span<const int64_t> dims, bool keepdim) {
   const Shape out_shape = ReducedShape(p.shape, dims, keepdim);
   StridedTensor out = StridedTensor::Empty(out_shape, p.dtype, p.device);
   int64_t extent = 1;
@@ -148,15 +146,16 @@ Cpu::Primitive Cpu::reduce(ReduceOp op, const Primitive& p, absl::Span<const int
       }
       if (out_shape.numel() == 0) return;
       // Consecutive dims of a dense tensor with a wide inner extent vectorise best as rows.
-      const bool dense_rows = p.IsContiguous() &&
-                              ConsecutiveDims(dims) && dims.back() + 1 < p.shape.rank();
+      const bool dense_rows = p.IsContiguous() && ConsecutiveDims(dims) && dims.back() + 1 < p.shape.rank();
       if (extent <= kGatheredMaximum && out_shape.numel() > 1 && !dense_rows) {
         ReduceGathered<T>(op, p, dims, o);
       } else {
         const ReduceLayout l = ArrangeReduce(p.shape, dims);
         const StridedTensor arranged = ArrangeForReduce<Cpu>(p, l);
-        if (l.inner == 1) ReduceRows<T>(op, arranged, l, o);
-        else ReduceStrided<T>(op, arranged, l, o);
+        if (l.inner == 1)
+          ReduceRows<T>(op, arranged, l, o);
+        else
+          ReduceStrided<T>(op, arranged, l, o);
       }
       if (op == ReduceOp::kMean) {
         const int64_t n = out_shape.numel();

@@ -20,8 +20,6 @@ StridedTensor StridedTensor::Empty(const Shape& shape, DType dtype, const CpuDev
   return t;
 }
 
-bool StridedTensor::IsContiguous() const {
-  return strided::IsContiguous(shape, strides);
-}
+bool StridedTensor::IsContiguous() const { return strided::IsContiguous(shape, strides); }
 
 }  // namespace kiln::cpu

@@ -30,7 +30,7 @@ class Buffer {
 struct StridedTensor {
   std::shared_ptr<Buffer> buffer;
   Shape shape{0};
-  Dims strides{1};  // in elements; 0 for a broadcast dim
+  Dims strides{1};     // in elements; 0 for a broadcast dim
   int64_t offset = 0;  // in elements
   DType dtype = DType::kF32;
   CpuDevice device;

@@ -63,9 +63,9 @@ absl::StatusOr<CachingAllocator::Block> CachingAllocator::Allocate(size_t nbytes
     ptr = allocate_(size);
   }
   if (!ptr.ok()) {
-    return absl::ResourceExhaustedError(absl::StrCat(
-        name_, ": cannot allocate ", size, " bytes (", stats_.in_use_bytes, " bytes in use, ",
-        stats_.cached_bytes, " cached): ", ptr.status().message()));
+    return absl::ResourceExhaustedError(absl::StrCat(name_, ": cannot allocate ", size, " bytes (", stats_.in_use_bytes,
+                                                     " bytes in use, ", stats_.cached_bytes,
+                                                     " cached): ", ptr.status().message()));
   }
   ++stats_.misses;
   stats_.in_use_bytes += static_cast<int64_t>(size);

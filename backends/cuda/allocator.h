@@ -34,11 +34,11 @@ class CachingAllocator {
   using Ready = std::function<bool()>;
 
   struct Stats {
-    int64_t in_use_bytes = 0;   // handed out and not yet freed
-    int64_t cached_bytes = 0;   // free blocks held for reuse (including pending ones)
-    int64_t hits = 0;           // allocations served from the cache
-    int64_t misses = 0;         // allocations that went to RawAllocate
-    int64_t releases = 0;       // times the cache was emptied to satisfy an allocation
+    int64_t in_use_bytes = 0;  // handed out and not yet freed
+    int64_t cached_bytes = 0;  // free blocks held for reuse (including pending ones)
+    int64_t hits = 0;          // allocations served from the cache
+    int64_t misses = 0;        // allocations that went to RawAllocate
+    int64_t releases = 0;      // times the cache was emptied to satisfy an allocation
   };
 
   // Blocks below kLargeBlock are rounded up to multiples of kSmallRound, others to multiples

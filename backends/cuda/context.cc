@@ -22,12 +22,11 @@ class Runtime {
     const cudaError_t error = cudaGetDeviceCount(&count);
     if (error != cudaSuccess) {
       cudaGetLastError();
-      unavailable_ = absl::FailedPreconditionError(absl::StrCat(
-          "no CUDA device is available (cudaGetDeviceCount: ", cudaGetErrorName(error), ": ",
-          cudaGetErrorString(error), ")"));
-    } else if (count == 0) {
       unavailable_ = absl::FailedPreconditionError(
-          "no CUDA device is available (cudaGetDeviceCount found 0 devices)");
+          absl::StrCat("no CUDA device is available (cudaGetDeviceCount: ", cudaGetErrorName(error), ": ",
+                       cudaGetErrorString(error), ")"));
+    } else if (count == 0) {
+      unavailable_ = absl::FailedPreconditionError("no CUDA device is available (cudaGetDeviceCount found 0 devices)");
     }
     count_ = unavailable_.ok() ? count : 0;
     contexts_.resize(count_);
@@ -58,8 +57,7 @@ class Runtime {
         [index, name](size_t n) -> absl::StatusOr<void*> {
           void* p = nullptr;
           cudaSetDevice(index);
-          if (absl::Status s = CudaStatus(cudaMalloc(&p, n), absl::StrCat(name, ": cudaMalloc"));
-              !s.ok()) {
+          if (absl::Status s = CudaStatus(cudaMalloc(&p, n), absl::StrCat(name, ": cudaMalloc")); !s.ok()) {
             cudaGetLastError();
             return s;
           }
@@ -73,8 +71,7 @@ class Runtime {
     ThrowIfCublas(cublasCreate(&c->blas), absl::StrCat(name, ": cublasCreate"));
     ThrowIfCublas(cublasSetStream(c->blas, c->stream), absl::StrCat(name, ": cublasSetStream"));
     // Full f32 precision: no TF32 (results must match the CPU backend's within f32 rounding).
-    ThrowIfCublas(cublasSetMathMode(c->blas, CUBLAS_DEFAULT_MATH),
-                  absl::StrCat(name, ": cublasSetMathMode"));
+    ThrowIfCublas(cublasSetMathMode(c->blas, CUBLAS_DEFAULT_MATH), absl::StrCat(name, ": cublasSetMathMode"));
     return c;
   }
 
@@ -98,14 +95,14 @@ absl::Status Available() { return GetRuntime().unavailable(); }
 absl::Status CheckDevice(const CudaDevice& device) {
   Runtime& runtime = GetRuntime();
   if (!runtime.unavailable().ok()) {
-    return absl::InvalidArgumentError(absl::StrCat(device.ToString(), " does not exist: ",
-                                                   runtime.unavailable().message()));
+    return absl::InvalidArgumentError(
+        absl::StrCat(device.ToString(), " does not exist: ", runtime.unavailable().message()));
   }
   const int count = runtime.count();
   if (device.index() >= 0 && device.index() < count) return absl::OkStatus();
-  return absl::InvalidArgumentError(absl::StrFormat(
-      "%s does not exist: this machine has %d CUDA device%s (cuda:0..cuda:%d)", device.ToString(),
-      count, count == 1 ? "" : "s", count - 1));
+  return absl::InvalidArgumentError(
+      absl::StrFormat("%s does not exist: this machine has %d CUDA device%s (cuda:0..cuda:%d)", device.ToString(),
+                      count, count == 1 ? "" : "s", count - 1));
 }
 
 DeviceContext& Context(const CudaDevice& device) {
@@ -120,8 +117,7 @@ CachingAllocator& PinnedMemory() {
       "pinned host memory",
       [](size_t n) -> absl::StatusOr<void*> {
         void* p = nullptr;
-        if (absl::Status s = CudaStatus(cudaHostAlloc(&p, n, cudaHostAllocPortable), "cudaHostAlloc");
-            !s.ok()) {
+        if (absl::Status s = CudaStatus(cudaHostAlloc(&p, n, cudaHostAllocPortable), "cudaHostAlloc"); !s.ok()) {
           cudaGetLastError();
           return s;
         }
@@ -133,8 +129,7 @@ CachingAllocator& PinnedMemory() {
 
 void Synchronize(const CudaDevice& device) {
   DeviceContext& c = Context(device);
-  ThrowIfCuda(cudaStreamSynchronize(c.stream),
-              absl::StrCat(device.ToString(), ": cudaStreamSynchronize"));
+  ThrowIfCuda(cudaStreamSynchronize(c.stream), absl::StrCat(device.ToString(), ": cudaStreamSynchronize"));
 }
 
 }  // namespace cuda

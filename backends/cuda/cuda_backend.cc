@@ -29,8 +29,7 @@ void ReadBack(DeviceContext& context, const void* device_ptr, void* host, size_t
   // A copy to pageable memory returns only once the data is there.
   ThrowIfCuda(cudaMemcpyAsync(host, device_ptr, bytes, cudaMemcpyDeviceToHost, context.stream),
               absl::StrCat(where, ": cudaMemcpyAsync (read back)"));
-  ThrowIfCuda(cudaStreamSynchronize(context.stream),
-              absl::StrCat(where, ": cudaStreamSynchronize"));
+  ThrowIfCuda(cudaStreamSynchronize(context.stream), absl::StrCat(where, ": cudaStreamSynchronize"));
 }
 
 void CopyInto(const StridedTensor& src, void* dst_base, const Dims& dst_strides, DType dst_dtype) {
@@ -39,8 +38,7 @@ void CopyInto(const StridedTensor& src, void* dst_base, const Dims& dst_strides,
   DeviceContext& c = Context(src.device);
   Await(c, {&src});
   const auto index = IndexFor<2>(src.shape, {dst_strides, src.strides}, "copy");
-  CheckLaunch(kernels::Copy(src.dtype, dst_dtype, src.data(), dst_base, index, n, c.stream),
-              "copy", src.device);
+  CheckLaunch(kernels::Copy(src.dtype, dst_dtype, src.data(), dst_base, index, n, c.stream), "copy", src.device);
 }
 
 StridedTensor CopyAs(const StridedTensor& src, DType dtype) {
@@ -78,8 +76,7 @@ Cuda::Primitive Cuda::from_data(const TensorData& data, const Device& device) {
   absl::StatusOr<cuda::CachingAllocator::Block> staging = cuda::PinnedMemory().Allocate(bytes);
   ThrowIfError(staging.status());
   std::memcpy(staging->ptr, data.raw(), bytes);
-  const cudaError_t error = cudaMemcpyAsync(t.mutable_data(), staging->ptr, bytes,
-                                            cudaMemcpyHostToDevice, c.stream);
+  const cudaError_t error = cudaMemcpyAsync(t.mutable_data(), staging->ptr, bytes, cudaMemcpyHostToDevice, c.stream);
   cuda::FreeAfter(*staging, c);
   cuda::ThrowIfCuda(error, absl::StrCat(device.ToString(), ": cudaMemcpyAsync (from host)"));
   return t;
@@ -94,8 +91,7 @@ TensorData Cuda::to_data(const Primitive& p) {
   cuda::DeviceContext& c = cuda::Context(p.device);
   absl::StatusOr<cuda::CachingAllocator::Block> staging = cuda::PinnedMemory().Allocate(bytes);
   ThrowIfError(staging.status());
-  cudaError_t error =
-      cudaMemcpyAsync(staging->ptr, src.data(), bytes, cudaMemcpyDeviceToHost, c.stream);
+  cudaError_t error = cudaMemcpyAsync(staging->ptr, src.data(), bytes, cudaMemcpyDeviceToHost, c.stream);
   if (error == cudaSuccess) error = cudaStreamSynchronize(c.stream);
   if (error == cudaSuccess) std::memcpy(data.raw(), staging->ptr, bytes);
   cuda::PinnedMemory().Free(*staging);  // the stream has run the copy (or failed)
@@ -110,11 +106,12 @@ Cuda::Primitive Cuda::full(const Shape& shape, Scalar value, DType dtype, const 
   int64_t i = 0;
   VisitDType(dtype, [&](auto v) {
     using T = decltype(v);
-    if constexpr (std::is_floating_point_v<T>) f = value.as<T>();
-    else i = static_cast<int64_t>(value.as<T>());
+    if constexpr (std::is_floating_point_v<T>)
+      f = value.as<T>();
+    else
+      i = static_cast<int64_t>(value.as<T>());
   });
-  cuda::CheckLaunch(cuda::kernels::Fill(dtype, t.mutable_data(), shape.numel(), f, i, c.stream),
-                    "fill", device);
+  cuda::CheckLaunch(cuda::kernels::Fill(dtype, t.mutable_data(), shape.numel(), f, i, c.stream), "fill", device);
   return t;
 }
 
@@ -124,8 +121,7 @@ Cuda::Primitive Cuda::to_device(const Primitive& p, const Device& device) {
   cuda::Await(from, {&p});
   const StridedTensor src = contiguous(p);
   cudaEvent_t ready = nullptr;
-  cuda::ThrowIfCuda(cudaEventCreateWithFlags(&ready, cudaEventDisableTiming),
-                    "to_device: cudaEventCreateWithFlags");
+  cuda::ThrowIfCuda(cudaEventCreateWithFlags(&ready, cudaEventDisableTiming), "to_device: cudaEventCreateWithFlags");
   const cudaError_t recorded = cudaEventRecord(ready, from.stream);
   cuda::DeviceContext& to = cuda::Context(device);
   StridedTensor t = StridedTensor::Empty(p.shape, p.dtype, device);
@@ -133,8 +129,7 @@ Cuda::Primitive Cuda::to_device(const Primitive& p, const Device& device) {
   if (error == cudaSuccess) error = cudaStreamWaitEvent(to.stream, ready, 0);
   const size_t bytes = static_cast<size_t>(p.shape.numel() * DTypeSize(p.dtype));
   if (error == cudaSuccess && bytes > 0) {
-    error = cudaMemcpyPeerAsync(t.mutable_data(), device.index(), src.data(), p.device.index(),
-                                bytes, to.stream);
+    error = cudaMemcpyPeerAsync(t.mutable_data(), device.index(), src.data(), p.device.index(), bytes, to.stream);
   }
   // The source buffer belongs to the other device's stream: wait for the copy so that stream
   // may reuse it as soon as `src` goes. Moving between GPUs is rare enough to afford it.
@@ -146,24 +141,17 @@ Cuda::Primitive Cuda::to_device(const Primitive& p, const Device& device) {
 
 Cuda::Primitive Cuda::cast(const Primitive& p, DType dtype) { return cuda::CopyAs(p, dtype); }
 
-Cuda::Primitive Cuda::contiguous(const Primitive& p) {
-  return p.IsContiguous() ? p : cuda::CopyAs(p, p.dtype);
-}
+Cuda::Primitive Cuda::contiguous(const Primitive& p) { return p.IsContiguous() ? p : cuda::CopyAs(p, p.dtype); }
 
 Cuda::Primitive Cuda::reshape(const Primitive& p, const Shape& shape) {
   return strided::Reshaped(contiguous(p), shape);
 }
 
-Cuda::Primitive Cuda::permute(const Primitive& p, absl::Span<const int64_t> dims) {
-  return strided::Permute(p, dims);
-}
+Cuda::Primitive Cuda::permute(const Primitive& p, absl::Span<const int64_t> dims) { return strided::Permute(p, dims); }
 
-Cuda::Primitive Cuda::expand(const Primitive& p, const Shape& shape) {
-  return strided::Expand(p, shape);
-}
+Cuda::Primitive Cuda::expand(const Primitive& p, const Shape& shape) { return strided::Expand(p, shape); }
 
-Cuda::Primitive Cuda::slice(const Primitive& p, int64_t dim, int64_t start, int64_t end,
-                            int64_t step) {
+Cuda::Primitive Cuda::slice(const Primitive& p, int64_t dim, int64_t start, int64_t end, int64_t step) {
   return strided::Slice(p, dim, start, end, step);
 }
 

@@ -33,8 +33,7 @@ struct Cuda {
   static Primitive binary(BinaryOp op, const Primitive& a, const Primitive& b);
   static Primitive where(const Primitive& cond, const Primitive& a, const Primitive& b);
 
-  static Primitive reduce(ReduceOp op, const Primitive& p, absl::Span<const int64_t> dims,
-                          bool keepdim);
+  static Primitive reduce(ReduceOp op, const Primitive& p, absl::Span<const int64_t> dims, bool keepdim);
   static Primitive argmax(const Primitive& p, int64_t dim, bool keepdim);
 
   static Primitive matmul(const Primitive& a, const Primitive& b);
@@ -42,13 +41,11 @@ struct Cuda {
   static Primitive reshape(const Primitive& p, const Shape& shape);
   static Primitive permute(const Primitive& p, absl::Span<const int64_t> dims);
   static Primitive expand(const Primitive& p, const Shape& shape);
-  static Primitive slice(const Primitive& p, int64_t dim, int64_t start, int64_t end,
-                         int64_t step);
+  static Primitive slice(const Primitive& p, int64_t dim, int64_t start, int64_t end, int64_t step);
   static Primitive cat(absl::Span<const Primitive> parts, int64_t dim);
   static Primitive gather(const Primitive& p, int64_t dim, const Primitive& index);
   static Primitive index_select(const Primitive& p, int64_t dim, const Primitive& index);
-  static Primitive scatter_add(const Primitive& src, int64_t dim, const Primitive& index,
-                               const Shape& shape);
+  static Primitive scatter_add(const Primitive& src, int64_t dim, const Primitive& index, const Shape& shape);
 
   // A row-major copy when `p` is a non-contiguous view; `p` itself otherwise.
   static Primitive contiguous(const Primitive& p);

@@ -7,16 +7,15 @@ namespace kiln::cuda {
 
 absl::Status CudaStatus(cudaError_t error, absl::string_view what) {
   if (error == cudaSuccess) return absl::OkStatus();
-  const std::string message =
-      absl::StrCat(what, ": ", cudaGetErrorName(error), ": ", cudaGetErrorString(error));
+  const std::string message = absl::StrCat(what, ": ", cudaGetErrorName(error), ": ", cudaGetErrorString(error));
   if (error == cudaErrorMemoryAllocation) return absl::ResourceExhaustedError(message);
   return absl::InternalError(message);
 }
 
 absl::Status CublasStatus(cublasStatus_t status, absl::string_view what) {
   if (status == CUBLAS_STATUS_SUCCESS) return absl::OkStatus();
-  const std::string message = absl::StrCat(what, ": ", cublasGetStatusName(status), ": ",
-                                           cublasGetStatusString(status));
+  const std::string message =
+      absl::StrCat(what, ": ", cublasGetStatusName(status), ": ", cublasGetStatusString(status));
   if (status == CUBLAS_STATUS_ALLOC_FAILED) return absl::ResourceExhaustedError(message);
   return absl::InternalError(message);
 }

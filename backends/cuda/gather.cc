@@ -16,8 +16,7 @@ using cuda::StridedTensor;
 
 namespace {
 
-void CheckIndices(const StridedTensor& index, int64_t size, const char* what,
-                  const Shape& source) {
+void CheckIndices(const StridedTensor& index, int64_t size, const char* what, const Shape& source) {
   const int64_t n = index.shape.numel();
   if (n == 0) return;
   cuda::DeviceContext& c = cuda::Context(index.device);
@@ -27,9 +26,9 @@ void CheckIndices(const StridedTensor& index, int64_t size, const char* what,
   cuda::ThrowIfCuda(cudaMemsetAsync(flag.data(), 0xff, sizeof(unsigned long long), c.stream),
                     absl::StrCat(what, ": cudaMemsetAsync"));
   auto* first_bad = reinterpret_cast<unsigned long long*>(flag.data());
-  cuda::CheckLaunch(cuda::kernels::CheckIndices(static_cast<const int64_t*>(index.data()), layout,
-                                                n, size, first_bad, c.stream),
-                    what, index.device);
+  cuda::CheckLaunch(
+      cuda::kernels::CheckIndices(static_cast<const int64_t*>(index.data()), layout, n, size, first_bad, c.stream),
+      what, index.device);
   unsigned long long position = 0;
   cuda::ReadBack(c, first_bad, &position, sizeof(position));
   if (position == std::numeric_limits<unsigned long long>::max()) return;
@@ -61,8 +60,7 @@ Cuda::Primitive Cuda::gather(const Primitive& p, int64_t dim, const Primitive& i
   source[dim] = 0;  // the index supplies the coordinate along dim
   const auto walk = cuda::IndexFor<3>(index.shape, {out.strides, index.strides, source}, "gather");
   cuda::CheckLaunch(cuda::kernels::Gather(p.dtype, p.data(), static_cast<const int64_t*>(index.data()),
-                                          out.mutable_data(), walk, index.shape.numel(), step,
-                                          c.stream),
+                                          out.mutable_data(), walk, index.shape.numel(), step, c.stream),
                     "gather", p.device);
   return out;
 }
@@ -88,8 +86,7 @@ Cuda::Primitive Cuda::index_select(const Primitive& p, int64_t dim, const Primit
   return out;
 }
 
-Cuda::Primitive Cuda::scatter_add(const Primitive& src, int64_t dim, const Primitive& index,
-                                  const Shape& shape) {
+Cuda::Primitive Cuda::scatter_add(const Primitive& src, int64_t dim, const Primitive& index, const Shape& shape) {
   CheckIndices(index, shape[dim], "scatter_add", shape);
   cuda::DeviceContext& c = cuda::Context(src.device);
   cuda::Await(c, {&src});
@@ -98,10 +95,8 @@ Cuda::Primitive Cuda::scatter_add(const Primitive& src, int64_t dim, const Primi
   const int64_t step = target[dim];
   target[dim] = 0;
   const auto walk = cuda::IndexFor<3>(index.shape, {target, index.strides, src.strides}, "scatter_add");
-  cuda::CheckLaunch(cuda::kernels::ScatterAdd(src.dtype, src.data(),
-                                              static_cast<const int64_t*>(index.data()),
-                                              out.mutable_data(), walk, index.shape.numel(), step,
-                                              c.stream),
+  cuda::CheckLaunch(cuda::kernels::ScatterAdd(src.dtype, src.data(), static_cast<const int64_t*>(index.data()),
+                                              out.mutable_data(), walk, index.shape.numel(), step, c.stream),
                     "scatter_add", src.device);
   return out;
 }

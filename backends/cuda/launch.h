@@ -25,11 +25,10 @@ StridedIndex<N> IndexFor(const Shape& shape, const std::array<Dims, N>& strides,
   std::array<const int64_t*, N> pointers;
   for (int k = 0; k < N; ++k) pointers[k] = strides[k].data();
   StridedIndex<N> index;
-  if (!MakeStridedIndex<N>(static_cast<int>(shape.rank()), shape.dims().data(), pointers.data(),
-                           &index)) {
-    throw Error(absl::UnimplementedError(absl::StrCat(
-        op, ": the CUDA kernels walk at most ", kMaxDims, " non-mergeable dims; shape ",
-        shape.ToString(), " needs more (make the tensor contiguous in steps first)")));
+  if (!MakeStridedIndex<N>(static_cast<int>(shape.rank()), shape.dims().data(), pointers.data(), &index)) {
+    throw Error(absl::UnimplementedError(absl::StrCat(op, ": the CUDA kernels walk at most ", kMaxDims,
+                                                      " non-mergeable dims; shape ", shape.ToString(),
+                                                      " needs more (make the tensor contiguous in steps first)")));
   }
   return index;
 }

@@ -69,9 +69,8 @@ std::optional<int64_t> EvenStride(const std::vector<int64_t>& offsets) {
 
 void CheckFits(int64_t v, const char* what, const Shape& a, const Shape& b) {
   if (v > INT_MAX) {
-    throw Error(absl::UnimplementedError(absl::StrCat(
-        "matmul of ", a.ToString(), " and ", b.ToString(), ": ", what, " ", v,
-        " exceeds cuBLAS's 32-bit limit")));
+    throw Error(absl::UnimplementedError(absl::StrCat("matmul of ", a.ToString(), " and ", b.ToString(), ": ", what,
+                                                      " ", v, " exceeds cuBLAS's 32-bit limit")));
   }
 }
 
@@ -88,9 +87,8 @@ Cuda::Primitive Cuda::matmul(const Primitive& a, const Primitive& b) {
   const int64_t batches = batch.numel();
   if (out_shape.numel() == 0) return out;
   if (k == 0) {
-    cuda::CheckLaunch(cuda::kernels::Fill(a.dtype, out.mutable_data(), out_shape.numel(), 0, 0,
-                                          c.stream),
-                      "matmul", a.device);
+    cuda::CheckLaunch(cuda::kernels::Fill(a.dtype, out.mutable_data(), out_shape.numel(), 0, 0, c.stream), "matmul",
+                      a.device);
     return out;
   }
   const Operand pa = Prepare(a, batch);
@@ -115,12 +113,11 @@ Cuda::Primitive Cuda::matmul(const Primitive& a, const Primitive& b) {
   std::lock_guard lock(c.blas_mu);
   if (stride_a && stride_b) {
     cuda::ThrowIfCublas(
-        cublasGemmStridedBatchedEx(
-            c.blas, pb.layout.op, pa.layout.op, static_cast<int>(n), static_cast<int>(m),
-            static_cast<int>(k), alpha, base_b + pb.offsets[0] * es, type,
-            static_cast<int>(pb.layout.ld), *stride_b, base_a + pa.offsets[0] * es, type,
-            static_cast<int>(pa.layout.ld), *stride_a, beta, base_c, type, static_cast<int>(n),
-            m * n, static_cast<int>(batches), compute, CUBLAS_GEMM_DEFAULT),
+        cublasGemmStridedBatchedEx(c.blas, pb.layout.op, pa.layout.op, static_cast<int>(n), static_cast<int>(m),
+                                   static_cast<int>(k), alpha, base_b + pb.offsets[0] * es, type,
+                                   static_cast<int>(pb.layout.ld), *stride_b, base_a + pa.offsets[0] * es, type,
+                                   static_cast<int>(pa.layout.ld), *stride_a, beta, base_c, type, static_cast<int>(n),
+                                   m * n, static_cast<int>(batches), compute, CUBLAS_GEMM_DEFAULT),
         absl::StrCat(a.device.ToString(), ": cublasGemmStridedBatchedEx"));
     return out;
   }
@@ -133,18 +130,16 @@ Cuda::Primitive Cuda::matmul(const Primitive& a, const Primitive& b) {
     pointers[2 * batches + i] = base_c + i * m * n * es;
   }
   cuda::DeviceBuffer table(a.device, static_cast<int64_t>(pointers.size() * sizeof(void*)));
-  cuda::ThrowIfCuda(cudaMemcpyAsync(table.data(), pointers.data(), pointers.size() * sizeof(void*),
-                                    cudaMemcpyHostToDevice, c.stream),
-                    "matmul: cudaMemcpyAsync (batch pointers)");
+  cuda::ThrowIfCuda(
+      cudaMemcpyAsync(table.data(), pointers.data(), pointers.size() * sizeof(void*), cudaMemcpyHostToDevice, c.stream),
+      "matmul: cudaMemcpyAsync (batch pointers)");
   auto* const* ptrs = reinterpret_cast<void* const*>(table.data());
   cuda::ThrowIfCublas(
-      cublasGemmBatchedEx(c.blas, pb.layout.op, pa.layout.op, static_cast<int>(n),
-                          static_cast<int>(m), static_cast<int>(k), alpha, const_cast<const void* const*>(ptrs), type,
+      cublasGemmBatchedEx(c.blas, pb.layout.op, pa.layout.op, static_cast<int>(n), static_cast<int>(m),
+                          static_cast<int>(k), alpha, const_cast<const void* const*>(ptrs), type,
                           static_cast<int>(pb.layout.ld), const_cast<const void* const*>(ptrs + batches), type,
-                          static_cast<int>(pa.layout.ld), beta,
-                          ptrs + 2 * batches, type,
-                          static_cast<int>(n), static_cast<int>(batches), compute,
-                          CUBLAS_GEMM_DEFAULT),
+                          static_cast<int>(pa.layout.ld), beta, ptrs + 2 * batches, type, static_cast<int>(n),
+                          static_cast<int>(batches), compute, CUBLAS_GEMM_DEFAULT),
       absl::StrCat(a.device.ToString(), ": cublasGemmBatchedEx"));
   return out;
 }

@@ -59,9 +59,10 @@ absl::Status NcclStatus(ncclResult_t result, absl::string_view what) {
                                           last != nullptr && *last != '\0' ? absl::StrCat(" (", last, ")") : ""));
 }
 
-absl::StatusOr<std::vector<std::unique_ptr<NcclComm>>> NcclComm::WrapAll(
-    const std::vector<ncclComm_t>& comms, int first_rank, int world, const std::vector<CudaDevice>& devices,
-    std::chrono::milliseconds timeout) {
+absl::StatusOr<std::vector<std::unique_ptr<NcclComm>>> NcclComm::WrapAll(const std::vector<ncclComm_t>& comms,
+                                                                         int first_rank, int world,
+                                                                         const std::vector<CudaDevice>& devices,
+                                                                         std::chrono::milliseconds timeout) {
   std::vector<std::unique_ptr<NcclComm>> out;
   absl::Status failed;
   for (size_t i = 0; i < comms.size(); ++i) {
@@ -106,13 +107,12 @@ absl::StatusOr<std::string> NcclComm::NewUniqueId() {
 }
 
 absl::StatusOr<std::vector<std::unique_ptr<NcclComm>>> NcclComm::Join(absl::string_view unique_id, int first_rank,
-                                                                      int world,
-                                                                      const std::vector<CudaDevice>& devices,
+                                                                      int world, const std::vector<CudaDevice>& devices,
                                                                       std::chrono::milliseconds timeout) {
   ncclUniqueId id;
   if (unique_id.size() != sizeof(id.internal)) {
-    return absl::InvalidArgumentError(absl::StrCat("NCCL unique id: expected ", sizeof(id.internal),
-                                                   " bytes, got ", unique_id.size()));
+    return absl::InvalidArgumentError(
+        absl::StrCat("NCCL unique id: expected ", sizeof(id.internal), " bytes, got ", unique_id.size()));
   }
   const int n = static_cast<int>(devices.size());
   if (n == 0) return absl::InvalidArgumentError("NCCL: joining needs at least one device");
@@ -155,9 +155,9 @@ absl::StatusOr<std::vector<std::unique_ptr<NcclComm>>> NcclComm::Join(absl::stri
         break;
       }
       if (std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::steady_clock::now() - start) > timeout) {
-        issued = absl::DeadlineExceededError(absl::StrCat(
-            what, ": the other ranks did not all join within ", timeout.count(),
-            " ms (a process failed or was not started, or cannot reach this one)"));
+        issued = absl::DeadlineExceededError(
+            absl::StrCat(what, ": the other ranks did not all join within ", timeout.count(),
+                         " ms (a process failed or was not started, or cannot reach this one)"));
       }
       std::this_thread::sleep_for(std::chrono::milliseconds(1));
     }
@@ -202,8 +202,8 @@ absl::Status NcclComm::Settle(absl::string_view what) const {
     if (state != ncclInProgress) return NcclStatus(state, what);
     // In ms, so that a huge timeout cannot overflow.
     if (std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::steady_clock::now() - start) > timeout_) {
-      return absl::DeadlineExceededError(absl::StrCat(what, ": NCCL was still busy (connecting to its peers?) after ",
-                                                      timeout_.count(), " ms"));
+      return absl::DeadlineExceededError(
+          absl::StrCat(what, ": NCCL was still busy (connecting to its peers?) after ", timeout_.count(), " ms"));
     }
     std::this_thread::yield();
   }
@@ -217,7 +217,8 @@ NcclComm::~NcclComm() {
     // return on a communicator in error (which would leak every local rank).
     const auto start = std::chrono::steady_clock::now();
     while (cudaStreamQuery(stream_) == cudaErrorNotReady && AsyncError().ok() &&
-           std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::steady_clock::now() - start) <= timeout_) {
+           std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::steady_clock::now() - start) <=
+               timeout_) {
       std::this_thread::sleep_for(std::chrono::microseconds(200));
     }
     Abort();
@@ -232,8 +233,8 @@ absl::StatusOr<NcclBuffers> NcclComm::Prepare(NcclOp op, const std::vector<Strid
   if (absl::StatusOr<ncclDataType_t> type = NcclType(dtype); !type.ok()) return type.status();
   if (dtype == DType::kBool && op != NcclOp::kBroadcast && op != NcclOp::kAllGather &&
       (reduce == NcclReduce::kSum || reduce == NcclReduce::kMean)) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        OpName(op), ": a bool tensor has no sum or mean; convert it with .to(DType::kI64)"));
+    return absl::InvalidArgumentError(
+        absl::StrCat(OpName(op), ": a bool tensor has no sum or mean; convert it with .to(DType::kI64)"));
   }
   NcclBuffers b;
   try {
@@ -295,8 +296,8 @@ absl::StatusOr<std::vector<StridedTensor>> NcclComm::Run(const std::vector<NcclC
   for (NcclComm* comm : order) locks.emplace_back(comm->mu_);
   for (NcclComm* comm : comms) {
     if (comm->aborted_) {
-      return absl::FailedPreconditionError(absl::StrCat(comm->device().ToString(), ": ", OpName(op),
-                                                        ": the NCCL communicator was aborted"));
+      return absl::FailedPreconditionError(
+          absl::StrCat(comm->device().ToString(), ": ", OpName(op), ": the NCCL communicator was aborted"));
     }
   }
   if (absl::Status s = NcclStatus(ncclGroupStart(), "ncclGroupStart"); !s.ok()) return s;

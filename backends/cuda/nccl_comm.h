@@ -48,14 +48,14 @@ class NcclComm {
  public:
   // Every rank in this process: Join with a fresh id.
   static absl::StatusOr<std::vector<std::unique_ptr<NcclComm>>> CreateAll(const std::vector<CudaDevice>& devices,
-                                                                         std::chrono::milliseconds timeout);
+                                                                          std::chrono::milliseconds timeout);
   // NCCL_UNIQUE_ID_BYTES opaque bytes naming a new communicator.
   static absl::StatusOr<std::string> NewUniqueId();
   // Ranks first_rank, first_rank + 1, ... of `world` on `devices`, joined together (one NCCL
   // group). DeadlineExceeded when the others have not all joined within `timeout`.
   static absl::StatusOr<std::vector<std::unique_ptr<NcclComm>>> Join(absl::string_view unique_id, int first_rank,
-                                                                    int world, const std::vector<CudaDevice>& devices,
-                                                                    std::chrono::milliseconds timeout);
+                                                                     int world, const std::vector<CudaDevice>& devices,
+                                                                     std::chrono::milliseconds timeout);
   ~NcclComm();
   NcclComm(const NcclComm&) = delete;
   NcclComm& operator=(const NcclComm&) = delete;
@@ -80,7 +80,8 @@ class NcclComm {
   // Runs `op` for comms[i] on inputs[i], all in one NCCL group (ncclGroupStart/End), so one
   // thread may drive every rank of an in-process communicator; a per-rank thread passes just
   // its own. Each call returns once its operations are queued (at most the communicator's
-  // timeout while a non-blocking communicator connects). Inputs must agree in shape and dtype across ranks (the caller checks). Results:
+  // timeout while a non-blocking communicator connects). Inputs must agree in shape and dtype across ranks (the caller
+  // checks). Results:
   //   all-reduce: the reduction (kMean: ncclAvg for floats; integer sums divided, truncating)
   //   broadcast: rank `root`'s tensor; all-gather / reduce-scatter: along dim 0.
   // An error after any call was queued aborts `comms` (the peers' halves of the collective
@@ -98,9 +99,10 @@ class NcclComm {
            std::chrono::milliseconds timeout)
       : comm_(comm), rank_(rank), size_(size), device_(device), stream_(stream), timeout_(timeout) {}
   // Communicators comms[i] (rank first_rank + i) with their streams; on failure all are freed.
-  static absl::StatusOr<std::vector<std::unique_ptr<NcclComm>>> WrapAll(
-      const std::vector<ncclComm_t>& comms, int first_rank, int world, const std::vector<CudaDevice>& devices,
-      std::chrono::milliseconds timeout);
+  static absl::StatusOr<std::vector<std::unique_ptr<NcclComm>>> WrapAll(const std::vector<ncclComm_t>& comms,
+                                                                        int first_rank, int world,
+                                                                        const std::vector<CudaDevice>& devices,
+                                                                        std::chrono::milliseconds timeout);
   // Waits while the communicator is busy with a previous call (ncclInProgress), taking mu_
   // for each poll only, so that Abort can get in.
   absl::Status Settle(absl::string_view what) const;

@@ -77,8 +77,9 @@ absl::Status NcclWatchdog::Check(const Pending& p) const {
 
 std::vector<NcclComm*> NcclWatchdog::Failing(const absl::Status& why) {
   if (!status_.ok()) return {};
-  status_ = absl::Status(why.code(), absl::StrCat("NCCL: ", why.message(),
-                                                  "; its communicators were aborted, the group is unusable from now on"));
+  status_ = absl::Status(
+      why.code(),
+      absl::StrCat("NCCL: ", why.message(), "; its communicators were aborted, the group is unusable from now on"));
   pending_.clear();
   return comms_;
 }

@@ -26,8 +26,7 @@ int64_t Splits(int64_t outputs, int64_t reduced, int64_t min_chunk, int64_t targ
 
 }  // namespace
 
-Cuda::Primitive Cuda::reduce(ReduceOp op, const Primitive& p, absl::Span<const int64_t> dims,
-                             bool keepdim) {
+Cuda::Primitive Cuda::reduce(ReduceOp op, const Primitive& p, absl::Span<const int64_t> dims, bool keepdim) {
   if (p.dtype == DType::kBool) ThrowInvalidArgument("%s: not defined for bool", OpName(op));
   const Shape out_shape = ReducedShape(p.shape, dims, keepdim);
   cuda::DeviceContext& c = cuda::Context(p.device);
@@ -37,8 +36,7 @@ Cuda::Primitive Cuda::reduce(ReduceOp op, const Primitive& p, absl::Span<const i
   if (out_shape.numel() == 0) return out;
   if (l.reduced == 0) {  // only sum and mean reach here: 0, and 0/0 (NaN for floats)
     const bool nan = op == ReduceOp::kMean && IsFloating(p.dtype);
-    cuda::CheckLaunch(cuda::kernels::Fill(p.dtype, out.mutable_data(), out_shape.numel(),
-                                          nan ? NAN : 0.0, 0, c.stream),
+    cuda::CheckLaunch(cuda::kernels::Fill(p.dtype, out.mutable_data(), out_shape.numel(), nan ? NAN : 0.0, 0, c.stream),
                       OpName(op), p.device);
     return out;
   }
@@ -52,23 +50,21 @@ Cuda::Primitive Cuda::reduce(ReduceOp op, const Primitive& p, absl::Span<const i
   const int64_t splits = Splits(items, l.reduced, l.inner == 1 ? 8192 : tiles ? 64 : 256, target);
   const int64_t chunk = (l.reduced + splits - 1) / splits;
   if (splits == 1) {
-    cuda::CheckLaunch(cuda::kernels::Reduce(op, p.dtype, x.data(), out.mutable_data(), l.outer,
-                                            l.reduced, l.inner, l.reduced, 1, c.stream),
+    cuda::CheckLaunch(cuda::kernels::Reduce(op, p.dtype, x.data(), out.mutable_data(), l.outer, l.reduced, l.inner,
+                                            l.reduced, 1, c.stream),
                       OpName(op), p.device);
   } else {
     // Partials [outer, splits, inner], then one more pass over the splits.
-    const StridedTensor partial =
-        StridedTensor::Empty(Shape{l.outer, splits, l.inner}, p.dtype, p.device);
-    cuda::CheckLaunch(cuda::kernels::Reduce(op, p.dtype, x.data(), partial.mutable_data(),
-                                            l.outer, l.reduced, l.inner, chunk, splits, c.stream),
+    const StridedTensor partial = StridedTensor::Empty(Shape{l.outer, splits, l.inner}, p.dtype, p.device);
+    cuda::CheckLaunch(cuda::kernels::Reduce(op, p.dtype, x.data(), partial.mutable_data(), l.outer, l.reduced, l.inner,
+                                            chunk, splits, c.stream),
                       OpName(op), p.device);
-    cuda::CheckLaunch(cuda::kernels::Reduce(op, p.dtype, partial.data(), out.mutable_data(),
-                                            l.outer, splits, l.inner, splits, 1, c.stream),
+    cuda::CheckLaunch(cuda::kernels::Reduce(op, p.dtype, partial.data(), out.mutable_data(), l.outer, splits, l.inner,
+                                            splits, 1, c.stream),
                       OpName(op), p.device);
   }
   if (op == ReduceOp::kMean) {
-    cuda::CheckLaunch(cuda::kernels::DivideBy(p.dtype, out.mutable_data(), out_shape.numel(),
-                                              l.reduced, c.stream),
+    cuda::CheckLaunch(cuda::kernels::DivideBy(p.dtype, out.mutable_data(), out_shape.numel(), l.reduced, c.stream),
                       OpName(op), p.device);
   }
   return out;
@@ -83,8 +79,7 @@ Cuda::Primitive Cuda::argmax(const Primitive& p, int64_t dim, bool keepdim) {
   if (out_shape.numel() == 0) return out;
   const ReduceLayout l = ArrangeReduce(p.shape, dims);
   const StridedTensor x = ArrangeForReduce<Cuda>(p, l);
-  cuda::CheckLaunch(cuda::kernels::Argmax(p.dtype, x.data(),
-                                          static_cast<int64_t*>(out.mutable_data()), l.outer,
+  cuda::CheckLaunch(cuda::kernels::Argmax(p.dtype, x.data(), static_cast<int64_t*>(out.mutable_data()), l.outer,
                                           l.reduced, l.inner, c.stream),
                     "argmax", p.device);
   return out;

@@ -43,8 +43,6 @@ StridedTensor StridedTensor::Empty(const Shape& shape, DType dtype, const CudaDe
   return t;
 }
 
-bool StridedTensor::IsContiguous() const {
-  return strided::IsContiguous(shape, strides);
-}
+bool StridedTensor::IsContiguous() const { return strided::IsContiguous(shape, strides); }
 
 }  // namespace kiln::cuda

@@ -57,9 +57,7 @@ struct StridedTensor {
 
   bool IsContiguous() const;
   // Device address of the first element (null for an empty tensor).
-  const void* data() const {
-    return buffer ? buffer->data() + offset * DTypeSize(dtype) : nullptr;
-  }
+  const void* data() const { return buffer ? buffer->data() + offset * DTypeSize(dtype) : nullptr; }
   // Only for a tensor this op just created.
   void* mutable_data() const { return const_cast<void*>(data()); }
 };

@@ -62,12 +62,15 @@ struct Dispatch {
   struct Primitive {
     std::variant<Cpu::Primitive
 #ifdef KILN_WITH_VULKAN
-                 , Vulkan::Primitive
+                 ,
+                 Vulkan::Primitive
 #endif
 #ifdef KILN_WITH_CUDA
-                 , Cuda::Primitive
+                 ,
+                 Cuda::Primitive
 #endif
-                 > v;
+                 >
+        v;
   };
 
  private:
@@ -82,9 +85,11 @@ struct Dispatch {
   // f(Tag<B>, B's primitive) for the backend that holds p.
   template <class F>
   static decltype(auto) Visit(const Primitive& p, F&& f) {
-    return std::visit([&](const auto& x) -> decltype(auto) {
-      return f(Tag<typename BackendOf<std::decay_t<decltype(x)>>::type>{}, x);
-    }, p.v);
+    return std::visit(
+        [&](const auto& x) -> decltype(auto) {
+          return f(Tag<typename BackendOf<std::decay_t<decltype(x)>>::type>{}, x);
+        },
+        p.v);
   }
   template <class F>
   static Primitive Map(const Primitive& p, F&& f) {
@@ -99,20 +104,22 @@ struct Dispatch {
   // f(Tag<B>, B's device) for a plain device; an autodiff device is the wrong tool here.
   template <class F>
   static Primitive OnDevice(const Device& dev, F&& f) {
-    return std::visit([&](const auto& d) -> Primitive {
-      using D = std::decay_t<decltype(d)>;
-      if constexpr (std::is_same_v<D, AutodiffDevice>) {
-        ThrowInvalidArgument("%s is an autodiff device; Tensor<Dispatch> takes plain devices (for "
-                             "gradients use Tensor<Autodiff<Dispatch>> on %s)", dev.ToString(),
-                             d.inner->ToString());
-      } else {
-        return f(Tag<typename BackendOfDevice<D>::type>{}, d);
-      }
-    }, dev.variant());
+    return std::visit(
+        [&](const auto& d) -> Primitive {
+          using D = std::decay_t<decltype(d)>;
+          if constexpr (std::is_same_v<D, AutodiffDevice>) {
+            ThrowInvalidArgument(
+                "%s is an autodiff device; Tensor<Dispatch> takes plain devices (for "
+                "gradients use Tensor<Autodiff<Dispatch>> on %s)",
+                dev.ToString(), d.inner->ToString());
+          } else {
+            return f(Tag<typename BackendOfDevice<D>::type>{}, d);
+          }
+        },
+        dev.variant());
   }
 
  public:
-
   static const char* Name() { return "dispatch"; }
 
   static const Shape& shape(const Primitive& p) {
@@ -142,9 +149,13 @@ struct Dispatch {
       return Wrap(B::from_data(to_data(p), device));
     });
   }
-  static Primitive cast(const Primitive& p, DType t) { return Map(p, [&](auto b, const auto& x) { return decltype(b)::type::cast(x, t); }); }
+  static Primitive cast(const Primitive& p, DType t) {
+    return Map(p, [&](auto b, const auto& x) { return decltype(b)::type::cast(x, t); });
+  }
 
-  static Primitive unary(UnaryOp op, const Primitive& p) { return Map(p, [&](auto b, const auto& x) { return decltype(b)::type::unary(op, x); }); }
+  static Primitive unary(UnaryOp op, const Primitive& p) {
+    return Map(p, [&](auto b, const auto& x) { return decltype(b)::type::unary(op, x); });
+  }
   static Primitive binary(BinaryOp op, const Primitive& a, const Primitive& b) {
     return Map(a, [&](auto be, const auto& x) { return decltype(be)::type::binary(op, x, Same(x, b)); });
   }
@@ -160,11 +171,15 @@ struct Dispatch {
   static Primitive matmul(const Primitive& a, const Primitive& b) {
     return Map(a, [&](auto be, const auto& x) { return decltype(be)::type::matmul(x, Same(x, b)); });
   }
-  static Primitive reshape(const Primitive& p, const Shape& s) { return Map(p, [&](auto b, const auto& x) { return decltype(b)::type::reshape(x, s); }); }
+  static Primitive reshape(const Primitive& p, const Shape& s) {
+    return Map(p, [&](auto b, const auto& x) { return decltype(b)::type::reshape(x, s); });
+  }
   static Primitive permute(const Primitive& p, absl::Span<const int64_t> dims) {
     return Map(p, [&](auto b, const auto& x) { return decltype(b)::type::permute(x, dims); });
   }
-  static Primitive expand(const Primitive& p, const Shape& s) { return Map(p, [&](auto b, const auto& x) { return decltype(b)::type::expand(x, s); }); }
+  static Primitive expand(const Primitive& p, const Shape& s) {
+    return Map(p, [&](auto b, const auto& x) { return decltype(b)::type::expand(x, s); });
+  }
   static Primitive slice(const Primitive& p, int64_t dim, int64_t start, int64_t end, int64_t step) {
     return Map(p, [&](auto b, const auto& x) { return decltype(b)::type::slice(x, dim, start, end, step); });
   }
@@ -184,7 +199,6 @@ struct Dispatch {
   static Primitive scatter_add(const Primitive& src, int64_t dim, const Primitive& index, const Shape& s) {
     return Map(src, [&](auto b, const auto& x) { return decltype(b)::type::scatter_add(x, dim, Same(x, index), s); });
   }
-
 };
 
 static_assert(Backend<Dispatch>);

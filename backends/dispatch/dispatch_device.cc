@@ -58,8 +58,8 @@ absl::StatusOr<DispatchDevice> DispatchDevice::Parse(absl::string_view text) {
   const std::string quoted = Quoted(text);
   if (text.empty()) return absl::InvalidArgumentError("device '': empty; expected backend:index (e.g. cpu:0)");
   if (absl::ascii_isspace(text.front()) || absl::ascii_isspace(text.back())) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "device ", quoted, " has white space around it; write it as ", Quoted(absl::StripAsciiWhitespace(text))));
+    return absl::InvalidArgumentError(absl::StrCat("device ", quoted, " has white space around it; write it as ",
+                                                   Quoted(absl::StripAsciiWhitespace(text))));
   }
   // Peeled without recursion: a hostile string nests autodiff( a million deep.
   absl::string_view body = text;
@@ -76,13 +76,13 @@ absl::StatusOr<DispatchDevice> DispatchDevice::Parse(absl::string_view text) {
   const size_t colon = body.find(':');
   const absl::string_view digits = colon == absl::string_view::npos ? "" : body.substr(colon + 1);
   if (digits.empty() || !std::all_of(digits.begin(), digits.end(), absl::ascii_isdigit)) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "device ", quoted, " is not of the form backend:index (e.g. cpu:0)"));
+    return absl::InvalidArgumentError(
+        absl::StrCat("device ", quoted, " is not of the form backend:index (e.g. cpu:0)"));
   }
   int index = 0;
   if (digits.size() > 9 || !absl::SimpleAtoi(digits, &index) || index > kMaxDeviceIndex) {
-    return absl::InvalidArgumentError(absl::StrCat("device ", quoted, ": index ", Quoted(digits),
-                                                   " is out of range (0..", kMaxDeviceIndex, ")"));
+    return absl::InvalidArgumentError(
+        absl::StrCat("device ", quoted, ": index ", Quoted(digits), " is out of range (0..", kMaxDeviceIndex, ")"));
   }
   const absl::string_view name = body.substr(0, colon);
   absl::StatusOr<DispatchDevice> device = Plain(name, index, quoted);
@@ -95,9 +95,9 @@ absl::StatusOr<DispatchDevice> DispatchDevice::Plain(absl::string_view name, int
   for (const auto& b : kBackends) {
     if (name != b.name) continue;
     if (!b.compiled) {
-      return absl::FailedPreconditionError(absl::StrCat(
-          "device ", quoted, ": this build has no ", name, " backend; rebuild with --config=",
-          b.config, " (compiled in: ", CompiledList(), ")"));
+      return absl::FailedPreconditionError(absl::StrCat("device ", quoted, ": this build has no ", name,
+                                                        " backend; rebuild with --config=", b.config,
+                                                        " (compiled in: ", CompiledList(), ")"));
     }
     if (name == "cpu") {
       const CpuDevice device(index);
@@ -120,16 +120,16 @@ absl::StatusOr<DispatchDevice> DispatchDevice::Plain(absl::string_view name, int
 #endif
   }
   return absl::InvalidArgumentError(absl::StrCat("device ", quoted, ": unknown backend ", Quoted(name),
-                                                 "; kiln knows cpu, vulkan and cuda (compiled in: ",
-                                                 CompiledList(), ")"));
+                                                 "; kiln knows cpu, vulkan and cuda (compiled in: ", CompiledList(),
+                                                 ")"));
 }
 
 absl::StatusOr<std::vector<DispatchDevice>> DispatchDevice::ParseList(absl::string_view text) {
   std::vector<DispatchDevice> out;
   for (absl::string_view part : absl::StrSplit(text, ',')) {
     if (out.size() == kMaxListLength) {
-      return absl::InvalidArgumentError(absl::StrCat("device list ", Quoted(text), " has more than ",
-                                                     kMaxListLength, " devices"));
+      return absl::InvalidArgumentError(
+          absl::StrCat("device list ", Quoted(text), " has more than ", kMaxListLength, " devices"));
     }
     absl::StatusOr<DispatchDevice> d = Parse(absl::StripAsciiWhitespace(part));
     if (!d.ok()) return d.status();
@@ -139,25 +139,29 @@ absl::StatusOr<std::vector<DispatchDevice>> DispatchDevice::ParseList(absl::stri
 }
 
 std::string DispatchDevice::backend() const {
-  return std::visit([](const auto& d) -> std::string {
-    using D = std::decay_t<decltype(d)>;
-    if constexpr (std::is_same_v<D, AutodiffDevice>) {
-      return d.inner->backend();
-    } else {
-      const std::string name = d.ToString();
-      return name.substr(0, name.find(':'));
-    }
-  }, v_);
+  return std::visit(
+      [](const auto& d) -> std::string {
+        using D = std::decay_t<decltype(d)>;
+        if constexpr (std::is_same_v<D, AutodiffDevice>) {
+          return d.inner->backend();
+        } else {
+          const std::string name = d.ToString();
+          return name.substr(0, name.find(':'));
+        }
+      },
+      v_);
 }
 
 std::string DispatchDevice::ToString() const {
-  return std::visit([](const auto& d) -> std::string {
-    if constexpr (std::is_same_v<std::decay_t<decltype(d)>, AutodiffDevice>) {
-      return absl::StrCat("autodiff(", d.inner->ToString(), ")");
-    } else {
-      return d.ToString();
-    }
-  }, v_);
+  return std::visit(
+      [](const auto& d) -> std::string {
+        if constexpr (std::is_same_v<std::decay_t<decltype(d)>, AutodiffDevice>) {
+          return absl::StrCat("autodiff(", d.inner->ToString(), ")");
+        } else {
+          return d.ToString();
+        }
+      },
+      v_);
 }
 
 bool operator==(const AutodiffDevice& a, const AutodiffDevice& b) { return *a.inner == *b.inner; }

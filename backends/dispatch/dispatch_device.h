@@ -6,9 +6,9 @@
 
 #include <memory>
 #include <string>
-#include "absl/strings/string_view.h"
 #include <variant>
 #include <vector>
+#include "absl/strings/string_view.h"
 
 #include "absl/status/statusor.h"
 #include "backends/cpu/cpu_device.h"

@@ -86,9 +86,9 @@ absl::StatusOr<std::unique_ptr<Context>> Context::Create(VkPhysicalDevice physic
   VkPhysicalDeviceFeatures2 f2{.sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_FEATURES_2, .pNext = &f12};
   vk.vkGetPhysicalDeviceFeatures2(physical, &f2);
   if (!f12.bufferDeviceAddress || !f2.features.shaderInt64) {
-    return absl::UnavailableError(absl::StrCat(
-        c->name_, " lacks ", !f12.bufferDeviceAddress ? "bufferDeviceAddress" : "shaderInt64",
-        ", which kiln's kernels need"));
+    return absl::UnavailableError(absl::StrCat(c->name_, " lacks ",
+                                               !f12.bufferDeviceAddress ? "bufferDeviceAddress" : "shaderInt64",
+                                               ", which kiln's kernels need"));
   }
   c->has_f64_ = f2.features.shaderFloat64;
   c->has_int64_atomics_ = f12.shaderBufferInt64Atomics;
@@ -113,9 +113,13 @@ absl::StatusOr<std::unique_ptr<Context>> Context::Create(VkPhysicalDevice physic
   if (!family) return absl::UnavailableError(absl::StrCat(c->name_, " has no compute queue"));
   const float priority = 1.0f;
   VkDeviceQueueCreateInfo queue{.sType = VK_STRUCTURE_TYPE_DEVICE_QUEUE_CREATE_INFO,
-                                .queueFamilyIndex = *family, .queueCount = 1, .pQueuePriorities = &priority};
-  VkDeviceCreateInfo info{.sType = VK_STRUCTURE_TYPE_DEVICE_CREATE_INFO, .pNext = &enable,
-                          .queueCreateInfoCount = 1, .pQueueCreateInfos = &queue};
+                                .queueFamilyIndex = *family,
+                                .queueCount = 1,
+                                .pQueuePriorities = &priority};
+  VkDeviceCreateInfo info{.sType = VK_STRUCTURE_TYPE_DEVICE_CREATE_INFO,
+                          .pNext = &enable,
+                          .queueCreateInfoCount = 1,
+                          .pQueueCreateInfos = &queue};
   if (absl::Status s = Check(vk.vkCreateDevice(physical, &info, nullptr, &c->device_), "vkCreateDevice"); !s.ok()) {
     return s;
   }
@@ -123,13 +127,18 @@ absl::StatusOr<std::unique_ptr<Context>> Context::Create(VkPhysicalDevice physic
   VkCommandPoolCreateInfo pool{.sType = VK_STRUCTURE_TYPE_COMMAND_POOL_CREATE_INFO,
                                .flags = VK_COMMAND_POOL_CREATE_RESET_COMMAND_BUFFER_BIT,
                                .queueFamilyIndex = *family};
-  if (absl::Status s = Check(vk.vkCreateCommandPool(c->device_, &pool, nullptr, &c->command_pool_), "vkCreateCommandPool"); !s.ok()) {
+  if (absl::Status s =
+          Check(vk.vkCreateCommandPool(c->device_, &pool, nullptr, &c->command_pool_), "vkCreateCommandPool");
+      !s.ok()) {
     return s;
   }
   VkPushConstantRange range{.stageFlags = VK_SHADER_STAGE_COMPUTE_BIT, .offset = 0, .size = kParamsBytes};
   VkPipelineLayoutCreateInfo layout{.sType = VK_STRUCTURE_TYPE_PIPELINE_LAYOUT_CREATE_INFO,
-                                    .pushConstantRangeCount = 1, .pPushConstantRanges = &range};
-  if (absl::Status s = Check(vk.vkCreatePipelineLayout(c->device_, &layout, nullptr, &c->layout_), "vkCreatePipelineLayout"); !s.ok()) {
+                                    .pushConstantRangeCount = 1,
+                                    .pPushConstantRanges = &range};
+  if (absl::Status s =
+          Check(vk.vkCreatePipelineLayout(c->device_, &layout, nullptr, &c->layout_), "vkCreatePipelineLayout");
+      !s.ok()) {
     return s;
   }
   c->pipelines_.assign(std::size(spirv::kAll), VK_NULL_HANDLE);
@@ -139,8 +148,8 @@ absl::StatusOr<std::unique_ptr<Context>> Context::Create(VkPhysicalDevice physic
   // through host-visible staging memory and copies on the queue.
   VkPhysicalDeviceMemoryProperties memory;
   vk.vkGetPhysicalDeviceMemoryProperties(physical, &memory);
-  const bool unified = props.deviceType == VK_PHYSICAL_DEVICE_TYPE_INTEGRATED_GPU ||
-                       props.deviceType == VK_PHYSICAL_DEVICE_TYPE_CPU;
+  const bool unified =
+      props.deviceType == VK_PHYSICAL_DEVICE_TYPE_INTEGRATED_GPU || props.deviceType == VK_PHYSICAL_DEVICE_TYPE_CPU;
   const VkMemoryPropertyFlags host = VK_MEMORY_PROPERTY_HOST_VISIBLE_BIT | VK_MEMORY_PROPERTY_HOST_COHERENT_BIT;
   const auto unified_type = FindMemoryType(memory, ~0u, VK_MEMORY_PROPERTY_DEVICE_LOCAL_BIT | host);
   const auto local_type = FindMemoryType(memory, ~0u, VK_MEMORY_PROPERTY_DEVICE_LOCAL_BIT);
@@ -151,8 +160,9 @@ absl::StatusOr<std::unique_ptr<Context>> Context::Create(VkPhysicalDevice physic
   if (const char* limit = std::getenv("KILN_VULKAN_MEMORY_LIMIT_MB"); limit != nullptr && *limit != '\0') {
     int64_t mib = 0;
     if (!absl::SimpleAtoi(limit, &mib) || mib < 1 || mib > (int64_t{1} << 40)) {
-      return absl::InvalidArgumentError(absl::StrCat(
-          "KILN_VULKAN_MEMORY_LIMIT_MB='", limit, "' is not a positive number of MiB; set it to e.g. 4096 or unset it"));
+      return absl::InvalidArgumentError(
+          absl::StrCat("KILN_VULKAN_MEMORY_LIMIT_MB='", limit,
+                       "' is not a positive number of MiB; set it to e.g. 4096 or unset it"));
     }
     c->memory_limit_ = mib << 20;
   }
@@ -174,7 +184,8 @@ Block* Context::NewBlock(Pool& pool, int64_t size) {
   const Functions& vk = Vk();
   auto block = std::make_unique<Block>();
   block->size = size;
-  VkBufferCreateInfo info{.sType = VK_STRUCTURE_TYPE_BUFFER_CREATE_INFO, .size = static_cast<VkDeviceSize>(size),
+  VkBufferCreateInfo info{.sType = VK_STRUCTURE_TYPE_BUFFER_CREATE_INFO,
+                          .size = static_cast<VkDeviceSize>(size),
                           .usage = VK_BUFFER_USAGE_STORAGE_BUFFER_BIT | VK_BUFFER_USAGE_TRANSFER_SRC_BIT |
                                    VK_BUFFER_USAGE_TRANSFER_DST_BIT | VK_BUFFER_USAGE_SHADER_DEVICE_ADDRESS_BIT,
                           .sharingMode = VK_SHARING_MODE_EXCLUSIVE};
@@ -183,8 +194,10 @@ Block* Context::NewBlock(Pool& pool, int64_t size) {
   vk.vkGetBufferMemoryRequirements(device_, block->buffer, &req);
   VkMemoryAllocateFlagsInfo flags{.sType = VK_STRUCTURE_TYPE_MEMORY_ALLOCATE_FLAGS_INFO,
                                   .flags = VK_MEMORY_ALLOCATE_DEVICE_ADDRESS_BIT};
-  VkMemoryAllocateInfo alloc{.sType = VK_STRUCTURE_TYPE_MEMORY_ALLOCATE_INFO, .pNext = &flags,
-                             .allocationSize = req.size, .memoryTypeIndex = pool.memory_type};
+  VkMemoryAllocateInfo alloc{.sType = VK_STRUCTURE_TYPE_MEMORY_ALLOCATE_INFO,
+                             .pNext = &flags,
+                             .allocationSize = req.size,
+                             .memoryTypeIndex = pool.memory_type};
   const VkResult r = vk.vkAllocateMemory(device_, &alloc, nullptr, &block->memory);
   if (r == VK_ERROR_OUT_OF_DEVICE_MEMORY || r == VK_ERROR_OUT_OF_HOST_MEMORY) {
     vk.vkDestroyBuffer(device_, block->buffer, nullptr);
@@ -290,9 +303,7 @@ void Context::Release(Block* block, int64_t offset, int64_t bytes) {
   pool.pending.push_back({{block, offset}, bytes, after});
 }
 
-Groups Context::Linear(int64_t items) const {
-  return Exact(std::min<int64_t>(items, fill_groups_ * 256), 256);
-}
+Groups Context::Linear(int64_t items) const { return Exact(std::min<int64_t>(items, fill_groups_ * 256), 256); }
 
 Groups Context::Exact(int64_t items, int64_t per_group) const {
   const int64_t groups = std::max<int64_t>(1, (items + per_group - 1) / per_group);
@@ -300,8 +311,8 @@ Groups Context::Exact(int64_t items, int64_t per_group) const {
   g.x = static_cast<uint32_t>(std::min<int64_t>(groups, max_groups_x_));
   g.y = static_cast<uint32_t>((groups + g.x - 1) / g.x);
   if (g.y > max_groups_y_) {
-    ThrowIfError(absl::InvalidArgumentError(absl::StrCat(
-        "vulkan: ", items, " elements exceed what one launch on ", name_, " can cover")));
+    ThrowIfError(absl::InvalidArgumentError(
+        absl::StrCat("vulkan: ", items, " elements exceed what one launch on ", name_, " can cover")));
   }
   return g;
 }
@@ -311,15 +322,16 @@ VkPipeline Context::Pipeline(int kernel) {
   if (pipeline != VK_NULL_HANDLE) return pipeline;
   const Functions& vk = Vk();
   const spirv::Code& code = spirv::kAll[kernel];
-  VkShaderModuleCreateInfo module_info{.sType = VK_STRUCTURE_TYPE_SHADER_MODULE_CREATE_INFO,
-                                       .codeSize = code.bytes, .pCode = code.words};
+  VkShaderModuleCreateInfo module_info{
+      .sType = VK_STRUCTURE_TYPE_SHADER_MODULE_CREATE_INFO, .codeSize = code.bytes, .pCode = code.words};
   VkShaderModule module;
   ThrowIfFailed(vk.vkCreateShaderModule(device_, &module_info, nullptr, &module), "vkCreateShaderModule");
-  VkComputePipelineCreateInfo info{
-      .sType = VK_STRUCTURE_TYPE_COMPUTE_PIPELINE_CREATE_INFO,
-      .stage = {.sType = VK_STRUCTURE_TYPE_PIPELINE_SHADER_STAGE_CREATE_INFO,
-                .stage = VK_SHADER_STAGE_COMPUTE_BIT, .module = module, .pName = "main"},
-      .layout = layout_};
+  VkComputePipelineCreateInfo info{.sType = VK_STRUCTURE_TYPE_COMPUTE_PIPELINE_CREATE_INFO,
+                                   .stage = {.sType = VK_STRUCTURE_TYPE_PIPELINE_SHADER_STAGE_CREATE_INFO,
+                                             .stage = VK_SHADER_STAGE_COMPUTE_BIT,
+                                             .module = module,
+                                             .pName = "main"},
+                                   .layout = layout_};
   const VkResult r = vk.vkCreateComputePipelines(device_, VK_NULL_HANDLE, 1, &info, nullptr, &pipeline);
   vk.vkDestroyShaderModule(device_, module, nullptr);
   ThrowIfFailed(r, "vkCreateComputePipelines");
@@ -332,7 +344,8 @@ VkCommandBuffer Context::Open() {
   if (spare_commands_.empty()) {
     VkCommandBufferAllocateInfo info{.sType = VK_STRUCTURE_TYPE_COMMAND_BUFFER_ALLOCATE_INFO,
                                      .commandPool = command_pool_,
-                                     .level = VK_COMMAND_BUFFER_LEVEL_PRIMARY, .commandBufferCount = 1};
+                                     .level = VK_COMMAND_BUFFER_LEVEL_PRIMARY,
+                                     .commandBufferCount = 1};
     VkCommandBuffer commands;
     ThrowIfFailed(vk.vkAllocateCommandBuffers(device_, &info, &commands), "vkAllocateCommandBuffers");
     spare_commands_.push_back(commands);
@@ -356,8 +369,8 @@ void Context::Barrier(VkCommandBuffer commands, bool to_host) {
                               to_host ? VK_ACCESS_HOST_READ_BIT
                                       : VK_ACCESS_SHADER_READ_BIT | VK_ACCESS_SHADER_WRITE_BIT |
                                             VK_ACCESS_TRANSFER_READ_BIT | VK_ACCESS_TRANSFER_WRITE_BIT)};
-  Vk().vkCmdPipelineBarrier(commands, work, to_host ? VK_PIPELINE_STAGE_HOST_BIT : work, 0, 1, &barrier, 0,
-                            nullptr, 0, nullptr);
+  Vk().vkCmdPipelineBarrier(commands, work, to_host ? VK_PIPELINE_STAGE_HOST_BIT : work, 0, 1, &barrier, 0, nullptr, 0,
+                            nullptr);
 }
 
 void Context::Launch(int kernel, const void* params, uint32_t params_size, Groups groups) {
@@ -434,7 +447,8 @@ void Context::Upload(const Chunk& dst, const void* src, int64_t bytes) {
   std::memcpy(staging->mapped(), src, bytes);
   VkCommandBuffer commands = Open();
   VkBufferCopy region{.srcOffset = static_cast<VkDeviceSize>(staging->offset()),
-                      .dstOffset = static_cast<VkDeviceSize>(dst.offset()), .size = static_cast<VkDeviceSize>(bytes)};
+                      .dstOffset = static_cast<VkDeviceSize>(dst.offset()),
+                      .size = static_cast<VkDeviceSize>(bytes)};
   Vk().vkCmdCopyBuffer(commands, staging->buffer(), dst.buffer(), 1, &region);
   Barrier(commands, false);
   ++open_ops_;
@@ -451,7 +465,8 @@ void Context::Download(const Chunk& src, int64_t offset, void* dst, int64_t byte
   const std::shared_ptr<Chunk> staging = AllocateFrom(staging_pool_, bytes);
   VkCommandBuffer commands = Open();
   VkBufferCopy region{.srcOffset = static_cast<VkDeviceSize>(src.offset() + offset),
-                      .dstOffset = static_cast<VkDeviceSize>(staging->offset()), .size = static_cast<VkDeviceSize>(bytes)};
+                      .dstOffset = static_cast<VkDeviceSize>(staging->offset()),
+                      .size = static_cast<VkDeviceSize>(bytes)};
   Vk().vkCmdCopyBuffer(commands, src.buffer(), staging->buffer(), 1, &region);
   Finish();
   std::memcpy(dst, staging->mapped(), bytes);

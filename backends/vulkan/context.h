@@ -129,7 +129,7 @@ class Context {
     uint32_t memory_type = 0;
     bool host_visible = false;
     std::vector<std::unique_ptr<Block>> blocks;
-    Block* current = nullptr;  // the shared block new chunks are carved from
+    Block* current = nullptr;                   // the shared block new chunks are carved from
     std::map<int64_t, std::vector<Span>> free;  // by size class
     std::vector<Pending> pending;
   };
@@ -161,7 +161,7 @@ class Context {
   bool has_f64_ = false, has_int64_atomics_ = false;
   uint32_t max_groups_x_ = 65535, max_groups_y_ = 65535;
   int64_t fill_groups_ = 1024;  // workgroups that keep every core of the device busy
-  bool mapped_ = false;  // device memory is host-visible: transfers are plain copies
+  bool mapped_ = false;         // device memory is host-visible: transfers are plain copies
   int64_t memory_limit_ = std::numeric_limits<int64_t>::max();  // device pool, bytes
   Pool device_pool_, staging_pool_;
 

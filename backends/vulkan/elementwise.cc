@@ -51,8 +51,8 @@ VulkanTensor Map(const std::string& kernel, int op, const VulkanTensor& x, DType
   if (n == 0) return out;
   std::vector<VulkanTensor> operands = {x};
   const Layout l = Arrange(x.shape, operands, 8);
-  MapParams p{.out = out.address(), .x = operands[0].address(), .n = static_cast<int32_t>(n),
-              .rank = l.rank(), .op = op};
+  MapParams p{
+      .out = out.address(), .x = operands[0].address(), .n = static_cast<int32_t>(n), .rank = l.rank(), .op = op};
   Put(l.shape, p.shape);
   Put(l.strides[0], p.strides);
   Context& c = x.context();
@@ -67,8 +67,8 @@ void CheckDivisor(const VulkanTensor& a, const VulkanTensor& b) {
   const TensorData values = Vulkan::to_data(b);
   for (int64_t i = 0; i < values.numel(); ++i) {
     if (values.AsDouble(i) == 0) {
-      ThrowInvalidArgument("div: integer division by zero (%s%s / %s%s)", DTypeName(a.dtype),
-                           a.shape.ToString(), DTypeName(b.dtype), b.shape.ToString());
+      ThrowInvalidArgument("div: integer division by zero (%s%s / %s%s)", DTypeName(a.dtype), a.shape.ToString(),
+                           DTypeName(b.dtype), b.shape.ToString());
     }
   }
 }
@@ -104,8 +104,12 @@ Vulkan::Primitive Vulkan::binary(BinaryOp op, const Primitive& a, const Primitiv
   if (n == 0) return out;
   std::vector<VulkanTensor> operands = {a, b};
   const Layout l = Arrange(shape, operands, 6);
-  BinaryParams p{.out = out.address(), .a = operands[0].address(), .b = operands[1].address(),
-                 .n = static_cast<int32_t>(n), .rank = l.rank(), .op = static_cast<int32_t>(op)};
+  BinaryParams p{.out = out.address(),
+                 .a = operands[0].address(),
+                 .b = operands[1].address(),
+                 .n = static_cast<int32_t>(n),
+                 .rank = l.rank(),
+                 .op = static_cast<int32_t>(op)};
   Put(l.shape, p.shape);
   Put(l.strides[0], p.sa);
   Put(l.strides[1], p.sb);
@@ -121,8 +125,12 @@ Vulkan::Primitive Vulkan::where(const Primitive& cond, const Primitive& a, const
   if (n == 0) return out;
   std::vector<VulkanTensor> operands = {cond, a, b};
   const Layout l = Arrange(shape, operands, 5);
-  WhereParams p{.out = out.address(), .cond = operands[0].address(), .a = operands[1].address(),
-                .b = operands[2].address(), .n = static_cast<int32_t>(n), .rank = l.rank()};
+  WhereParams p{.out = out.address(),
+                .cond = operands[0].address(),
+                .a = operands[1].address(),
+                .b = operands[2].address(),
+                .n = static_cast<int32_t>(n),
+                .rank = l.rank()};
   Put(l.shape, p.shape);
   Put(l.strides[0], p.sc);
   Put(l.strides[1], p.sa);

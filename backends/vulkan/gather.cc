@@ -63,8 +63,12 @@ Vulkan::Primitive Vulkan::gather(const Primitive& p, int64_t dim, const Primitiv
   const Layout l = Arrange(index.shape, {&src, &index}, {src.strides, index.strides}, dim, &kept);
   // The source's stride along dim is the one the gathered coordinate uses, even if dim was
   // merged away in the index's layout (kept == -1 means extent 1, handled by the stride list).
-  GatherParams params{.out = out.address(), .src = src.address(), .index = index.address(),
-                      .n = static_cast<int32_t>(n), .rank = l.rank(), .dim = kept,
+  GatherParams params{.out = out.address(),
+                      .src = src.address(),
+                      .index = index.address(),
+                      .n = static_cast<int32_t>(n),
+                      .rank = l.rank(),
+                      .dim = kept,
                       .dim_size = static_cast<int32_t>(p.shape[dim])};
   Put(l.shape, params.shape);
   Put(l.strides[0], params.src_strides);
@@ -107,8 +111,12 @@ Vulkan::Primitive Vulkan::scatter_add(const Primitive& src_in, int64_t dim, cons
   // they agree with the source's extents: use the output's dense strides over src's shape.
   const Dims out_strides = shape.ContiguousStrides();
   const Layout l = Arrange(src.shape, {&src, &index, nullptr}, {src.strides, index.strides, out_strides}, dim, &kept);
-  ScatterParams params{.out = out.address(), .src = src.address(), .index = index.address(),
-                       .n = static_cast<int32_t>(n), .rank = l.rank(), .dim = kept,
+  ScatterParams params{.out = out.address(),
+                       .src = src.address(),
+                       .index = index.address(),
+                       .n = static_cast<int32_t>(n),
+                       .rank = l.rank(),
+                       .dim = kept,
                        .dim_size = static_cast<int32_t>(shape[dim])};
   Put(l.shape, params.shape);
   Put(l.strides[0], params.src_strides);

@@ -11,14 +11,12 @@ namespace kiln::vulkan {
 std::string TypeSuffix(DType dtype) { return DTypeName(dtype); }
 std::string WidthSuffix(DType dtype) { return DeviceSize(dtype) == 8 ? "w64" : "w32"; }
 int Kernel(const std::string& base, DType dtype) { return KernelId(absl::StrCat(base, "_", TypeSuffix(dtype))); }
-int WidthKernel(const std::string& base, DType dtype) {
-  return KernelId(absl::StrCat(base, "_", WidthSuffix(dtype)));
-}
+int WidthKernel(const std::string& base, DType dtype) { return KernelId(absl::StrCat(base, "_", WidthSuffix(dtype))); }
 
 void RequireDType(const Context& context, DType dtype, const char* op) {
   if (dtype == DType::kF64 && !context.has_f64()) {
-    ThrowIfError(absl::UnimplementedError(absl::StrCat(
-        op, ": ", context.name(), " has no 64-bit floats (shaderFloat64); use f32 on this device")));
+    ThrowIfError(absl::UnimplementedError(
+        absl::StrCat(op, ": ", context.name(), " has no 64-bit floats (shaderFloat64); use f32 on this device")));
   }
 }
 
@@ -50,8 +48,8 @@ Layout Coalesce(const Shape& shape, const std::vector<Dims>& strides, int64_t ke
 
 void CheckSize(const Shape& shape, const char* op) {
   if (shape.numel() > std::numeric_limits<int32_t>::max()) {
-    ThrowInvalidArgument("%s: %s has %d elements; Vulkan tensors hold fewer than 2^31", op,
-                         shape.ToString(), shape.numel());
+    ThrowInvalidArgument("%s: %s has %d elements; Vulkan tensors hold fewer than 2^31", op, shape.ToString(),
+                         shape.numel());
   }
 }
 

@@ -30,8 +30,7 @@ struct Layout {
 };
 // `keep` (if >= 0) is a dim that must stay separate (gather's dim); its position in the result
 // is written to *kept.
-Layout Coalesce(const Shape& shape, const std::vector<Dims>& strides, int64_t keep = -1,
-                int* kept = nullptr);
+Layout Coalesce(const Shape& shape, const std::vector<Dims>& strides, int64_t keep = -1, int* kept = nullptr);
 
 using strided::BroadcastStrides;
 

@@ -60,12 +60,18 @@ Vulkan::Primitive Vulkan::matmul(const Primitive& a_in, const Primitive& b_in) {
   const auto [a_bs, b_bs] = BatchStrides(a, b, batch);
   const int64_t batches = out_shape.numel() / (m * n);
   const int64_t r = batch.size();
-  MatmulParams p{.c = out.address(), .a = a.address(), .b = b.address(),
-                 .m = static_cast<int32_t>(m), .n = static_cast<int32_t>(n), .k = static_cast<int32_t>(k),
+  MatmulParams p{.c = out.address(),
+                 .a = a.address(),
+                 .b = b.address(),
+                 .m = static_cast<int32_t>(m),
+                 .n = static_cast<int32_t>(n),
+                 .k = static_cast<int32_t>(k),
                  .batch = static_cast<int32_t>(batches),
-                 .a_rs = static_cast<int32_t>(a.strides[r]), .a_cs = static_cast<int32_t>(a.strides[r + 1]),
+                 .a_rs = static_cast<int32_t>(a.strides[r]),
+                 .a_cs = static_cast<int32_t>(a.strides[r + 1]),
                  .a_bs = a_bs,
-                 .b_rs = static_cast<int32_t>(b.strides[r]), .b_cs = static_cast<int32_t>(b.strides[r + 1]),
+                 .b_rs = static_cast<int32_t>(b.strides[r]),
+                 .b_cs = static_cast<int32_t>(b.strides[r + 1]),
                  .b_bs = b_bs};
   vulkan::Groups g{.x = static_cast<uint32_t>((n + kTile - 1) / kTile),
                    .y = static_cast<uint32_t>((m + kTile - 1) / kTile),

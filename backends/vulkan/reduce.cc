@@ -35,19 +35,32 @@ void ReduceRows(int kernel, int op, const VulkanTensor& x, const ReduceLayout& l
   Context& c = out.context();
   const int64_t chunks = l.outer >= 256 ? 1 : std::min<int64_t>(1024, (l.reduced + kChunk - 1) / kChunk);
   if (chunks == 1) {
-    RowParams p{.out = out.address(), .x = x.address(), .len = static_cast<int32_t>(l.reduced), .chunks = 1,
-                .chunk_len = static_cast<int32_t>(l.reduced), .op = op, .count = static_cast<int32_t>(l.reduced)};
+    RowParams p{.out = out.address(),
+                .x = x.address(),
+                .len = static_cast<int32_t>(l.reduced),
+                .chunks = 1,
+                .chunk_len = static_cast<int32_t>(l.reduced),
+                .op = op,
+                .count = static_cast<int32_t>(l.reduced)};
     c.Launch(kernel, &p, sizeof(p), c.Exact(l.outer, 1));
     return;
   }
   const int64_t chunk_len = (l.reduced + chunks - 1) / chunks;
   const VulkanTensor partial = VulkanTensor::Empty(Shape({l.outer, chunks}), out.dtype, out.device);
-  RowParams first{.out = partial.address(), .x = x.address(), .len = static_cast<int32_t>(l.reduced),
-                  .chunks = static_cast<int32_t>(chunks), .chunk_len = static_cast<int32_t>(chunk_len),
-                  .op = op, .count = 0};
+  RowParams first{.out = partial.address(),
+                  .x = x.address(),
+                  .len = static_cast<int32_t>(l.reduced),
+                  .chunks = static_cast<int32_t>(chunks),
+                  .chunk_len = static_cast<int32_t>(chunk_len),
+                  .op = op,
+                  .count = 0};
   c.Launch(kernel, &first, sizeof(first), c.Exact(l.outer * chunks, 1));
-  RowParams second{.out = out.address(), .x = partial.address(), .len = static_cast<int32_t>(chunks),
-                   .chunks = 1, .chunk_len = static_cast<int32_t>(chunks), .op = op,
+  RowParams second{.out = out.address(),
+                   .x = partial.address(),
+                   .len = static_cast<int32_t>(chunks),
+                   .chunks = 1,
+                   .chunk_len = static_cast<int32_t>(chunks),
+                   .op = op,
                    .count = static_cast<int32_t>(l.reduced)};
   c.Launch(kernel, &second, sizeof(second), c.Exact(l.outer, 1));
 }
@@ -59,9 +72,8 @@ Vulkan::Primitive Vulkan::reduce(ReduceOp op, const Primitive& p, absl::Span<con
   vulkan::RequireDType(p.context(), p.dtype, OpName(op));
   const Shape out_shape = ReducedShape(p.shape, dims, keepdim);
   const ReduceLayout l = ArrangeReduce(p.shape, dims);  // shape arithmetic only: no copy yet
-  if (l.reduced == 0) {  // only sum and mean reach here: 0, and 0/0 for floats
-    return full(out_shape, op == ReduceOp::kMean && IsFloating(p.dtype) ? Scalar(NAN) : Scalar(0),
-                p.dtype, p.device);
+  if (l.reduced == 0) {                                 // only sum and mean reach here: 0, and 0/0 for floats
+    return full(out_shape, op == ReduceOp::kMean && IsFloating(p.dtype) ? Scalar(NAN) : Scalar(0), p.dtype, p.device);
   }
   VulkanTensor out = VulkanTensor::Empty(out_shape, p.dtype, p.device);
   if (out_shape.numel() == 0) return out;
@@ -70,8 +82,12 @@ Vulkan::Primitive Vulkan::reduce(ReduceOp op, const Primitive& p, absl::Span<con
   if (l.inner == 1 && l.reduced > kShortRow) {
     ReduceRows(vulkan::Kernel("reduce_rows", p.dtype), code, x, l, out);
   } else {
-    ColParams params{.out = out.address(), .x = x.address(), .outer = static_cast<int32_t>(l.outer),
-                     .len = static_cast<int32_t>(l.reduced), .inner = static_cast<int32_t>(l.inner), .op = code,
+    ColParams params{.out = out.address(),
+                     .x = x.address(),
+                     .outer = static_cast<int32_t>(l.outer),
+                     .len = static_cast<int32_t>(l.reduced),
+                     .inner = static_cast<int32_t>(l.inner),
+                     .op = code,
                      .count = static_cast<int32_t>(l.reduced)};
     Context& c = p.context();
     c.Launch(vulkan::Kernel("reduce_cols", p.dtype), &params, sizeof(params), c.Linear(l.outer * l.inner));
@@ -87,8 +103,11 @@ Vulkan::Primitive Vulkan::argmax(const Primitive& p, int64_t dim, bool keepdim) 
   if (out_shape.numel() == 0) return out;
   const ReduceLayout l = ArrangeReduce(p.shape, dims);
   const VulkanTensor x = ArrangeForReduce<Vulkan>(p, l);
-  ColParams params{.out = out.address(), .x = x.address(), .outer = static_cast<int32_t>(l.outer),
-                   .len = static_cast<int32_t>(l.reduced), .inner = static_cast<int32_t>(l.inner)};
+  ColParams params{.out = out.address(),
+                   .x = x.address(),
+                   .outer = static_cast<int32_t>(l.outer),
+                   .len = static_cast<int32_t>(l.reduced),
+                   .inner = static_cast<int32_t>(l.inner)};
   Context& c = p.context();
   c.Launch(vulkan::Kernel("argmax", p.dtype), &params, sizeof(params), c.Linear(l.outer * l.inner));
   out.chunk->known_range = std::make_pair(int64_t{0}, l.reduced - 1);  // safe to index with

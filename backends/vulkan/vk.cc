@@ -20,14 +20,13 @@ struct Loaded {
 Loaded Load() {
   void* lib = dlopen("libvulkan.so.1", RTLD_NOW | RTLD_LOCAL);
   if (lib == nullptr) {
-    return {absl::UnavailableError(absl::StrCat(
-        "no Vulkan loader: dlopen(libvulkan.so.1) failed (", dlerror(),
-        "); install one, e.g. apt-get install libvulkan1 mesa-vulkan-drivers"))};
+    return {
+        absl::UnavailableError(absl::StrCat("no Vulkan loader: dlopen(libvulkan.so.1) failed (", dlerror(),
+                                            "); install one, e.g. apt-get install libvulkan1 mesa-vulkan-drivers"))};
   }
   auto get = reinterpret_cast<PFN_vkGetInstanceProcAddr>(dlsym(lib, "vkGetInstanceProcAddr"));
   if (get == nullptr) return {absl::UnavailableError("libvulkan.so.1 has no vkGetInstanceProcAddr")};
-  functions.vkCreateInstance =
-      reinterpret_cast<PFN_vkCreateInstance>(get(VK_NULL_HANDLE, "vkCreateInstance"));
+  functions.vkCreateInstance = reinterpret_cast<PFN_vkCreateInstance>(get(VK_NULL_HANDLE, "vkCreateInstance"));
   VkApplicationInfo app{.sType = VK_STRUCTURE_TYPE_APPLICATION_INFO,
                         .pApplicationName = "kiln",
                         .pEngineName = "kiln",
@@ -36,13 +35,14 @@ Loaded Load() {
   Loaded out;
   const VkResult r = functions.vkCreateInstance(&info, nullptr, &out.instance);
   if (r != VK_SUCCESS) {
-    return {absl::UnavailableError(absl::StrCat(
-        "vkCreateInstance failed (VkResult ", r, "): no Vulkan 1.2 driver is installed; on a "
-        "machine without a GPU, apt-get install mesa-vulkan-drivers gives lavapipe"))};
+    return {absl::UnavailableError(
+        absl::StrCat("vkCreateInstance failed (VkResult ", r,
+                     "): no Vulkan 1.2 driver is installed; on a "
+                     "machine without a GPU, apt-get install mesa-vulkan-drivers gives lavapipe"))};
   }
-#define KILN_VK_LOAD(name)                                                                 \
-  functions.name = reinterpret_cast<PFN_##name>(get(out.instance, #name));                 \
-  if (functions.name == nullptr) {                                                         \
+#define KILN_VK_LOAD(name)                                                                       \
+  functions.name = reinterpret_cast<PFN_##name>(get(out.instance, #name));                       \
+  if (functions.name == nullptr) {                                                               \
     return {absl::UnavailableError("the Vulkan loader lacks " #name " (Vulkan 1.2 is needed)")}; \
   }
   KILN_VK_FUNCTIONS(KILN_VK_LOAD)
@@ -64,7 +64,8 @@ absl::Status Check(VkResult result, const char* call) {
   if (result == VK_SUCCESS) return absl::OkStatus();
   if (result == VK_ERROR_OUT_OF_DEVICE_MEMORY || result == VK_ERROR_OUT_OF_HOST_MEMORY) {
     return absl::ResourceExhaustedError(absl::StrCat(call, " failed: out of ",
-        result == VK_ERROR_OUT_OF_DEVICE_MEMORY ? "device" : "host", " memory (VkResult ", result, ")"));
+                                                     result == VK_ERROR_OUT_OF_DEVICE_MEMORY ? "device" : "host",
+                                                     " memory (VkResult ", result, ")"));
   }
   return absl::InternalError(absl::StrCat(call, " failed (VkResult ", result, ")"));
 }

@@ -13,17 +13,45 @@
 
 namespace kiln::vulkan {
 
-#define KILN_VK_FUNCTIONS(X)                                                              \
-  X(vkCreateInstance) X(vkEnumeratePhysicalDevices) X(vkGetPhysicalDeviceProperties)      \
-  X(vkGetPhysicalDeviceFeatures2) X(vkGetPhysicalDeviceQueueFamilyProperties)             \
-  X(vkGetPhysicalDeviceMemoryProperties) X(vkCreateDevice) X(vkGetDeviceQueue)            \
-  X(vkCreateCommandPool) X(vkAllocateCommandBuffers) X(vkBeginCommandBuffer)              \
-  X(vkEndCommandBuffer) X(vkResetCommandBuffer) X(vkCmdBindPipeline) X(vkCmdPushConstants)\
-  X(vkCmdDispatch) X(vkCmdPipelineBarrier) X(vkCmdCopyBuffer) X(vkQueueSubmit)            \
-  X(vkCreateFence) X(vkResetFences) X(vkWaitForFences) X(vkGetFenceStatus)                \
-  X(vkAllocateMemory) X(vkFreeMemory) X(vkMapMemory) X(vkCreateBuffer) X(vkGetBufferMemoryRequirements)   \
-  X(vkBindBufferMemory) X(vkDestroyBuffer) X(vkGetBufferDeviceAddress) X(vkCreateShaderModule)               \
-  X(vkDestroyShaderModule) X(vkCreatePipelineLayout) X(vkCreateComputePipelines)
+// One X per line: clang-format cannot lay out a list of macro calls, so it is left alone.
+// clang-format off
+#define KILN_VK_FUNCTIONS(X)                      \
+  X(vkCreateInstance)                             \
+  X(vkEnumeratePhysicalDevices)                   \
+  X(vkGetPhysicalDeviceProperties)                \
+  X(vkGetPhysicalDeviceFeatures2)                 \
+  X(vkGetPhysicalDeviceQueueFamilyProperties)     \
+  X(vkGetPhysicalDeviceMemoryProperties)          \
+  X(vkCreateDevice)                               \
+  X(vkGetDeviceQueue)                             \
+  X(vkCreateCommandPool)                          \
+  X(vkAllocateCommandBuffers)                     \
+  X(vkBeginCommandBuffer)                         \
+  X(vkEndCommandBuffer)                           \
+  X(vkResetCommandBuffer)                         \
+  X(vkCmdBindPipeline)                            \
+  X(vkCmdPushConstants)                           \
+  X(vkCmdDispatch)                                \
+  X(vkCmdPipelineBarrier)                         \
+  X(vkCmdCopyBuffer)                              \
+  X(vkQueueSubmit)                                \
+  X(vkCreateFence)                                \
+  X(vkResetFences)                                \
+  X(vkWaitForFences)                              \
+  X(vkGetFenceStatus)                             \
+  X(vkAllocateMemory)                             \
+  X(vkFreeMemory)                                 \
+  X(vkMapMemory)                                  \
+  X(vkCreateBuffer)                               \
+  X(vkGetBufferMemoryRequirements)                \
+  X(vkBindBufferMemory)                           \
+  X(vkDestroyBuffer)                              \
+  X(vkGetBufferDeviceAddress)                     \
+  X(vkCreateShaderModule)                         \
+  X(vkDestroyShaderModule)                        \
+  X(vkCreatePipelineLayout)                       \
+  X(vkCreateComputePipelines)
+// clang-format on
 
 struct Functions {
 #define KILN_VK_MEMBER(name) PFN_##name name = nullptr;

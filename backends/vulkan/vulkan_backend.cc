@@ -29,9 +29,7 @@ VulkanTensor VulkanTensor::Empty(const Shape& shape, DType dtype, const VulkanDe
   return t;
 }
 
-bool VulkanTensor::IsContiguous() const {
-  return strided::IsContiguous(shape, strides);
-}
+bool VulkanTensor::IsContiguous() const { return strided::IsContiguous(shape, strides); }
 
 }  // namespace vulkan
 
@@ -145,9 +143,7 @@ Vulkan::Primitive Vulkan::permute(const Primitive& p, absl::Span<const int64_t> 
   return strided::Permute(p, dims);
 }
 
-Vulkan::Primitive Vulkan::expand(const Primitive& p, const Shape& shape) {
-  return strided::Expand(p, shape);
-}
+Vulkan::Primitive Vulkan::expand(const Primitive& p, const Shape& shape) { return strided::Expand(p, shape); }
 
 Vulkan::Primitive Vulkan::slice(const Primitive& p, int64_t dim, int64_t start, int64_t end, int64_t step) {
   return strided::Slice(p, dim, start, end, step);

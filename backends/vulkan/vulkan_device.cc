@@ -41,8 +41,8 @@ class Runtime {
 
   absl::Status Configure(const Config& config) {
     if (config.virtual_devices < 1 || config.virtual_devices > 64) {
-      return absl::InvalidArgumentError(absl::StrCat(
-          "vulkan::Configure: virtual_devices must be in 1..64, got ", config.virtual_devices));
+      return absl::InvalidArgumentError(
+          absl::StrCat("vulkan::Configure: virtual_devices must be in 1..64, got ", config.virtual_devices));
     }
     std::lock_guard lock(mu_);
     virtual_ = config.virtual_devices;
@@ -54,9 +54,8 @@ class Runtime {
     const int n = count();
     if (device.index() >= 0 && device.index() < n) return absl::OkStatus();
     return absl::InvalidArgumentError(absl::StrCat(
-        device.ToString(), " does not exist: this process has ", n, " Vulkan device",
-        n == 1 ? "" : "s", " (vulkan:0..vulkan:", n - 1,
-        "); set KILN_VULKAN_VIRTUAL_DEVICES or call kiln::vulkan::Configure for more"));
+        device.ToString(), " does not exist: this process has ", n, " Vulkan device", n == 1 ? "" : "s",
+        " (vulkan:0..vulkan:", n - 1, "); set KILN_VULKAN_VIRTUAL_DEVICES or call kiln::vulkan::Configure for more"));
   }
 
   absl::StatusOr<Context*> ContextOf(const VulkanDevice& device) {

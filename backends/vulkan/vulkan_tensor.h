@@ -20,7 +20,7 @@ inline int64_t DeviceSize(DType dtype) { return dtype == DType::kBool ? 4 : DTyp
 struct VulkanTensor {
   std::shared_ptr<Chunk> chunk;
   Shape shape{0};
-  Dims strides{1};  // in elements; 0 for a broadcast dim
+  Dims strides{1};     // in elements; 0 for a broadcast dim
   int64_t offset = 0;  // in elements
   DType dtype = DType::kF32;
   VulkanDevice device;

@@ -177,8 +177,7 @@ TEST(Autodiff, NoGrowthOverTenThousandSteps) {
     if (step == 1000) rss_at_1000 = ResidentKiB();
   }
   const int64_t growth = ResidentKiB() - rss_at_1000;
-  std::printf("resident memory growth over steps 1000..10000: %lld KiB\n",
-              static_cast<long long>(growth));
+  std::printf("resident memory growth over steps 1000..10000: %lld KiB\n", static_cast<long long>(growth));
 #if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__)
   (void)growth;  // sanitizers hold freed memory in quarantine: only the node count is checked
 #else

@@ -19,8 +19,7 @@ using AdFn = std::function<Tensor<Autodiff<B>>(const std::vector<Tensor<Autodiff
 // Checks d(sum(f(inputs) * w))/d(input) for a fixed random weight w, so every output element
 // contributes with its own weight.
 template <Backend B>
-void GradCheck(const AdFn<B>& f, const std::vector<TensorData>& inputs, double eps = 1e-6,
-               double tolerance = 1e-6) {
+void GradCheck(const AdFn<B>& f, const std::vector<TensorData>& inputs, double eps = 1e-6, double tolerance = 1e-6) {
   using AD = Tensor<Autodiff<B>>;
   std::vector<AD> leaves;
   for (const TensorData& d : inputs) {
@@ -48,8 +47,7 @@ void GradCheck(const AdFn<B>& f, const std::vector<TensorData>& inputs, double e
       plus[i].mutable_values<double>()[j] += eps;
       minus[i].mutable_values<double>()[j] -= eps;
       const double numeric = (loss_at(plus) - loss_at(minus)) / (2 * eps);
-      EXPECT_NEAR(analytic[j], numeric, tolerance * (1 + std::abs(numeric)))
-          << "input " << i << " element " << j;
+      EXPECT_NEAR(analytic[j], numeric, tolerance * (1 + std::abs(numeric))) << "input " << i << " element " << j;
     }
   }
 }

@@ -13,9 +13,7 @@ class GradCheckTest : public ::testing::Test {
   void SetUp() override { KILN_SKIP_IF_UNAVAILABLE(B); }
   using AD = Tensor<Autodiff<B>>;
   using Args = std::vector<AD>;
-  static void Check(const AdFn<B>& f, const std::vector<TensorData>& inputs) {
-    GradCheck<B>(f, inputs);
-  }
+  static void Check(const AdFn<B>& f, const std::vector<TensorData>& inputs) { GradCheck<B>(f, inputs); }
 };
 TYPED_TEST_SUITE(GradCheckTest, InnerBackends, ConfigNames);
 
@@ -63,8 +61,7 @@ TYPED_TEST(GradCheckTest, WhereAndMaskedFill) {
 TYPED_TEST(GradCheckTest, Reductions) {
   using Args = typename TestFixture::Args;
   const auto x = Uniform({3, 4, 5}, -2, 2, 8);
-  for (const std::vector<int64_t>& dims :
-       std::vector<std::vector<int64_t>>{{}, {0}, {1}, {2}, {0, 2}, {1, 2}}) {
+  for (const std::vector<int64_t>& dims : std::vector<std::vector<int64_t>>{{}, {0}, {1}, {2}, {0, 2}, {1, 2}}) {
     for (bool keepdim : {false, true}) {
       SCOPED_TRACE(::testing::PrintToString(dims) + (keepdim ? " keepdim" : ""));
       this->Check([&](const Args& v) { return v[0].sum(dims, keepdim); }, {x});
@@ -93,13 +90,12 @@ TYPED_TEST(GradCheckTest, SoftmaxAndLogSoftmax) {
 
 TYPED_TEST(GradCheckTest, Matmul) {
   using Args = typename TestFixture::Args;
-  const std::vector<std::pair<Shape, Shape>> shapes = {
-      {{3, 4}, {4, 2}}, {{2, 3, 4}, {2, 4, 2}}, {{3, 4}, {2, 4, 2}},
-      {{2, 1, 3, 4}, {3, 4, 2}}, {{4}, {4, 3}}, {{3, 4}, {4}}};
+  const std::vector<std::pair<Shape, Shape>> shapes = {{{3, 4}, {4, 2}},    {{2, 3, 4}, {2, 4, 2}},
+                                                       {{3, 4}, {2, 4, 2}}, {{2, 1, 3, 4}, {3, 4, 2}},
+                                                       {{4}, {4, 3}},       {{3, 4}, {4}}};
   for (const auto& [sa, sb] : shapes) {
     SCOPED_TRACE(sa.ToString() + " x " + sb.ToString());
-    this->Check([](const Args& v) { return v[0].matmul(v[1]); },
-                {Uniform(sa, -1, 1, 10), Uniform(sb, -1, 1, 11)});
+    this->Check([](const Args& v) { return v[0].matmul(v[1]); }, {Uniform(sa, -1, 1, 10), Uniform(sb, -1, 1, 11)});
   }
   // Through a transposed view.
   this->Check([](const Args& v) { return v[0].transpose(0, 1).matmul(v[1]); },
@@ -117,26 +113,35 @@ TYPED_TEST(GradCheckTest, LayoutOps) {
   this->Check([](const Args& v) { return v[0].slice(1, 0, 4, 3); }, {x});
   this->Check([](const Args& v) { return v[0].slice(0, -2, 3).slice(1, 1, 3); }, {x});
   const auto y = Uniform({3, 2}, -1, 1, 15);
-  this->Check([](const Args& v) {
-    const std::vector<AD> parts = {v[0], v[1], v[0]};
-    return AD::cat(parts, 1);
-  }, {x, y});
-  this->Check([](const Args& v) {
-    const std::vector<AD> parts = {v[0], v[0] * 2};
-    return AD::stack(parts, 0);
-  }, {x});
-  this->Check([](const Args& v) {
-    return v[0].gather(1, AD::from_vector(std::vector<int64_t>{0, 3, 3, 1, 2, 2}, {3, 2}));
-  }, {x});
-  this->Check([](const Args& v) {
-    return v[0].index_select(1, AD::from_vector(std::vector<int64_t>{3, 0, 3}, {3}));
-  }, {x});
-  this->Check([](const Args& v) {
-    return v[0].scatter_add(1, AD::from_vector(std::vector<int64_t>{0, 0, 1, 2, 3, 3}, {3, 2}), v[1]);
-  }, {x, y});
+  this->Check(
+      [](const Args& v) {
+        const std::vector<AD> parts = {v[0], v[1], v[0]};
+        return AD::cat(parts, 1);
+      },
+      {x, y});
+  this->Check(
+      [](const Args& v) {
+        const std::vector<AD> parts = {v[0], v[0] * 2};
+        return AD::stack(parts, 0);
+      },
+      {x});
+  this->Check(
+      [](const Args& v) {
+        return v[0].gather(1, AD::from_vector(std::vector<int64_t>{0, 3, 3, 1, 2, 2}, {3, 2}));
+      },
+      {x});
+  this->Check(
+      [](const Args& v) {
+        return v[0].index_select(1, AD::from_vector(std::vector<int64_t>{3, 0, 3}, {3}));
+      },
+      {x});
+  this->Check(
+      [](const Args& v) {
+        return v[0].scatter_add(1, AD::from_vector(std::vector<int64_t>{0, 0, 1, 2, 3, 3}, {3, 2}), v[1]);
+      },
+      {x, y});
   // Through f32 and back: linear, so a wide step is exact up to f32 rounding.
-  GradCheck<TypeParam>([](const Args& v) { return v[0].to(DType::kF32).to(DType::kF64); }, {x},
-                       1e-2, 1e-5);
+  GradCheck<TypeParam>([](const Args& v) { return v[0].to(DType::kF32).to(DType::kF64); }, {x}, 1e-2, 1e-5);
 }
 
 // ---- Composite graphs ---------------------------------------------------------------------
@@ -145,12 +150,13 @@ TYPED_TEST(GradCheckTest, MlpCrossEntropyLoss) {
   using Args = typename TestFixture::Args;
   using AD = typename TestFixture::AD;
   const auto labels = AD::from_vector(std::vector<int64_t>{2, 0, 1, 2}, {4, 1});
-  this->Check([&](const Args& v) {
-    const AD hidden = (v[0].matmul(v[1]) + v[2]).tanh();
-    const AD logits = hidden.matmul(v[3]);
-    return -logits.log_softmax(1).gather(1, labels).mean();
-  }, {Uniform({4, 5}, -1, 1, 16), Uniform({5, 6}, -1, 1, 17), Uniform({6}, -1, 1, 18),
-      Uniform({6, 3}, -1, 1, 19)});
+  this->Check(
+      [&](const Args& v) {
+        const AD hidden = (v[0].matmul(v[1]) + v[2]).tanh();
+        const AD logits = hidden.matmul(v[3]);
+        return -logits.log_softmax(1).gather(1, labels).mean();
+      },
+      {Uniform({4, 5}, -1, 1, 16), Uniform({5, 6}, -1, 1, 17), Uniform({6}, -1, 1, 18), Uniform({6, 3}, -1, 1, 19)});
 }
 
 TYPED_TEST(GradCheckTest, DiamondResidualAndSharedWeights) {
@@ -158,11 +164,13 @@ TYPED_TEST(GradCheckTest, DiamondResidualAndSharedWeights) {
   using AD = typename TestFixture::AD;
   const auto x = Uniform({3, 3}, -1, 1, 20), w = Uniform({3, 3}, -1, 1, 21);
   // Diamond: one tensor feeds two branches that meet again.
-  this->Check([](const Args& v) {
-    const AD h = v[0].matmul(v[1]);
-    const std::vector<AD> parts = {h * 2, h.exp()};
-    return AD::cat(parts, 1);
-  }, {x, w});
+  this->Check(
+      [](const Args& v) {
+        const AD h = v[0].matmul(v[1]);
+        const std::vector<AD> parts = {h * 2, h.exp()};
+        return AD::cat(parts, 1);
+      },
+      {x, w});
   // Residual: W x + W.
   this->Check([](const Args& v) { return v[1].matmul(v[0]) + v[1]; }, {x, w});
   // Shared weights: the same W applied twice.

@@ -65,21 +65,19 @@ TEST_F(IdxTest, DamagedFilesNameTheProblem) {
             dir + "/magic is not a valid IDX file: magic 00000d01 is not an unsigned-byte IDX file");
   EXPECT_EQ(error("trailing", Idx({1}, "\x01\x02")).message(),
             dir + "/trailing is not a valid IDX file: trailing bytes after the data");
-  EXPECT_EQ(error("empty", "").message(),
-            dir + "/empty is not a valid IDX file: shorter than its 4-byte magic number");
-  EXPECT_EQ(error("zero", Idx({0}, "")).message(),
-            dir + "/zero is not a valid IDX file: dimension 0 has size 0");
+  EXPECT_EQ(error("empty", "").message(), dir + "/empty is not a valid IDX file: shorter than its 4-byte magic number");
+  EXPECT_EQ(error("zero", Idx({0}, "")).message(), dir + "/zero is not a valid IDX file: dimension 0 has size 0");
   EXPECT_EQ(ReadIdx(dir + "/missing").status().code(), absl::StatusCode::kNotFound);
 }
 
 // A header's claim is believed only as far as the file backs it: a few bytes claiming 2^31
 // images' worth fail at once, having allocated about what the file holds.
 TEST_F(IdxTest, HugeClaimsFailFastWithinAFileSizedBudget) {
-  const std::string tiny = Idx({32768, 256, 256}, "0123456789");  // 2^31 bytes claimed
+  const std::string tiny = Idx({32768, 256, 256}, "0123456789");            // 2^31 bytes claimed
   const std::string mnist = Idx({60000, 28, 28}, std::string(19, '\x07'));  // 35 bytes
   for (bool gzip : {false, true}) {
-    for (const auto& [name, bytes, count] : {std::tuple{"tiny", tiny, 2147483648LL},
-                                             std::tuple{"mnist", mnist, 47040000LL}}) {
+    for (const auto& [name, bytes, count] :
+         {std::tuple{"tiny", tiny, 2147483648LL}, std::tuple{"mnist", mnist, 47040000LL}}) {
       const std::string path = Write(absl::StrCat(name, gzip ? ".gz" : ""), bytes, gzip);
       const auto start = std::chrono::steady_clock::now();
       absl::Status s;
@@ -90,8 +88,8 @@ TEST_F(IdxTest, HugeClaimsFailFastWithinAFileSizedBudget) {
       }
       EXPECT_LT(std::chrono::steady_clock::now() - start, std::chrono::seconds(2));
       EXPECT_EQ(s.code(), absl::StatusCode::kDataLoss) << s;
-      EXPECT_EQ(s.message(), absl::StrFormat("%s is not a valid IDX file: %d of %d data bytes (truncated)",
-                                             path, bytes.size() - 16, count))
+      EXPECT_EQ(s.message(), absl::StrFormat("%s is not a valid IDX file: %d of %d data bytes (truncated)", path,
+                                             bytes.size() - 16, count))
           << s;
     }
   }
@@ -124,9 +122,8 @@ TEST_F(IdxTest, OnlyRegularFilesAreRead) {
   EXPECT_EQ(s.message(), dir + " is not a regular file (it is a directory)");
 
   const std::string fifo = ::testing::TempDir() + "/idx_fifo";
-  EXPECT_TRUE(kiln::testing::ReturnsWithoutAWriter(fifo, [&](const std::string& path) {
-    s = ReadIdx(path).status();
-  })) << "ReadIdx waited for a writer on a FIFO";
+  EXPECT_TRUE(kiln::testing::ReturnsWithoutAWriter(fifo, [&](const std::string& path) { s = ReadIdx(path).status(); }))
+      << "ReadIdx waited for a writer on a FIFO";
   EXPECT_EQ(s.code(), absl::StatusCode::kFailedPrecondition) << s;
   EXPECT_EQ(s.message(), fifo + " is not a regular file (it is a FIFO, socket or device)");
 }
@@ -149,8 +146,7 @@ TEST(FashionMnist, LoadsDebiansFiles) {
   const auto test = LoadFashionMnist(kFashionMnistDir, "t10k");
   ASSERT_TRUE(test.ok());
   EXPECT_EQ(test->labels.shape(), Shape({10000}));
-  EXPECT_EQ(LoadFashionMnist(kFashionMnistDir, "valid").status().code(),
-            absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(LoadFashionMnist(kFashionMnistDir, "valid").status().code(), absl::StatusCode::kInvalidArgument);
 }
 
 }  // namespace

@@ -56,7 +56,8 @@ TYPED_TEST(AutodiffCollectives, AllReduceSumAndMean) {
     EXPECT_EQ(sum[r].first, std::vector<double>{6});
     EXPECT_EQ(sum[r].second, std::vector<double>{2});
   }
-  auto mean = this->Run({{2}, {4}}, [&](int r, const AD& x) { return *this->group_.AllReduce(r, x, ReduceKind::kMean); });
+  auto mean =
+      this->Run({{2}, {4}}, [&](int r, const AD& x) { return *this->group_.AllReduce(r, x, ReduceKind::kMean); });
   for (int r = 0; r < 2; ++r) {
     EXPECT_EQ(mean[r].first, std::vector<double>{3});
     EXPECT_EQ(mean[r].second, std::vector<double>{1});
@@ -68,7 +69,8 @@ TYPED_TEST(AutodiffCollectives, AllReduceSumAndMean) {
 
 TYPED_TEST(AutodiffCollectives, AllReduceMaxRoutesToTheHolder) {
   using AD = Tensor<Autodiff<TypeParam>>;
-  auto max = this->Run({{1, 9}, {5, 9}}, [&](int r, const AD& x) { return *this->group_.AllReduce(r, x, ReduceKind::kMax); });
+  auto max =
+      this->Run({{1, 9}, {5, 9}}, [&](int r, const AD& x) { return *this->group_.AllReduce(r, x, ReduceKind::kMax); });
   EXPECT_EQ(max[0].first, (std::vector<double>{5, 9}));
   EXPECT_EQ(max[0].second, (std::vector<double>{0, 1}));  // a tie shares the summed gradient 2
   EXPECT_EQ(max[1].second, (std::vector<double>{2, 1}));
@@ -77,9 +79,8 @@ TYPED_TEST(AutodiffCollectives, AllReduceMaxRoutesToTheHolder) {
 TYPED_TEST(AutodiffCollectives, AllGatherAndReduceScatterAreEachOthersBackward) {
   using AD = Tensor<Autodiff<TypeParam>>;
   // Member r's loss weights the gathered [4] vector by (r + 1): d/dx = reduce_scatter of those.
-  auto gathered = this->Run({{1, 2}, {3, 4}}, [&](int r, const AD& x) {
-    return *this->group_.AllGather(r, x) * (r + 1.0);
-  });
+  auto gathered =
+      this->Run({{1, 2}, {3, 4}}, [&](int r, const AD& x) { return *this->group_.AllGather(r, x) * (r + 1.0); });
   EXPECT_EQ(gathered[0].first, (std::vector<double>{1, 2, 3, 4}));
   EXPECT_EQ(gathered[0].second, (std::vector<double>{3, 3}));  // 1 + 2 for each element
   EXPECT_EQ(gathered[1].second, (std::vector<double>{3, 3}));
@@ -103,7 +104,8 @@ TYPED_TEST(AutodiffCollectives, ReduceScatterOfAnExtremeIsNotDifferentiable) {
 
 TYPED_TEST(AutodiffCollectives, BroadcastBackwardReducesToTheRoot) {
   using AD = Tensor<Autodiff<TypeParam>>;
-  auto b = this->Run({{1, 2}, {7, 7}}, [&](int r, const AD& x) { return *this->group_.Broadcast(r, x, 0) * (r + 1.0); });
+  auto b =
+      this->Run({{1, 2}, {7, 7}}, [&](int r, const AD& x) { return *this->group_.Broadcast(r, x, 0) * (r + 1.0); });
   EXPECT_EQ(b[1].first, (std::vector<double>{2, 4}));
   EXPECT_EQ(b[0].second, (std::vector<double>{3, 3}));  // 1 + 2
   EXPECT_EQ(b[1].second, (std::vector<double>{0, 0}));

@@ -55,7 +55,9 @@ TYPED_TEST(Collectives, AllReduceEveryKind) {
       double want = 0;
       switch (kind) {
         case ReduceKind::kSum: want = static_cast<float>(static_cast<float>(a[i] + b[i]) + c[i]); break;
-        case ReduceKind::kMean: want = static_cast<float>(static_cast<float>(static_cast<float>(a[i] + b[i]) + c[i]) / 3.0f); break;
+        case ReduceKind::kMean:
+          want = static_cast<float>(static_cast<float>(static_cast<float>(a[i] + b[i]) + c[i]) / 3.0f);
+          break;
         case ReduceKind::kMax: want = std::max({a[i], b[i], c[i]}); break;
         case ReduceKind::kMin: want = std::min({a[i], b[i], c[i]}); break;
       }
@@ -102,8 +104,9 @@ TYPED_TEST(Collectives, BroadcastGatherScatter) {
   DeviceGroup<TypeParam> group(d);
   std::vector<T> in;
   for (int r = 0; r < 3; ++r) {
-    in.push_back(T::from_vector(std::vector<double>{10.0 * r, 10.0 * r + 1, 10.0 * r + 2,
-                                                    10.0 * r + 3, 10.0 * r + 4, 10.0 * r + 5}, {3, 2}, d[r]));
+    in.push_back(T::from_vector(
+        std::vector<double>{10.0 * r, 10.0 * r + 1, 10.0 * r + 2, 10.0 * r + 3, 10.0 * r + 4, 10.0 * r + 5}, {3, 2},
+        d[r]));
   }
   auto b = group.Broadcast(in, 1);
   ASSERT_TRUE(b.ok());
@@ -118,8 +121,7 @@ TYPED_TEST(Collectives, BroadcastGatherScatter) {
   EXPECT_EQ(this->V((*s)[0]), (std::vector<double>{30, 33}));  // row 0 summed: 0+10+20, 1+11+21
   EXPECT_EQ(this->V((*s)[2]), (std::vector<double>{42, 45}));
   EXPECT_EQ(group.ReduceScatter(this->Inputs(d, {4, 2}), ReduceKind::kSum).status().message(),
-            absl::StrCat("reduce_scatter: dim 0 of f32[4,2] on ", d[0].ToString(),
-                         " must divide into 3 equal parts"));
+            absl::StrCat("reduce_scatter: dim 0 of f32[4,2] on ", d[0].ToString(), " must divide into 3 equal parts"));
 }
 
 TYPED_TEST(Collectives, MismatchedShapesFailForEveryMember) {
@@ -127,9 +129,8 @@ TYPED_TEST(Collectives, MismatchedShapesFailForEveryMember) {
   const auto d = TestDevices<TypeParam>::Provide(2);
   DeviceGroup<TypeParam> group(d);
   std::vector<absl::Status> statuses(2);
-  std::thread other([&] {
-    statuses[1] = group.AllReduce(1, T::zeros({4}, DType::kF32, d[1]), ReduceKind::kSum).status();
-  });
+  std::thread other(
+      [&] { statuses[1] = group.AllReduce(1, T::zeros({4}, DType::kF32, d[1]), ReduceKind::kSum).status(); });
   statuses[0] = group.AllReduce(0, T::zeros({3}, DType::kF32, d[0]), ReduceKind::kSum).status();
   other.join();
   for (const auto& s : statuses) {
@@ -162,15 +163,17 @@ TYPED_TEST(Collectives, AMemberThatNeverArrivesIsADeadlineNotAHang) {
   DeviceGroup<TypeParam> group(d, {.timeout = std::chrono::milliseconds(200)});
   std::vector<absl::Status> statuses(2);
   const auto start = std::chrono::steady_clock::now();
-  std::thread one([&] { statuses[1] = group.AllReduce(1, T::zeros({2}, DType::kF32, d[1]), ReduceKind::kSum).status(); });
+  std::thread one(
+      [&] { statuses[1] = group.AllReduce(1, T::zeros({2}, DType::kF32, d[1]), ReduceKind::kSum).status(); });
   statuses[0] = group.AllReduce(0, T::zeros({2}, DType::kF32, d[0]), ReduceKind::kSum).status();
   one.join();
   const auto waited = std::chrono::steady_clock::now() - start;
   EXPECT_LT(waited, std::chrono::seconds(2));
   for (const auto& s : statuses) {
     EXPECT_EQ(s.code(), absl::StatusCode::kDeadlineExceeded);
-    EXPECT_EQ(s.message(), "collective arrival: member(s) 2 of 3 did not arrive within 200 ms; the "
-                           "group is unusable from now on");
+    EXPECT_EQ(s.message(),
+              "collective arrival: member(s) 2 of 3 did not arrive within 200 ms; the "
+              "group is unusable from now on");
   }
   // The late member, and everyone after, gets the same error at once.
   EXPECT_EQ(group.AllReduce(2, T::zeros({2}, DType::kF32, d[2]), ReduceKind::kSum).status().code(),

@@ -63,10 +63,9 @@ void ExpectMatchesSingleDevice(int devices, int64_t batch) {
   for (int r = 0; r < devices; ++r) list.push_back(DispatchDevice::Autodiff(DispatchDevice(d[r])));
   auto group = MakeGroup(list, GroupOp::kGradientSync);
   ASSERT_TRUE(group.ok()) << group.status();
-  auto dp = DataParallel<B>::Create(
-      *model, std::get<std::shared_ptr<DeviceGroup<ADB>>>(*group),
-      [] { return std::make_unique<nn::Sgd<B>>(0.1, nn::SgdOptions{.momentum = 0.9}); },
-      {.bucket_bytes = 256});
+  auto dp = DataParallel<B>::Create(*model, std::get<std::shared_ptr<DeviceGroup<ADB>>>(*group),
+                                    [] { return std::make_unique<nn::Sgd<B>>(0.1, nn::SgdOptions{.momentum = 0.9}); },
+                                    {.bucket_bytes = 256});
   ASSERT_TRUE(dp.ok()) << dp.status();
 
   for (int step = 0; step < 6; ++step) {
@@ -98,17 +97,13 @@ class DataParallelTest : public ::testing::Test {
 };
 TYPED_TEST_SUITE(DataParallelTest, DistributedBackends, ConfigNames);
 
-TYPED_TEST(DataParallelTest, MatchesSingleDeviceTrainingOn2Devices) {
-  ExpectMatchesSingleDevice<TypeParam>(2, 12);
-}
+TYPED_TEST(DataParallelTest, MatchesSingleDeviceTrainingOn2Devices) { ExpectMatchesSingleDevice<TypeParam>(2, 12); }
 
 TYPED_TEST(DataParallelTest, MatchesSingleDeviceTrainingOn3DevicesWithUnevenShards) {
   ExpectMatchesSingleDevice<TypeParam>(3, 13);
 }
 
-TYPED_TEST(DataParallelTest, MatchesSingleDeviceTrainingOn4Devices) {
-  ExpectMatchesSingleDevice<TypeParam>(4, 16);
-}
+TYPED_TEST(DataParallelTest, MatchesSingleDeviceTrainingOn4Devices) { ExpectMatchesSingleDevice<TypeParam>(4, 16); }
 
 TYPED_TEST(DataParallelTest, RejectsABatchTooSmallToSplit) {
   using B = TypeParam;

@@ -50,7 +50,8 @@ const std::vector<std::pair<const char*, Graph<B>>>& Graphs() {
       {"matmul", [](const AD& w, const AD& x) { return w.matmul(x); }},
       {"residual", [](const AD& w, const AD& x) { return w.matmul(x) + w; }},
       {"activation", [](const AD& w, const AD& x) { return w.matmul(x).tanh(); }},
-      {"diamond", [](const AD& w, const AD& x) {
+      {"diamond",
+       [](const AD& w, const AD& x) {
          const std::vector<AD> parts = {w.matmul(x * 2), w.matmul(x.exp())};
          return AD::cat(parts, 1);
        }},
@@ -106,7 +107,7 @@ TYPED_TEST(GradientSyncTest, SyncedEqualsTheReductionOfLocalGradients) {
           const double want = kind == ReduceKind::kSum ? local[0][i] + local[1][i] : (local[0][i] + local[1][i]) / 2;
           ASSERT_EQ(synced[0][i], want) << "step " << step << " element " << i;
         }
-        EXPECT_EQ(synced[0], synced[1]);  // bit-identical on both members
+        EXPECT_EQ(synced[0], synced[1]);                    // bit-identical on both members
         EXPECT_EQ(unused[0], std::vector<double>(2, 0.0));  // no hang, zero
       }
     }
@@ -132,7 +133,8 @@ TYPED_TEST(GradientSyncTest, BucketsOverlapBackwardAndChangeNoResult) {
     std::vector<std::unique_ptr<GradientSync<B>>> syncs;
     for (int r = 0; r < 2; ++r) {
       replicas.push_back(model.clone_to(d[r]));
-      syncs.push_back(std::make_unique<GradientSync<B>>(group, r, *replicas[r], SyncOptions{.bucket_bytes = bucket_bytes}));
+      syncs.push_back(
+          std::make_unique<GradientSync<B>>(group, r, *replicas[r], SyncOptions{.bucket_bytes = bucket_bytes}));
     }
     EXPECT_EQ(syncs[0]->bucket_count(), bucket_bytes == 1 ? 6 : 1);
     std::vector<double> flat;
@@ -220,8 +222,9 @@ TYPED_TEST(GradientSyncTest, AnExtraBackwardCannotMixRounds) {
   for (auto& t : threads) t.join();
   for (const auto& s : statuses) {
     EXPECT_EQ(s.code(), absl::StatusCode::kFailedPrecondition);
-    EXPECT_EQ(s.message(), "gradient sync: parameter w got a second gradient in step 0 before Finish; "
-                           "call Finish after every backward that syncs");
+    EXPECT_EQ(s.message(),
+              "gradient sync: parameter w got a second gradient in step 0 before Finish; "
+              "call Finish after every backward that syncs");
   }
 }
 

@@ -19,8 +19,7 @@ using ::kiln::testing::ConfigNames;
 using ::kiln::testing::DistributedBackends;
 using ::kiln::testing::TestDevices;
 
-void ExpectRejected(std::vector<DispatchDevice> devices, absl::StatusCode code,
-                    const std::string& message) {
+void ExpectRejected(std::vector<DispatchDevice> devices, absl::StatusCode code, const std::string& message) {
   const auto group = MakeGroup(devices, GroupOp::kAllReduce);
   ASSERT_FALSE(group.ok());
   EXPECT_EQ(group.status().code(), code);
@@ -60,7 +59,8 @@ TEST_F(GroupTest, RejectsTimeoutsADeadlineCannotHold) {
     DeviceGroup<Cpu> direct({CpuDevice(0)}, {.timeout = std::chrono::hours(24 * 365 * 1000)});
     FAIL() << "a group with a deadline past the clock's range was made";
   } catch (const Error& e) {
-    EXPECT_EQ(e.status().message(), "device group: timeout 31536000000000 ms must be positive and at most 604800000 ms (a week)");
+    EXPECT_EQ(e.status().message(),
+              "device group: timeout 31536000000000 ms must be positive and at most 604800000 ms (a week)");
   }
 }
 
@@ -77,23 +77,22 @@ TEST_F(GroupTest, RejectsDeviceStringsClearly) {
   // cuda:0 parses where there is a GPU; elsewhere it names why there is none.
   const auto cuda0 = DispatchDevice::Parse("cuda:0");
   if (!cuda0.ok()) {
-    EXPECT_TRUE(absl::StartsWith(cuda0.status().message(),
-                                 "cuda:0 does not exist: no CUDA device is available ("))
+    EXPECT_TRUE(absl::StartsWith(cuda0.status().message(), "cuda:0 does not exist: no CUDA device is available ("))
         << cuda0.status();
   }
 #else
-  EXPECT_EQ(DispatchDevice::Parse("cuda:0").status().message(),
-            "device 'cuda:0': this build has no cuda backend; rebuild with --config=cuda (compiled in: " +
-                compiled + ")");
+  EXPECT_EQ(
+      DispatchDevice::Parse("cuda:0").status().message(),
+      "device 'cuda:0': this build has no cuda backend; rebuild with --config=cuda (compiled in: " + compiled + ")");
 #endif
 #ifndef KILN_WITH_VULKAN
   EXPECT_EQ(vulkan.status().message(),
             "device 'vulkan:1': this build has no vulkan backend; rebuild with --config=vulkan "
-            "(compiled in: " + compiled + ")");
+            "(compiled in: " +
+                compiled + ")");
 #endif
   EXPECT_EQ(DispatchDevice::Parse("gpu:0").status().message(),
-            "device 'gpu:0': unknown backend 'gpu'; kiln knows cpu, vulkan and cuda (compiled in: " +
-                compiled + ")");
+            "device 'gpu:0': unknown backend 'gpu'; kiln knows cpu, vulkan and cuda (compiled in: " + compiled + ")");
   EXPECT_EQ(DispatchDevice::Parse("cpu").status().message(),
             "device 'cpu' is not of the form backend:index (e.g. cpu:0)");
   EXPECT_EQ(DispatchDevice::Parse("cpu:-1").status().code(), absl::StatusCode::kInvalidArgument);
@@ -118,8 +117,9 @@ TEST_F(GroupTest, RejectsMixedCpuAndVulkanLists) {
   const std::vector<DispatchDevice> mixed = {D("cpu:0"), D("vulkan:0")};
   const absl::Status s = ValidateDevices(mixed, GroupOp::kAllReduce);
   EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument);
-  EXPECT_EQ(s.message(), "all_reduce: device 1 is vulkan:0 (vulkan) but device 0 is cpu:0 (cpu); a "
-                         "group's devices share one backend");
+  EXPECT_EQ(s.message(),
+            "all_reduce: device 1 is vulkan:0 (vulkan) but device 0 is cpu:0 (cpu); a "
+            "group's devices share one backend");
   const std::vector<DispatchDevice> mixed_autodiff = {A("vulkan:0"), A("cpu:1")};
   EXPECT_EQ(MakeGroup(mixed_autodiff, GroupOp::kGradientSync).status().message(),
             "gradient sync: device 1 is autodiff(cpu:1) (cpu) but device 0 is autodiff(vulkan:0) "
@@ -149,9 +149,9 @@ TYPED_TEST(Groups, RejectsEveryBadList) {
   const auto d = TestDevices<TypeParam>::Provide(2);
   const std::string d0 = d[0].ToString(), d1 = d[1].ToString();
   ExpectRejected({}, kInvalid, "all_reduce: the device list is empty; give at least one device");
-  ExpectRejected({this->D(d[0]), this->D(d[1]), this->D(d[0])}, kInvalid,
-                 absl::StrCat("all_reduce: device 2 is ", d0,
-                              ", the same device as device 0; each device may appear once"));
+  ExpectRejected(
+      {this->D(d[0]), this->D(d[1]), this->D(d[0])}, kInvalid,
+      absl::StrCat("all_reduce: device 2 is ", d0, ", the same device as device 0; each device may appear once"));
   ExpectRejected({this->D(d[0]), this->A(d[1])}, kInvalid,
                  absl::StrCat("all_reduce: device 1 is ", this->AName(d[1]), " but device 0 is ", d0,
                               "; a group's devices are all autodiff or none"));

@@ -31,8 +31,12 @@ TEST(LaunchEnv, NothingSetIsASingleProcessRun) {
 }
 
 TEST(LaunchEnv, KilnVariables) {
-  auto env = Read({{"KILN_RANK", "2"}, {"KILN_WORLD_SIZE", "4"}, {"KILN_LOCAL_RANK", "0"},
-                   {"KILN_LOCAL_WORLD_SIZE", "2"}, {"KILN_RENDEZVOUS", kStore}, {"KILN_RUN_ID", "abc"},
+  auto env = Read({{"KILN_RANK", "2"},
+                   {"KILN_WORLD_SIZE", "4"},
+                   {"KILN_LOCAL_RANK", "0"},
+                   {"KILN_LOCAL_WORLD_SIZE", "2"},
+                   {"KILN_RENDEZVOUS", kStore},
+                   {"KILN_RUN_ID", "abc"},
                    {"KILN_HOST", "10.0.0.1"}});
   ASSERT_TRUE(env.ok()) << env.status();
   const LaunchEnv& e = **env;
@@ -47,8 +51,11 @@ TEST(LaunchEnv, KilnVariables) {
 }
 
 TEST(LaunchEnv, OpenMpiVariables) {
-  auto env = Read({{"OMPI_COMM_WORLD_RANK", "3"}, {"OMPI_COMM_WORLD_SIZE", "8"}, {"OMPI_COMM_WORLD_LOCAL_RANK", "1"},
-                   {"OMPI_COMM_WORLD_LOCAL_SIZE", "2"}, {"KILN_RENDEZVOUS", "redis://head:6379"}});
+  auto env = Read({{"OMPI_COMM_WORLD_RANK", "3"},
+                   {"OMPI_COMM_WORLD_SIZE", "8"},
+                   {"OMPI_COMM_WORLD_LOCAL_RANK", "1"},
+                   {"OMPI_COMM_WORLD_LOCAL_SIZE", "2"},
+                   {"KILN_RENDEZVOUS", "redis://head:6379"}});
   ASSERT_TRUE(env.ok()) << env.status();
   EXPECT_EQ((*env)->source, "openmpi");
   EXPECT_EQ((*env)->rank, 3);
@@ -59,8 +66,12 @@ TEST(LaunchEnv, OpenMpiVariables) {
 }
 
 TEST(LaunchEnv, SlurmVariables) {
-  auto env = Read({{"SLURM_PROCID", "5"}, {"SLURM_NTASKS", "6"}, {"SLURM_LOCALID", "2"},
-                   {"SLURM_NTASKS_PER_NODE", "3"}, {"SLURM_JOB_ID", "4711"}, {"SLURM_STEP_ID", "0"},
+  auto env = Read({{"SLURM_PROCID", "5"},
+                   {"SLURM_NTASKS", "6"},
+                   {"SLURM_LOCALID", "2"},
+                   {"SLURM_NTASKS_PER_NODE", "3"},
+                   {"SLURM_JOB_ID", "4711"},
+                   {"SLURM_STEP_ID", "0"},
                    {"KILN_RENDEZVOUS", kStore}});
   ASSERT_TRUE(env.ok()) << env.status();
   EXPECT_EQ((*env)->source, "slurm");
@@ -73,9 +84,11 @@ TEST(LaunchEnv, SlurmVariables) {
 
 TEST(LaunchEnv, PrecedenceKilnThenOpenMpiThenSlurm) {
   // mpirun inside a Slurm allocation: the allocation's SLURM_* describe the mpirun step.
-  const std::map<std::string, std::string> both{
-      {"SLURM_PROCID", "0"}, {"SLURM_NTASKS", "1"}, {"OMPI_COMM_WORLD_RANK", "1"},
-      {"OMPI_COMM_WORLD_SIZE", "2"}, {"KILN_RENDEZVOUS", kStore}};
+  const std::map<std::string, std::string> both{{"SLURM_PROCID", "0"},
+                                                {"SLURM_NTASKS", "1"},
+                                                {"OMPI_COMM_WORLD_RANK", "1"},
+                                                {"OMPI_COMM_WORLD_SIZE", "2"},
+                                                {"KILN_RENDEZVOUS", kStore}};
   auto env = Read(both);
   ASSERT_TRUE(env.ok()) << env.status();
   EXPECT_EQ((*env)->source, "openmpi");
@@ -112,11 +125,15 @@ TEST(LaunchEnv, Errors) {
   ExpectError({{"OMPI_COMM_WORLD_RANK", "-1"}, {"OMPI_COMM_WORLD_SIZE", "2"}, {"KILN_RENDEZVOUS", kStore}},
               "OMPI_COMM_WORLD_RANK=-1 is out of range for OMPI_COMM_WORLD_SIZE=2 (ranks are 0..1)");
   ExpectError({{"KILN_RANK", "one"}, {"KILN_WORLD_SIZE", "2"}}, "KILN_RANK='one' is not an integer");
-  ExpectError({{"SLURM_PROCID", "0"}, {"SLURM_NTASKS", "4"}, {"SLURM_LOCALID", "2"}, {"SLURM_NTASKS_PER_NODE", "2"},
+  ExpectError({{"SLURM_PROCID", "0"},
+               {"SLURM_NTASKS", "4"},
+               {"SLURM_LOCALID", "2"},
+               {"SLURM_NTASKS_PER_NODE", "2"},
                {"KILN_RENDEZVOUS", kStore}},
               "SLURM_LOCALID=2 is out of range for 2 rank(s) on this machine (SLURM_NTASKS_PER_NODE)");
-  ExpectError({{"KILN_RANK", "0"}, {"KILN_WORLD_SIZE", "2"}, {"KILN_LOCAL_WORLD_SIZE", "3"}, {"KILN_RENDEZVOUS", kStore}},
-              "KILN_LOCAL_WORLD_SIZE=3 must be in 1..KILN_WORLD_SIZE=2");
+  ExpectError(
+      {{"KILN_RANK", "0"}, {"KILN_WORLD_SIZE", "2"}, {"KILN_LOCAL_WORLD_SIZE", "3"}, {"KILN_RENDEZVOUS", kStore}},
+      "KILN_LOCAL_WORLD_SIZE=3 must be in 1..KILN_WORLD_SIZE=2");
   ExpectError({{"SLURM_PROCID", "0"}, {"SLURM_NTASKS", "2"}},
               "SLURM_PROCID and SLURM_NTASKS are set but KILN_RENDEZVOUS is not; set it to file:///shared/dir or "
               "redis://host:port, the same for every rank");
@@ -134,13 +151,18 @@ std::map<std::string, std::string> KilnWith(const std::string& name, const std::
 
 TEST(LaunchEnv, WorldSizeHasACap) {
   // Accepted, each rank would wait for 2^31 - 1 peers that never come.
-  ExpectError(KilnWith("KILN_WORLD_SIZE", "2147483647"), "KILN_WORLD_SIZE=2147483647: the world size must be at most 65536");
+  ExpectError(KilnWith("KILN_WORLD_SIZE", "2147483647"),
+              "KILN_WORLD_SIZE=2147483647: the world size must be at most 65536");
   ExpectError(KilnWith("KILN_WORLD_SIZE", "65537"), "KILN_WORLD_SIZE=65537: the world size must be at most 65536");
-  ExpectError(KilnWith("KILN_WORLD_SIZE", "99999999999999999999"), "KILN_WORLD_SIZE='99999999999999999999' is out of range");
+  ExpectError(KilnWith("KILN_WORLD_SIZE", "99999999999999999999"),
+              "KILN_WORLD_SIZE='99999999999999999999' is out of range");
   ExpectError({{"SLURM_PROCID", "0"}, {"SLURM_NTASKS", "4294967296"}, {"KILN_RENDEZVOUS", kStore}},
               "SLURM_NTASKS=4294967296: the world size must be at most 65536");
-  auto env = Read({{"KILN_RANK", "65535"}, {"KILN_WORLD_SIZE", "65536"}, {"KILN_LOCAL_RANK", "8191"},
-                   {"KILN_LOCAL_WORLD_SIZE", "8192"}, {"KILN_RENDEZVOUS", kStore}});
+  auto env = Read({{"KILN_RANK", "65535"},
+                   {"KILN_WORLD_SIZE", "65536"},
+                   {"KILN_LOCAL_RANK", "8191"},
+                   {"KILN_LOCAL_WORLD_SIZE", "8192"},
+                   {"KILN_RENDEZVOUS", kStore}});
   ASSERT_TRUE(env.ok()) << env.status();
   EXPECT_EQ((*env)->world_size, kMaxWorldSize);
   EXPECT_EQ((*env)->local_world_size, kMaxLocalWorldSize);
@@ -176,15 +198,16 @@ TEST(LaunchEnv, QuotedValuesAreEscapedAndCut) {
   ASSERT_FALSE(env.ok());
   EXPECT_EQ(env.status().message(),
             absl::StrCat("KILN_RANK='x", std::string(63, '7'), "'... (1048577 bytes) is not an integer"));
-  ExpectError(KilnWith("KILN_WORLD_SIZE", huge), absl::StrCat("KILN_WORLD_SIZE='", std::string(64, '7'),
-                                                             "'... (1048576 bytes) is out of range"));
+  ExpectError(KilnWith("KILN_WORLD_SIZE", huge),
+              absl::StrCat("KILN_WORLD_SIZE='", std::string(64, '7'), "'... (1048576 bytes) is out of range"));
   ExpectError(KilnWith("KILN_RENDEZVOUS", "http://" + huge),
               "KILN_RENDEZVOUS: rendezvous address is 1048583 bytes long; at most 4096 are accepted");
   ExpectError(KilnWith("KILN_RENDEZVOUS", "http://" + std::string(100, '7')),
               absl::StrCat("KILN_RENDEZVOUS: rendezvous address 'http://", std::string(57, '7'),
                            "'... (107 bytes): expected file:///absolute/shared/dir or redis://host[:port]"));
-  ExpectError(KilnWith("KILN_HOST", std::string(100, 'h') + "\n"),
-              absl::StrCat("KILN_HOST='", std::string(64, 'h'), "'... (101 bytes) has a control character at byte 100"));
+  ExpectError(
+      KilnWith("KILN_HOST", std::string(100, 'h') + "\n"),
+      absl::StrCat("KILN_HOST='", std::string(64, 'h'), "'... (101 bytes) has a control character at byte 100"));
 }
 
 std::map<std::string, std::string> SlurmWith(std::map<std::string, std::string> more) {
@@ -215,14 +238,15 @@ TEST(LaunchEnv, SlurmTasksPerNodeLists) {
   ExpectError(SlurmWith({{"SLURM_STEP_TASKS_PER_NODE", "2(x4)"}, {"SLURM_LOCALID", "2"}}),
               "SLURM_LOCALID=2 is out of range for 2 rank(s) on this machine (SLURM_STEP_TASKS_PER_NODE)");
 
-  ExpectError(SlurmWith({{"SLURM_NTASKS_PER_NODE", mixed}}),
-              "SLURM_NTASKS_PER_NODE='2(x3),1' differs between nodes, and SLURM_NODEID (which node this is) is not set");
+  ExpectError(
+      SlurmWith({{"SLURM_NTASKS_PER_NODE", mixed}}),
+      "SLURM_NTASKS_PER_NODE='2(x3),1' differs between nodes, and SLURM_NODEID (which node this is) is not set");
   ExpectError(SlurmWith({{"SLURM_NTASKS_PER_NODE", mixed}, {"SLURM_NODEID", "4"}}),
               "SLURM_NODEID=4 is out of range for the 4 node(s) of SLURM_NTASKS_PER_NODE='2(x3),1'");
   ExpectError(SlurmWith({{"SLURM_NTASKS_PER_NODE", mixed}, {"SLURM_NODEID", "+1"}}),
               "SLURM_NODEID='+1' is not an integer");
-  for (const std::string bad : {"", "4(x", "4(x)", "4(x0)", "4(x2", "4(x2))", "(x2)", "4,", ",4", "4,,2", " 4",
-                                "+4", "-4", "4x2", "4(y2)", "4(x-1)", "4(x 2)", "99999999999999999999"}) {
+  for (const std::string bad : {"", "4(x", "4(x)", "4(x0)", "4(x2", "4(x2))", "(x2)", "4,", ",4", "4,,2", " 4", "+4",
+                                "-4", "4x2", "4(y2)", "4(x-1)", "4(x 2)", "99999999999999999999"}) {
     SCOPED_TRACE(bad);
     ExpectError(SlurmWith({{"SLURM_NTASKS_PER_NODE", bad}, {"SLURM_NODEID", "0"}}),
                 absl::StrCat("SLURM_NTASKS_PER_NODE='", absl::CHexEscape(bad),
@@ -276,9 +300,11 @@ TEST(LaunchEnv, RunToken) {
 TEST(LaunchEnv, TextValuesAreBoundedAndPrintable) {
   EXPECT_EQ((*Read(KilnWith("KILN_HOST", std::string(255, 'h'))))->host.size(), 255);
   ExpectError(KilnWith("KILN_HOST", std::string(256, 'h')), "KILN_HOST is 256 bytes long; at most 255 are accepted");
-  ExpectError(KilnWith("KILN_HOST", "10.0.0.1\x1b[2J"), "KILN_HOST='10.0.0.1\\x1b[2J' has a control character at byte 8");
+  ExpectError(KilnWith("KILN_HOST", "10.0.0.1\x1b[2J"),
+              "KILN_HOST='10.0.0.1\\x1b[2J' has a control character at byte 8");
   EXPECT_EQ((*Read(KilnWith("KILN_RUN_ID", std::string(256, 'r'))))->run_id.size(), 256);
-  ExpectError(KilnWith("KILN_RUN_ID", std::string(257, 'r')), "KILN_RUN_ID is 257 bytes long; at most 256 are accepted");
+  ExpectError(KilnWith("KILN_RUN_ID", std::string(257, 'r')),
+              "KILN_RUN_ID is 257 bytes long; at most 256 are accepted");
   ExpectError(KilnWith("KILN_RUN_ID", "run\r1"), "KILN_RUN_ID='run\\r1' has a control character at byte 3");
   ExpectError(SlurmWith({{"SLURM_JOB_ID", "47\n11"}}), "SLURM_JOB_ID='47\\n11' has a control character at byte 2");
   ExpectError(SlurmWith({{"SLURM_JOB_ID", "4711"}, {"SLURM_STEP_ID", std::string(65, '1')}}),

@@ -66,16 +66,15 @@ TEST_P(Collectives, DataParallelMatchesOneProcess) {
 }
 
 INSTANTIATE_TEST_SUITE_P(Shapes, Collectives, ::testing::Values(Shape{1, 2}, Shape{2, 1}, Shape{2, 2}, Shape{3, 1}),
-                         [](const auto& info) {
-                           return absl::StrCat(info.param.processes, "x", info.param.devices);
-                         });
+                         [](const auto& info) { return absl::StrCat(info.param.processes, "x", info.param.devices); });
 
 #ifdef KILN_WITH_CUDA
 // CUDA tensors across processes: one NCCL communicator over every GPU of every process, the
 // process group carrying the unique id and the agreement on each call. Each case needs a GPU
 // per member (the process with local rank l takes GPUs l * devices, ...).
 absl::Status NeedGpus(int n) {
-  if (absl::Status s = cuda::Available(); !s.ok()) return absl::UnavailableError(absl::StrCat("no CUDA device: ", s.message()));
+  if (absl::Status s = cuda::Available(); !s.ok())
+    return absl::UnavailableError(absl::StrCat("no CUDA device: ", s.message()));
   if (cuda::DeviceCount() < n) {
     return absl::UnavailableError(absl::StrCat("needs ", n, " CUDA devices; this machine has ", cuda::DeviceCount()));
   }
@@ -102,9 +101,7 @@ TEST_P(CudaCollectives, AutodiffBackwardIsACollectiveOverTheWorld) {
 }
 
 INSTANTIATE_TEST_SUITE_P(Shapes, CudaCollectives, ::testing::Values(Shape{1, 1}, Shape{1, 2}, Shape{2, 1}, Shape{2, 2}),
-                         [](const auto& info) {
-                           return absl::StrCat(info.param.processes, "x", info.param.devices);
-                         });
+                         [](const auto& info) { return absl::StrCat(info.param.processes, "x", info.param.devices); });
 
 TEST(CudaProcessGroupErrors, MismatchedShapesFailOnEveryRankBeforeNcclMovesData) {
   if (absl::Status s = NeedGpus(2); !s.ok()) GTEST_SKIP() << s.message();
@@ -170,7 +167,8 @@ TEST(ProcessGroupErrors, MismatchesOnTheDirectPathLeaveTheGroupExact) {
                                "all_reduce(sum) of f32[3] on 1 local device(s)"}) {
         EXPECT_TRUE(absl::StrContains(r.output, absl::StrCat("STATUS INVALID_ARGUMENT: process group: rank 1 called ",
                                                              call, " but rank 0 called all_reduce(sum) of f32[")))
-            << call << "\n" << r.output;
+            << call << "\n"
+            << r.output;
       }
       for (const char* after : {"a longer tensor", "an agreement", "a reduce-scatter", "a small tensor"}) {
         EXPECT_TRUE(absl::StrContains(r.output, absl::StrCat("OK exact after ", after))) << r.output;
@@ -232,7 +230,8 @@ TEST(ProcessGroupErrors, SameCallStringForDifferentOperationsFailsOnEveryRank) {
           r.output, absl::StrCat("STATUS INVALID_ARGUMENT: process group: rank 1 called step as ", theirs,
                                  " but rank 0 as all_reduce(sum) of 1000 f32; every rank must make the same "
                                  "collective calls")))
-          << theirs << "\n" << r.output;
+          << theirs << "\n"
+          << r.output;
     }
     for (const char* after : {"counts", "kinds", "an agreement"}) {
       EXPECT_TRUE(absl::StrContains(r.output, absl::StrCat("OK exact after ", after))) << r.output;

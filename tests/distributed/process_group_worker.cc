@@ -53,13 +53,16 @@ int Status(const absl::Status& s) {
 }
 
 template <Backend B>
-std::vector<double> V(const Tensor<B>& t) { return t.to_data().ToDoubles(); }
+std::vector<double> V(const Tensor<B>& t) {
+  return t.to_data().ToDoubles();
+}
 
 // Global member g's input: small multiples of 1/4, so sums are exact in any order.
 template <Backend B>
 Tensor<B> Input(int g, Shape shape, DType dtype, const typename B::Device& d) {
   std::vector<double> v(shape.numel());
-  for (size_t i = 0; i < v.size(); ++i) v[i] = (g + 1) * (dtype == DType::kF32 || dtype == DType::kF64 ? 0.25 : 1) + static_cast<double>(i % 7) - 3 * g;
+  for (size_t i = 0; i < v.size(); ++i)
+    v[i] = (g + 1) * (dtype == DType::kF32 || dtype == DType::kF64 ? 0.25 : 1) + static_cast<double>(i % 7) - 3 * g;
   return Tensor<B>::from_vector(v, shape, d).to(dtype);
 }
 
@@ -84,7 +87,8 @@ int Large(const Setup<Cpu>& s) {
   std::vector<Case> cases;
   for (DType dtype : {DType::kF32, DType::kF64, DType::kI32, DType::kI64}) {
     for (ReduceKind kind : {ReduceKind::kSum, ReduceKind::kMean, ReduceKind::kMax, ReduceKind::kMin}) {
-      if (kind != ReduceKind::kMean || dtype == DType::kF32 || dtype == DType::kF64) cases.push_back({65537, dtype, kind});
+      if (kind != ReduceKind::kMean || dtype == DType::kF32 || dtype == DType::kF64)
+        cases.push_back({65537, dtype, kind});
     }
   }
   const int64_t big = (5 << 18) + 3;
@@ -127,10 +131,12 @@ int Large(const Setup<Cpu>& s) {
     for (int r = 0; r < L; ++r) head.push_back(Input<Cpu>(group.global_rank(r), Shape({m}), dtype, s.devices[r]));
     auto scattered = group.ReduceScatter(head, kind);
     if (!scattered.ok()) return Status(scattered.status());
-    same = V(head[0]) == std::vector<double>(inputs[group.global_rank(0)].begin(), inputs[group.global_rank(0)].begin() + m);
+    same = V(head[0]) ==
+           std::vector<double>(inputs[group.global_rank(0)].begin(), inputs[group.global_rank(0)].begin() + m);
     for (int r = 0; r < L; ++r) {
       const int g = group.global_rank(r);
-      same = same && V((*scattered)[r]) == std::vector<double>(want.begin() + m / G * g, want.begin() + m / G * (g + 1));
+      same =
+          same && V((*scattered)[r]) == std::vector<double>(want.begin() + m / G * g, want.begin() + m / G * (g + 1));
     }
     Check(same, absl::StrCat("reduce_scatter(", ReduceKindName(kind), ") of ", DTypeName(dtype), "[", m, "]"));
   }
@@ -201,8 +207,9 @@ int Collectives(const Setup<B>& s) {
           acc = kind == ReduceKind::kMax ? std::max(acc, x) : kind == ReduceKind::kMin ? std::min(acc, x) : acc + x;
         }
         if (kind == ReduceKind::kMean) {
-          acc = dtype == DType::kF32 ? static_cast<float>(acc) / static_cast<float>(G)
-                : dtype == DType::kF64 ? acc / G : std::trunc(acc / G);
+          acc = dtype == DType::kF32   ? static_cast<float>(acc) / static_cast<float>(G)
+                : dtype == DType::kF64 ? acc / G
+                                       : std::trunc(acc / G);
         }
         want[i] = acc;
       }
@@ -226,7 +233,8 @@ int Collectives(const Setup<B>& s) {
   for (int g = 0; g < G; ++g) parts.push_back(Input<B>(g, shape, DType::kF32, s.devices[0]));
   const std::vector<double> all = V(T::cat(parts, 0));
   bool same = true;
-  for (int r = 0; r < L; ++r) same = same && V((*gathered)[r]) == all && (*gathered)[r].shape() == Shape({2 * G * G, 3});
+  for (int r = 0; r < L; ++r)
+    same = same && V((*gathered)[r]) == all && (*gathered)[r].shape() == Shape({2 * G * G, 3});
   Check(same, "all_gather");
   for (ReduceKind kind : {ReduceKind::kSum, ReduceKind::kMean, ReduceKind::kMax}) {
     auto scattered = group.ReduceScatter(in, kind);
@@ -278,19 +286,21 @@ int AutodiffScenario(const Setup<B>& s) {
   using AD = Tensor<Autodiff<B>>;
   DeviceGroup<Autodiff<B>> group(s.devices, {.process_group = s.world});
   const int G = group.global_size();
-  auto out = OnEveryMember<std::vector<double>>(group.size(), group.size(), [&](int r) -> absl::StatusOr<std::vector<double>> {
-    const int g = group.global_rank(r);
-    const AD x = AD::from_vector(std::vector<double>{1.0 * g, 2.0}, {2}, s.devices[r]).require_grad();
-    auto y = group.AllReduce(r, x, ReduceKind::kSum);
-    if (!y.ok()) return y.status();
-    auto gathered = group.AllGather(r, x);
-    if (!gathered.ok()) return gathered.status();
-    const AD loss = (*y * static_cast<double>(g + 1)).sum() + gathered->sum();
-    return loss.backward().get(x)->to_data().ToDoubles();
-  });
+  auto out =
+      OnEveryMember<std::vector<double>>(group.size(), group.size(), [&](int r) -> absl::StatusOr<std::vector<double>> {
+        const int g = group.global_rank(r);
+        const AD x = AD::from_vector(std::vector<double>{1.0 * g, 2.0}, {2}, s.devices[r]).require_grad();
+        auto y = group.AllReduce(r, x, ReduceKind::kSum);
+        if (!y.ok()) return y.status();
+        auto gathered = group.AllGather(r, x);
+        if (!gathered.ok()) return gathered.status();
+        const AD loss = (*y * static_cast<double>(g + 1)).sum() + gathered->sum();
+        return loss.backward().get(x)->to_data().ToDoubles();
+      });
   if (!out.ok()) return Status(out.status());
   const double want = G * (G + 1) / 2.0 + G;  // sum of weights, plus all_gather's reduce_scatter of ones
-  for (const auto& grad : *out) Check(grad == std::vector<double>{want, want}, absl::StrCat("gradient ", grad[0], " = ", want));
+  for (const auto& grad : *out)
+    Check(grad == std::vector<double>{want, want}, absl::StrCat("gradient ", grad[0], " = ", want));
   return failures ? 1 : 0;
 }
 
@@ -310,12 +320,14 @@ int DataParallelScenario(const Setup<Cpu>& s, int steps) {
   const auto y = T::uniform({8 * G}, 0, 4, gen).to(DType::kI64);
   auto sgd = [] { return std::make_unique<nn::Sgd<Cpu>>(0.1, nn::SgdOptions{.momentum = 0.9}); };
   auto loss = [](nn::Module<ADB>& m, const AD& a, const AD& b) { return nn::CrossEntropy(m(a), b); };
-  auto world = DataParallel<Cpu>::Create(*model, std::make_shared<DeviceGroup<ADB>>(s.devices, GroupOptions{.process_group = s.world}), sgd,
-                                         {.bucket_bytes = 256});
+  auto world = DataParallel<Cpu>::Create(
+      *model, std::make_shared<DeviceGroup<ADB>>(s.devices, GroupOptions{.process_group = s.world}), sgd,
+      {.bucket_bytes = 256});
   if (!world.ok()) return Status(world.status());
   std::vector<CpuDevice> local;
   for (int r = 0; r < G; ++r) local.push_back(CpuDevice(s.local + r));
-  auto reference = DataParallel<Cpu>::Create(*model, std::make_shared<DeviceGroup<ADB>>(local), sgd, {.bucket_bytes = 256});
+  auto reference =
+      DataParallel<Cpu>::Create(*model, std::make_shared<DeviceGroup<ADB>>(local), sgd, {.bucket_bytes = 256});
   if (!reference.ok()) return Status(reference.status());
   for (int step = 0; step < steps; ++step) {
     auto a = (*world)->Step(x, y, loss);
@@ -432,7 +444,8 @@ int BroadcastFirst(const Setup<Cpu>& s) {
 int Loop(const Setup<Cpu>& s, int iterations) {
   DeviceGroup<Cpu> group(s.devices, {.process_group = s.world});
   std::vector<T> in;
-  for (int r = 0; r < group.size(); ++r) in.push_back(T::full({1 << 16}, group.global_rank(r) + 1, DType::kF32, s.devices[r]));
+  for (int r = 0; r < group.size(); ++r)
+    in.push_back(T::full({1 << 16}, group.global_rank(r) + 1, DType::kF32, s.devices[r]));
   const double want = group.global_size() * (group.global_size() + 1) / 2.0;
   auto last = std::chrono::steady_clock::now();
   for (int i = 0; iterations <= 0 || i < iterations; ++i) {
@@ -471,7 +484,9 @@ int Main(int argc, char** argv) {
     return 2;
   }
   const int world_size = (*env)->world_size;
-  if (!cpu::Configure({.devices = local * (1 + (scenario == "data_parallel" ? world_size : 0)), .threads_per_device = 1}).ok()) {
+  if (!cpu::Configure(
+           {.devices = local * (1 + (scenario == "data_parallel" ? world_size : 0)), .threads_per_device = 1})
+           .ok()) {
     return 2;
   }
   auto world = GlooProcessGroup::Connect(ProcessGroupOptions::From(**env, timeout));

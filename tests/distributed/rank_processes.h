@@ -32,8 +32,7 @@ struct RankResult {
 class RankProcesses {
  public:
   // `env` is added to every rank's environment (after the KILN_* of its place).
-  RankProcesses(std::string binary, int world_size, std::string rendezvous,
-                std::map<std::string, std::string> env = {})
+  RankProcesses(std::string binary, int world_size, std::string rendezvous, std::map<std::string, std::string> env = {})
       : binary_(std::move(binary)), world_size_(world_size), rendezvous_(std::move(rendezvous)), env_(std::move(env)) {
     static int serial = 0;
     run_id_ = absl::StrCat("test-", getpid(), "-", serial++);
@@ -50,15 +49,19 @@ class RankProcesses {
   // Starts rank `rank` running `args` (after the binary).
   void Start(int rank, const std::vector<std::string>& args) {
     Proc& p = procs_[rank];
-    p.output = absl::StrCat(std::getenv("TEST_TMPDIR") ? std::getenv("TEST_TMPDIR") : "/tmp", "/", run_id_, "-rank", rank, ".out");
+    p.output = absl::StrCat(std::getenv("TEST_TMPDIR") ? std::getenv("TEST_TMPDIR") : "/tmp", "/", run_id_, "-rank",
+                            rank, ".out");
     std::vector<std::string> env;
     for (char** e = environ; *e != nullptr; ++e) {
       if (std::string(*e).rfind("KILN_", 0) != 0) env.push_back(*e);
     }
-    for (const auto& [k, v] : std::map<std::string, std::string>{
-             {"KILN_RANK", absl::StrCat(rank)}, {"KILN_WORLD_SIZE", absl::StrCat(world_size_)},
-             {"KILN_LOCAL_RANK", absl::StrCat(rank)}, {"KILN_LOCAL_WORLD_SIZE", absl::StrCat(world_size_)},
-             {"KILN_RENDEZVOUS", rendezvous_}, {"KILN_RUN_ID", run_id_}, {"KILN_HOST", "127.0.0.1"}}) {
+    for (const auto& [k, v] : std::map<std::string, std::string>{{"KILN_RANK", absl::StrCat(rank)},
+                                                                 {"KILN_WORLD_SIZE", absl::StrCat(world_size_)},
+                                                                 {"KILN_LOCAL_RANK", absl::StrCat(rank)},
+                                                                 {"KILN_LOCAL_WORLD_SIZE", absl::StrCat(world_size_)},
+                                                                 {"KILN_RENDEZVOUS", rendezvous_},
+                                                                 {"KILN_RUN_ID", run_id_},
+                                                                 {"KILN_HOST", "127.0.0.1"}}) {
       env.push_back(k + "=" + v);
     }
     for (const auto& [k, v] : env_) env.push_back(k + "=" + v);

@@ -36,8 +36,12 @@ int FreePort() {
 
 absl::Status Connect(int rank, int world, const std::string& address, int64_t timeout_ms = 2000,
                      const std::string& run_id = "t") {
-  return GlooProcessGroup::Connect({.rank = rank, .world_size = world, .rendezvous = address, .run_id = run_id,
-                                    .host = "127.0.0.1", .timeout = milliseconds(timeout_ms)})
+  return GlooProcessGroup::Connect({.rank = rank,
+                                    .world_size = world,
+                                    .rendezvous = address,
+                                    .run_id = run_id,
+                                    .host = "127.0.0.1",
+                                    .timeout = milliseconds(timeout_ms)})
       .status();
 }
 
@@ -87,8 +91,9 @@ TEST(Rendezvous, UnusableDirectories) {
   EXPECT_TRUE(absl::StartsWith(s.message(), "rendezvous store file:///sys: directory /sys is not writable: ")) << s;
   s = Connect(0, 1, "file:///sys/kiln-rendezvous/run");
   EXPECT_EQ(s.code(), absl::StatusCode::kFailedPrecondition);
-  EXPECT_TRUE(absl::StartsWith(s.message(), "rendezvous store file:///sys/kiln-rendezvous/run: cannot create "
-                                            "directory /sys/kiln-rendezvous: "))
+  EXPECT_TRUE(absl::StartsWith(s.message(),
+                               "rendezvous store file:///sys/kiln-rendezvous/run: cannot create "
+                               "directory /sys/kiln-rendezvous: "))
       << s;
   const std::string file = TmpDir() + "/a-file";
   FILE* f = std::fopen(file.c_str(), "w");
@@ -102,7 +107,8 @@ TEST(Rendezvous, UnreachableRedis) {
   const int port = FreePort();
   const absl::Status s = Connect(0, 2, absl::StrCat("redis://127.0.0.1:", port));
   EXPECT_EQ(s.code(), absl::StatusCode::kUnavailable);
-  EXPECT_EQ(s.message(), absl::StrCat("rendezvous store redis://127.0.0.1:", port, " is unreachable: Connection refused"));
+  EXPECT_EQ(s.message(),
+            absl::StrCat("rendezvous store redis://127.0.0.1:", port, " is unreachable: Connection refused"));
 }
 
 TEST(Rendezvous, RanksThatNeverJoinAreNamed) {
@@ -111,7 +117,8 @@ TEST(Rendezvous, RanksThatNeverJoinAreNamed) {
   const absl::Status s = Connect(1, 4, store, 1500, "never");
   const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   EXPECT_EQ(s.code(), absl::StatusCode::kDeadlineExceeded);
-  EXPECT_EQ(s.message(), absl::StrCat("rendezvous at ", store, " (run never) timed out after 1500 ms: rank(s) 0, 2, 3 "
+  EXPECT_EQ(s.message(), absl::StrCat("rendezvous at ", store,
+                                      " (run never) timed out after 1500 ms: rank(s) 0, 2, 3 "
                                       "of 4 did not join (this is rank 1); start every rank with the same rendezvous "
                                       "address, run id and world size"));
   EXPECT_GE(seconds, 1.4);
@@ -123,7 +130,8 @@ TEST(Rendezvous, DuplicateRankOrReusedRunIsRefused) {
   ASSERT_TRUE(Connect(0, 1, store, 2000, "once").ok());
   const absl::Status s = Connect(0, 1, store, 2000, "once");
   EXPECT_EQ(s.code(), absl::StatusCode::kFailedPrecondition);
-  EXPECT_EQ(s.message(), absl::StrCat("rendezvous at ", store, " (run once): rank 0 has already joined this run; "
+  EXPECT_EQ(s.message(), absl::StrCat("rendezvous at ", store,
+                                      " (run once): rank 0 has already joined this run; "
                                       "either two processes have rank 0 or an earlier run used this store with the "
                                       "same run id (give each run a fresh directory or KILN_RUN_ID)"));
   // Another run id in the same directory is another run.
@@ -144,14 +152,16 @@ TEST(Rendezvous, MissingRankNamedByEveryRankThatJoined) {
   for (int r : {0, 2}) {
     const auto result = ranks.Wait(r, milliseconds(10000));
     EXPECT_EQ(result.exit_code, 2) << result.output;
-    EXPECT_TRUE(absl::StrContains(result.output, absl::StrCat("timed out after 1000 ms: rank(s) 1 of 3 did not join (this is rank ", r, ")")))
+    EXPECT_TRUE(absl::StrContains(
+        result.output, absl::StrCat("timed out after 1000 ms: rank(s) 1 of 3 did not join (this is rank ", r, ")")))
         << result.output;
   }
 }
 
 // Debian's redis-server, started here on a free port and stopped at the end.
 TEST(Rendezvous, RedisStoreAcrossProcesses) {
-  if (access("/usr/bin/redis-server", X_OK) != 0) GTEST_SKIP() << "redis-server is not installed (./bazelw installs it)";
+  if (access("/usr/bin/redis-server", X_OK) != 0)
+    GTEST_SKIP() << "redis-server is not installed (./bazelw installs it)";
   const int port = FreePort();
   const pid_t redis = fork();
   if (redis == 0) {
@@ -176,7 +186,8 @@ TEST(Rendezvous, RedisStoreAcrossProcesses) {
     for (const auto& r : ranks.WaitAll(milliseconds(60000))) EXPECT_EQ(r.exit_code, 0) << r.output;
   }
   const absl::Status missing = Connect(1, 2, address, 1000, "redis-missing");
-  EXPECT_EQ(missing.message(), absl::StrCat("rendezvous at ", address, " (run redis-missing) timed out after 1000 ms: "
+  EXPECT_EQ(missing.message(), absl::StrCat("rendezvous at ", address,
+                                            " (run redis-missing) timed out after 1000 ms: "
                                             "rank(s) 0 of 2 did not join (this is rank 1); start every rank with the "
                                             "same rendezvous address, run id and world size"));
   kill(redis, SIGTERM);

@@ -19,8 +19,11 @@ std::vector<absl::Status> Agree(const std::vector<Settings>& settings) {
   std::vector<std::future<absl::Status>> ranks;
   for (int r = 0; r < world; ++r) {
     ranks.push_back(std::async(std::launch::async, [&, r]() -> absl::Status {
-      auto group = GlooProcessGroup::Connect({.rank = r, .world_size = world, .rendezvous = store,
-                                              .run_id = "settings", .host = "127.0.0.1",
+      auto group = GlooProcessGroup::Connect({.rank = r,
+                                              .world_size = world,
+                                              .rendezvous = store,
+                                              .run_id = "settings",
+                                              .host = "127.0.0.1",
                                               .timeout = std::chrono::milliseconds(20000)});
       if (!group.ok()) return group.status();
       return AgreeOnSettings(**group, settings[r]);
@@ -43,17 +46,19 @@ TEST(SettingsAgreement, EveryRankNamesTheSameDifference) {
   other[2].second = "adamw";
   for (const absl::Status& s : Agree({kBase, kBase, other})) {
     EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument);
-    EXPECT_EQ(s.message(), "ranks disagree on the run's settings: rank 2 has --batch_size=32 but rank 0 has "
-                           "--batch_size=64; rank 2 has --optimizer=adamw but rank 0 has --optimizer=sgd; start every "
-                           "rank with the same flags");
+    EXPECT_EQ(s.message(),
+              "ranks disagree on the run's settings: rank 2 has --batch_size=32 but rank 0 has "
+              "--batch_size=64; rank 2 has --optimizer=adamw but rank 0 has --optimizer=sgd; start every "
+              "rank with the same flags");
   }
 }
 
 TEST(SettingsAgreement, MissingSettingsAndLongValuesAreCompared) {
   Settings fewer = {kBase[0], kBase[1]};
   for (const absl::Status& s : Agree({kBase, fewer})) {
-    EXPECT_EQ(s.message(), "ranks disagree on the run's settings: rank 0 has --optimizer=sgd but rank 1 has no "
-                           "--optimizer; start every rank with the same flags");
+    EXPECT_EQ(s.message(),
+              "ranks disagree on the run's settings: rank 0 has --optimizer=sgd but rank 1 has no "
+              "--optimizer; start every rank with the same flags");
   }
   // Values that differ only past what a message shows still differ.
   Settings a = {{"--data", std::string(500, 'x') + "a"}}, b = {{"--data", std::string(500, 'x') + "b"}};

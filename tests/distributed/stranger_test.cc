@@ -36,8 +36,13 @@ std::string FreshStore() {
 
 ProcessGroupOptions Options(int rank, int size, const std::string& store, const std::string& token,
                             milliseconds timeout = milliseconds(20000)) {
-  return {.rank = rank, .world_size = size, .rendezvous = store, .run_id = "strangers", .host = "127.0.0.1",
-          .run_token = token, .timeout = timeout};
+  return {.rank = rank,
+          .world_size = size,
+          .rendezvous = store,
+          .run_id = "strangers",
+          .host = "127.0.0.1",
+          .run_token = token,
+          .timeout = timeout};
 }
 
 // Captures what this process writes to stderr while it lives.
@@ -137,7 +142,7 @@ TEST(Strangers, AreIgnoredAndTheRealRanksConnect) {
   auto rank0 = std::async(std::launch::async, [&] { return Mesh(store, 0, "tok-A-1234567890"); });
   const sockaddr_storage port = PublishedPort(store, 0, 2, 1);
 
-  close(Connect(port));  // connect and close
+  close(Connect(port));            // connect and close
   const int held = Connect(port);  // connect and hold the port
   // A Gloo frame (opcode 1: "into the unbound buffer of slot 12345"), on which Gloo's event
   // loop would throw and end the process.
@@ -190,8 +195,10 @@ TEST(Strangers, EachRejectionIsNamed) {
 
 TEST(Strangers, AProcessOfAnotherWorldSizeFailsAloneWithAMessage) {
   const std::string store = FreshStore();
-  auto rank0 = std::async(std::launch::async, [&] { return GlooProcessGroup::Connect(Options(0, 2, store, "tok-C-1234567890")); });
-  auto rank1 = std::async(std::launch::async, [&] { return GlooProcessGroup::Connect(Options(1, 2, store, "tok-C-1234567890")); });
+  auto rank0 = std::async(std::launch::async,
+                          [&] { return GlooProcessGroup::Connect(Options(0, 2, store, "tok-C-1234567890")); });
+  auto rank1 = std::async(std::launch::async,
+                          [&] { return GlooProcessGroup::Connect(Options(1, 2, store, "tok-C-1234567890")); });
   auto g0 = rank0.get();
   auto g1 = rank1.get();
   ASSERT_TRUE(g0.ok() && g1.ok());
@@ -213,10 +220,12 @@ TEST(Strangers, AProcessOfAnotherWorldSizeFailsAloneWithAMessage) {
 TEST(Strangers, RanksWithDifferentTokensFailSayingSo) {
   const std::string store = FreshStore();
   StderrCapture captured;
-  auto rank0 = std::async(std::launch::async,
-                          [&] { return GlooProcessGroup::Connect(Options(0, 2, store, "tok-D-1234567890", milliseconds(1000))); });
-  auto rank1 = std::async(std::launch::async,
-                          [&] { return GlooProcessGroup::Connect(Options(1, 2, store, "tok-E-1234567890", milliseconds(1000))); });
+  auto rank0 = std::async(std::launch::async, [&] {
+    return GlooProcessGroup::Connect(Options(0, 2, store, "tok-D-1234567890", milliseconds(1000)));
+  });
+  auto rank1 = std::async(std::launch::async, [&] {
+    return GlooProcessGroup::Connect(Options(1, 2, store, "tok-E-1234567890", milliseconds(1000)));
+  });
   const auto g0 = rank0.get();
   const auto g1 = rank1.get();
   ASSERT_FALSE(g0.ok());

@@ -74,7 +74,8 @@ TEST(TrainFlags, HelpIsNotARun) {
   EXPECT_EQ(ParseCommandLineStrictly({"--lr=nan", "--help"}).value(), CommandLine::kHelp);
   const std::string usage = Usage("train", "Trains.");
   EXPECT_NE(usage.find("  --batch_size  images per step, over every device of every process (default: 64)"),
-            std::string::npos) << usage;
+            std::string::npos)
+      << usage;
   EXPECT_EQ(usage.find("flagfile"), std::string::npos) << usage;
 }
 

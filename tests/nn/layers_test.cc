@@ -22,8 +22,7 @@ using Args = std::vector<T>;
 std::vector<double> V(const T& t) { return t.to_data().ToDoubles(); }
 
 // Direct convolution, loop by loop.
-std::vector<double> ReferenceConv(const TensorData& x, const TensorData& w, int64_t stride,
-                                  int64_t pad) {
+std::vector<double> ReferenceConv(const TensorData& x, const TensorData& w, int64_t stride, int64_t pad) {
   const auto xs = x.shape(), ws = w.shape();
   const int64_t n = xs[0], c = xs[1], h = xs[2], wd = xs[3], o = ws[0], k = ws[2];
   const int64_t oh = (h + 2 * pad - k) / stride + 1, ow = (wd + 2 * pad - k) / stride + 1;
@@ -64,18 +63,19 @@ TEST(Conv2d, GradientsMatchFiniteDifferences) {
   Generator gen(3);
   Conv2d<AD> conv(2, 3, 3, gen, {.stride = 2, .padding = 1, .dtype = DType::kF64});
   const TensorData w = conv.named_parameters()[0].second->to_data();
-  GradCheck<Cpu>([&](const Args& v) {
-    // Same computation with the weight and bias as inputs.
-    auto params = conv.named_parameters();
-    *params[0].second = v[1];
-    *params[1].second = v[2];
-    return conv(v[0]);
-  }, {Uniform({2, 2, 5, 5}, -1, 1, 4), w, Uniform({3}, -1, 1, 5)});
+  GradCheck<Cpu>(
+      [&](const Args& v) {
+        // Same computation with the weight and bias as inputs.
+        auto params = conv.named_parameters();
+        *params[0].second = v[1];
+        *params[1].second = v[2];
+        return conv(v[0]);
+      },
+      {Uniform({2, 2, 5, 5}, -1, 1, 4), w, Uniform({3}, -1, 1, 5)});
 }
 
 TEST(MaxPool2d, MatchesWindowsAndRoutesGradients) {
-  const T x = T::from_vector(std::vector<double>{1, 5, 2, 0, 3, 4, 8, 1, 0, 2, 9, 7, 6, 1, 3, 2},
-                             {1, 1, 4, 4});
+  const T x = T::from_vector(std::vector<double>{1, 5, 2, 0, 3, 4, 8, 1, 0, 2, 9, 7, 6, 1, 3, 2}, {1, 1, 4, 4});
   EXPECT_EQ(V(MaxPool2d<AD>(2)(x)), (std::vector<double>{5, 8, 6, 9}));
   EXPECT_EQ(V(MaxPool2d<AD>(2, 1)(x)), (std::vector<double>{5, 8, 8, 4, 9, 9, 6, 9, 9}));
   EXPECT_EQ(MaxPool2d<AD>(3)(x).shape(), Shape({1, 1, 1, 1}));  // the remainder is dropped
@@ -128,11 +128,13 @@ TEST(Activations, GeluAndDropout) {
   const auto kept = V(drop(ones));
   int zeros = 0;
   for (double v : kept) {
-    if (v == 0) ++zeros;
-    else EXPECT_DOUBLE_EQ(v, 1 / 0.75);
+    if (v == 0)
+      ++zeros;
+    else
+      EXPECT_DOUBLE_EQ(v, 1 / 0.75);
   }
   EXPECT_NEAR(zeros / 10000.0, 0.25, 0.02);
-  EXPECT_NE(V(drop(ones)), kept);  // a new mask each call
+  EXPECT_NE(V(drop(ones)), kept);                   // a new mask each call
   EXPECT_EQ(V(Dropout<AD>(0.25, 42)(ones)), kept);  // the seed fixes the masks
   drop.eval();
   EXPECT_EQ(V(drop(ones)), V(ones));

@@ -108,7 +108,8 @@ TEST(Schedules, StepAndCosine) {
 class CheckpointTest : public ::testing::Test {
  protected:
   void SetUp() override {
-    dir_ = std::filesystem::path(::testing::TempDir()) / ::testing::UnitTest::GetInstance()->current_test_info()->name();
+    dir_ =
+        std::filesystem::path(::testing::TempDir()) / ::testing::UnitTest::GetInstance()->current_test_info()->name();
     std::filesystem::create_directories(dir_);
     path_ = (dir_ / "model.safetensors").string();
   }
@@ -207,8 +208,7 @@ TEST_F(CheckpointTest, DamagedFilesAreRejectedClearly) {
   EXPECT_EQ(LoadCheckpoint<Cpu>(path_, model, &sgd).message(), path_ + " holds no state for optimizer sgd");
 
   EXPECT_EQ(LoadCheckpoint<Cpu>((dir_ / "missing").string(), model).code(), absl::StatusCode::kNotFound);
-  EXPECT_EQ(SaveCheckpoint<Cpu>((dir_ / "no/such/dir/x").string(), model).code(),
-            absl::StatusCode::kNotFound);
+  EXPECT_EQ(SaveCheckpoint<Cpu>((dir_ / "no/such/dir/x").string(), model).code(), absl::StatusCode::kNotFound);
 }
 
 TEST_F(CheckpointTest, AFailedLoadChangesNothing) {
@@ -312,8 +312,9 @@ TEST_F(CheckpointTest, AdamWNeedsAllItsSlotsOrNone) {
   EditFile(path_, [](TensorFile& f) { f.tensors.erase("optimizer/exp_avg_sq/weight"); });
   AdamW<Cpu> adamw(0.01);
   EXPECT_EQ(LoadCheckpoint<Cpu>(path_, model, &adamw).message(),
-            path_ + ": parameter weight has 1 of the 2 optimizer slots (exp_avg, exp_avg_sq) in the "
-                    "file; it needs all of them or none");
+            path_ +
+                ": parameter weight has 1 of the 2 optimizer slots (exp_avg, exp_avg_sq) in the "
+                "file; it needs all of them or none");
   // None at all is a fresh start for that parameter.
   EditFile(path_, [](TensorFile& f) { f.tensors.erase("optimizer/exp_avg/weight"); });
   EXPECT_TRUE(LoadCheckpoint<Cpu>(path_, model, &adamw).ok());

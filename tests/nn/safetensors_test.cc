@@ -67,7 +67,8 @@ class SafetensorsTest : public ::testing::Test {
 TEST_F(SafetensorsTest, SizesThatOverflowAreRejected) {
   const std::string prefix = path_ + " is not a valid safetensors file: tensor t is ";
   // 2^61 f32 elements are 2^63 bytes: the element count fits in int64, the byte size does not.
-  absl::Status s = ReadBytes(Safetensors(R"({"t":{"dtype":"F32","shape":[2305843009213693952],"data_offsets":[0,0]}})"));
+  absl::Status s =
+      ReadBytes(Safetensors(R"({"t":{"dtype":"F32","shape":[2305843009213693952],"data_offsets":[0,0]}})"));
   EXPECT_EQ(s.code(), absl::StatusCode::kDataLoss) << s;
   EXPECT_EQ(s.message(), prefix + "f32[2305843009213693952], more bytes than fit in int64");
   // 2^62 f32 elements are 2^64 bytes, which wrap to 0 and would match an empty byte range.
@@ -96,16 +97,19 @@ TEST_F(SafetensorsTest, SizesThatOverflowAreRejected) {
 // What a header claims is compared with the bytes the file holds before anything is allocated.
 TEST_F(SafetensorsTest, ClaimsAreCheckedAgainstTheFileBeforeAllocating) {
   // 4 TiB claimed in a file of a few dozen bytes.
-  absl::Status s = ReadBytes(Safetensors(R"({"t":{"dtype":"F32","shape":[1099511627776],"data_offsets":[0,4398046511104]}})", "abcd"));
+  absl::Status s = ReadBytes(
+      Safetensors(R"({"t":{"dtype":"F32","shape":[1099511627776],"data_offsets":[0,4398046511104]}})", "abcd"));
   EXPECT_EQ(s.code(), absl::StatusCode::kDataLoss) << s;
-  EXPECT_EQ(s.message(), path_ + " is not a valid safetensors file: tensor t: bytes [0, 4398046511104) do not "
-                                 "hold f32[1099511627776] (4398046511104 bytes) in 4 data bytes (truncated?)");
+  EXPECT_EQ(s.message(), path_ +
+                             " is not a valid safetensors file: tensor t: bytes [0, 4398046511104) do not "
+                             "hold f32[1099511627776] (4398046511104 bytes) in 4 data bytes (truncated?)");
   // 256 MiB claimed, with a range that says the same: still only 4 bytes in the file.
   s = ReadBytes(Safetensors(R"({"t":{"dtype":"F32","shape":[67108864],"data_offsets":[0,268435456]}})", "abcd"));
   EXPECT_NE(s.message().find("(truncated?)"), std::string_view::npos) << s;
   // Overlapping ranges would let a small file fill memory many times over.
   std::string header = "{";
-  for (int i = 0; i < 64; ++i) absl::StrAppend(&header, i ? "," : "", R"("t)", i, R"(":{"dtype":"I32","shape":[16384],"data_offsets":[0,65536]})");
+  for (int i = 0; i < 64; ++i)
+    absl::StrAppend(&header, i ? "," : "", R"("t)", i, R"(":{"dtype":"I32","shape":[16384],"data_offsets":[0,65536]})");
   s = ReadBytes(Safetensors(header + "}", std::string(65536, '\0')), 1 << 20);
   EXPECT_EQ(s.message(), path_ + " is not a valid safetensors file: tensor data overlaps or has a gap at byte 65536");
 }
@@ -159,8 +163,11 @@ TEST_F(SafetensorsTest, PlantedLinksAreNeverFollowed) {
   const fs::path victim = fs::path(::testing::TempDir()) / "victim_of_planted_link";
   std::ofstream(victim, std::ios::trunc) << "precious";
   const std::string planted[] = {
-      absl::StrCat(path_, ".tmp.", getpid()), absl::StrCat(path_, ".tmp"), absl::StrCat(path_, "~"),
-      (dir_ / ".model.safetensors.tmp").string(), absl::StrCat(path_, ".tmp.", getpid() + 1),
+      absl::StrCat(path_, ".tmp.", getpid()),
+      absl::StrCat(path_, ".tmp"),
+      absl::StrCat(path_, "~"),
+      (dir_ / ".model.safetensors.tmp").string(),
+      absl::StrCat(path_, ".tmp.", getpid() + 1),
   };
   for (const std::string& link : planted) fs::create_symlink(victim, link);
   // And a dangling one, which would create a file where its link points.
@@ -246,7 +253,8 @@ TEST_F(SafetensorsTest, CheckWritableFindsWhatWouldFailAndLeavesNothing) {
   const std::string missing = (dir_ / "no/such/dir/model.safetensors").string();
   absl::Status s = CheckWritable(missing);
   EXPECT_EQ(s.code(), absl::StatusCode::kNotFound) << s;
-  EXPECT_NE(s.message().find("cannot create a file in " + (dir_ / "no/such/dir/").string()), std::string_view::npos) << s;
+  EXPECT_NE(s.message().find("cannot create a file in " + (dir_ / "no/such/dir/").string()), std::string_view::npos)
+      << s;
   s = CheckWritable(dir_.string());
   EXPECT_EQ(s.message(), dir_.string() + " is a directory, not a file");
   s = CheckWritable(dir_.string() + "/");

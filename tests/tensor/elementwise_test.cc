@@ -25,8 +25,7 @@ TYPED_TEST(Elementwise, UnaryOpsMatchTheStandardLibrary) {
       {"log", [](const Tn& t) { return t.log(); }, [](double x) { return std::log(x); }, 0.01, 9},
       {"sqrt", [](const Tn& t) { return t.sqrt(); }, [](double x) { return std::sqrt(x); }, 0, 9},
       {"tanh", [](const Tn& t) { return t.tanh(); }, [](double x) { return std::tanh(x); }, -4, 4},
-      {"sigmoid", [](const Tn& t) { return t.sigmoid(); },
-       [](double x) { return 1 / (1 + std::exp(-x)); }, -9, 9},
+      {"sigmoid", [](const Tn& t) { return t.sigmoid(); }, [](double x) { return 1 / (1 + std::exp(-x)); }, -9, 9},
       {"relu", [](const Tn& t) { return t.relu(); }, [](double x) { return x > 0 ? x : 0; }, -2, 2},
   };
   for (const Case& c : cases) {
@@ -53,8 +52,8 @@ TYPED_TEST(Elementwise, ReluKeepsNaN) {
 // Shape pairs that cover every broadcasting rule, including scalars and empty dims.
 const std::vector<std::pair<Shape, Shape>>& BroadcastCases() {
   static const auto* cases = new std::vector<std::pair<Shape, Shape>>{
-      {{2, 3}, {2, 3}}, {{2, 3}, {3}},          {{2, 1}, {1, 3}},    {{4, 1, 3}, {2, 1}},
-      {{}, {2, 3}},     {{2, 3}, {}},           {{0, 3}, {3}},       {{1}, {0}},
+      {{2, 3}, {2, 3}},       {{2, 3}, {3}},          {{2, 1}, {1, 3}},   {{4, 1, 3}, {2, 1}},
+      {{}, {2, 3}},           {{2, 3}, {}},           {{0, 3}, {3}},      {{1}, {0}},
       {{3, 1, 2}, {3, 4, 1}}, {{5, 1, 1, 7}, {6, 1}}, {{65, 130}, {130}}, {{1, 130}, {65, 1}},
   };
   return *cases;
@@ -167,12 +166,12 @@ TYPED_TEST(Elementwise, LargeTensorsSplitAcrossThreadsGiveTheSameValues) {
   // Larger than one parallel chunk, with a broadcast operand and a strided one.
   const Tn a = this->Random({300, 1001}, -1, 1, 1);
   const Tn b = this->Random({1001}, -1, 1, 2);
-  this->ExpectClose(a * b + a.exp(), Zip(Zip(this->R(a), this->R(b), std::multiplies<>()),
-                                         Map(this->R(a), [](double v) { return std::exp(v); }),
-                                         std::plus<>()), 4);
+  this->ExpectClose(a * b + a.exp(),
+                    Zip(Zip(this->R(a), this->R(b), std::multiplies<>()),
+                        Map(this->R(a), [](double v) { return std::exp(v); }), std::plus<>()),
+                    4);
   this->ExpectClose(a.transpose(0, 1).sigmoid(),
-                    Permute(Map(this->R(a), [](double v) { return 1 / (1 + std::exp(-v)); }),
-                            {1, 0}), 4);
+                    Permute(Map(this->R(a), [](double v) { return 1 / (1 + std::exp(-v)); }), {1, 0}), 4);
 }
 
 }  // namespace

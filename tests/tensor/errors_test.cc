@@ -13,8 +13,7 @@ class Errors : public ::testing::Test {
   void SetUp() override { KILN_SKIP_IF_UNAVAILABLE(B); }
   using Tn = Tensor<B>;
   // Runs `f`, which must throw kiln::Error with exactly this code and message.
-  static void ExpectError(const std::function<void()>& f, absl::StatusCode code,
-                          const std::string& message) {
+  static void ExpectError(const std::function<void()>& f, absl::StatusCode code, const std::string& message) {
     try {
       f();
       ADD_FAILURE() << "no error; expected: " << message;
@@ -37,23 +36,23 @@ TYPED_TEST(Errors, MismatchedOperandsNameBoth) {
   const Tn d = Tn::zeros({2, 3}, DType::kF64);
   this->ExpectError([&] { (void)(a + b); }, kInvalid,
                     "add: shapes do not broadcast: f32[2,3] on " + dev + " and f32[4] on " + dev);
-  this->ExpectError([&] { (void)(a * d); }, kInvalid,
-                    "mul: dtypes differ: f32[2,3] on " + dev + " and f64[2,3] on " + dev +
-                        "; convert one with .to(DType)");
+  this->ExpectError(
+      [&] { (void)(a * d); }, kInvalid,
+      "mul: dtypes differ: f32[2,3] on " + dev + " and f64[2,3] on " + dev + "; convert one with .to(DType)");
   this->ExpectError([&] { (void)a.matmul(a); }, kInvalid,
                     "matmul: inner dims differ (3 vs 2); got f32[2,3] on " + dev + " and f32[2,3] on " + dev);
-  this->ExpectError([&] { (void)a.matmul(d); }, kInvalid,
-                    "matmul: needs two tensors of one floating dtype, got f32[2,3] on " + dev +
-                        " and f64[2,3] on " + dev);
+  this->ExpectError(
+      [&] { (void)a.matmul(d); }, kInvalid,
+      "matmul: needs two tensors of one floating dtype, got f32[2,3] on " + dev + " and f64[2,3] on " + dev);
   this->ExpectError([&] { (void)Tn::where(a.gt(0), a, b); }, kInvalid,
-                    "where: shapes do not broadcast: condition bool[2,3] on " + dev + ", f32[2,3] on " +
-                        dev + " and f32[4] on " + dev);
+                    "where: shapes do not broadcast: condition bool[2,3] on " + dev + ", f32[2,3] on " + dev +
+                        " and f32[4] on " + dev);
   this->ExpectError([&] { (void)Tn::where(a, a, a); }, kInvalid,
                     "where: condition must be bool, got f32[2,3] on " + dev);
   const std::vector<Tn> parts = {a, b.reshape({1, 4})};
   this->ExpectError([&] { (void)Tn::cat(parts, 0); }, kInvalid,
-                    "cat along dim 0: tensor 1 is f32[1,4] on " + dev + " but tensor 0 is f32[2,3] on " +
-                        dev + "; they must match in dtype and in every other dim");
+                    "cat along dim 0: tensor 1 is f32[1,4] on " + dev + " but tensor 0 is f32[2,3] on " + dev +
+                        "; they must match in dtype and in every other dim");
 }
 
 TYPED_TEST(Errors, DifferentDevicesAreRejected) {
@@ -63,13 +62,13 @@ TYPED_TEST(Errors, DifferentDevicesAreRejected) {
   const Tn a = Tn::ones({2});
   const Tn b = Tn::ones({2}, DType::kF32, second);
   this->ExpectError([&] { (void)(a - b); }, kInvalid,
-                    "sub: operands are on different devices: f32[2] on " + a.device().ToString() +
-                        " and f32[2] on " + second.ToString() + "; move one with .to(device)");
+                    "sub: operands are on different devices: f32[2] on " + a.device().ToString() + " and f32[2] on " +
+                        second.ToString() + "; move one with .to(device)");
   // Moving it fixes it.
   EXPECT_EQ((a - b.to(a.device())).to_data().ToDoubles(), (std::vector<double>{0, 0}));
   EXPECT_EQ(a.to(second).device(), second);
-  this->ExpectError([&] { (void)Tn::zeros({1}, DType::kF32, TestDevices<TypeParam>::Missing()); },
-                    kInvalid, TestDevices<TypeParam>::kMissingMessage);
+  this->ExpectError([&] { (void)Tn::zeros({1}, DType::kF32, TestDevices<TypeParam>::Missing()); }, kInvalid,
+                    TestDevices<TypeParam>::kMissingMessage);
 }
 
 TYPED_TEST(Errors, DimsOutOfRange) {
@@ -81,10 +80,12 @@ TYPED_TEST(Errors, DimsOutOfRange) {
                     "max: dim -3 is out of range for shape [2,3] (rank 2; valid dims are -2..1)");
   this->ExpectError([&] { (void)a.transpose(0, 5); }, kRange,
                     "transpose: dim 5 is out of range for shape [2,3] (rank 2; valid dims are -2..1)");
-  this->ExpectError([&] { (void)a.sum({1, -1}); }, kInvalid,
-                    "sum: dims [1,-1] name dim 1 twice (shape [2,3])");
-  this->ExpectError([&] { (void)a.permute({0, 0}); }, kInvalid,
-                    "permute: [0,0] names dim 0 twice (f32[2,3] on " + a.device().ToString() + ")");
+  this->ExpectError([&] { (void)a.sum({1, -1}); }, kInvalid, "sum: dims [1,-1] name dim 1 twice (shape [2,3])");
+  this->ExpectError(
+      [&] {
+        (void)a.permute({0, 0});
+      },
+      kInvalid, "permute: [0,0] names dim 0 twice (f32[2,3] on " + a.device().ToString() + ")");
   this->ExpectError([&] { (void)a.squeeze(0); }, kInvalid,
                     "squeeze: dim 0 of f32[2,3] on " + a.device().ToString() + " has size 2, not 1");
   this->ExpectError([&] { (void)Tn::zeros({0}).max(); }, kInvalid,
@@ -94,16 +95,27 @@ TYPED_TEST(Errors, DimsOutOfRange) {
 TYPED_TEST(Errors, ShapesAndReshapes) {
   using Tn = typename TestFixture::Tn;
   const Tn a = Tn::zeros({2, 3});
-  this->ExpectError([&] { (void)a.reshape({4, 2}); }, kInvalid,
-                    "reshape of [2,3] (6 elements) to [4,2] (8 elements): counts differ");
-  this->ExpectError([&] { (void)a.reshape({-1, 4}); }, kInvalid,
-                    "reshape of [2,3] (6 elements) to [-1,4]: the -1 cannot be inferred");
-  this->ExpectError([&] { (void)a.reshape({-1, -1}); }, kInvalid,
-                    "reshape of [2,3] to [-1,-1]: only one dim may be -1");
-  this->ExpectError([&] { (void)Tn::zeros({2, -3}); }, kInvalid,
-                    "shape [2,-3] has a negative dimension");
-  this->ExpectError([&] { (void)a.expand(Shape{4, 3}); }, kInvalid,
-                    "expand: f32[2,3] on " + a.device().ToString() + " cannot be broadcast to [4,3]");
+  this->ExpectError(
+      [&] {
+        (void)a.reshape({4, 2});
+      },
+      kInvalid, "reshape of [2,3] (6 elements) to [4,2] (8 elements): counts differ");
+  this->ExpectError(
+      [&] {
+        (void)a.reshape({-1, 4});
+      },
+      kInvalid, "reshape of [2,3] (6 elements) to [-1,4]: the -1 cannot be inferred");
+  this->ExpectError(
+      [&] {
+        (void)a.reshape({-1, -1});
+      },
+      kInvalid, "reshape of [2,3] to [-1,-1]: only one dim may be -1");
+  this->ExpectError([&] { (void)Tn::zeros({2, -3}); }, kInvalid, "shape [2,-3] has a negative dimension");
+  this->ExpectError(
+      [&] {
+        (void)a.expand(Shape{4, 3});
+      },
+      kInvalid, "expand: f32[2,3] on " + a.device().ToString() + " cannot be broadcast to [4,3]");
   this->ExpectError([&] { (void)a.template item<float>(); }, kInvalid,
                     "item: f32[2,3] on " + a.device().ToString() + " has 6 elements, not 1");
 }
@@ -115,17 +127,21 @@ TYPED_TEST(Errors, IndicesAreChecked) {
   const Tn bad = Tn::from_vector(std::vector<int64_t>{0, 3}, {1, 2});
   this->ExpectError([&] { (void)a.gather(1, bad); }, kRange,
                     "gather: index 3 at position 1 is out of range [0, 3) for source shape [2,3]");
-  this->ExpectError([&] { (void)a.index_select(0, Tn::from_vector(std::vector<int32_t>{-1}, {1})); },
-                    kRange, "index_select: index -1 at position 0 is out of range [0, 2) for source shape [2,3]");
-  this->ExpectError([&] { (void)a.gather(1, a); }, kInvalid,
-                    "gather: index must be an integer tensor, got f32[2,3] on " + dev + " (source f32[2,3] on " + dev + ")");
-  this->ExpectError([&] { (void)a.gather(0, Tn::zeros({1, 4}, DType::kI64)); }, kInvalid,
-                    "gather: index i64[1,4] on " + dev + " must have the rank of f32[2,3] on " + dev +
-                        " and be no larger in any dim but 0");
+  this->ExpectError([&] { (void)a.index_select(0, Tn::from_vector(std::vector<int32_t>{-1}, {1})); }, kRange,
+                    "index_select: index -1 at position 0 is out of range [0, 2) for source shape [2,3]");
+  this->ExpectError(
+      [&] { (void)a.gather(1, a); }, kInvalid,
+      "gather: index must be an integer tensor, got f32[2,3] on " + dev + " (source f32[2,3] on " + dev + ")");
+  this->ExpectError(
+      [&] {
+        (void)a.gather(0, Tn::zeros({1, 4}, DType::kI64));
+      },
+      kInvalid,
+      "gather: index i64[1,4] on " + dev + " must have the rank of f32[2,3] on " + dev +
+          " and be no larger in any dim but 0");
   this->ExpectError([&] { (void)Tn::arange(4).one_hot(3); }, kRange,
                     "one_hot: class id 3 is outside [0, 3) in i64[4] on " + dev);
-  this->ExpectError([&] { (void)a.one_hot(3); }, kInvalid,
-                    "one_hot: needs integer class ids, got f32[2,3] on " + dev);
+  this->ExpectError([&] { (void)a.one_hot(3); }, kInvalid, "one_hot: needs integer class ids, got f32[2,3] on " + dev);
 }
 
 TYPED_TEST(Errors, DTypeRules) {
@@ -135,9 +151,9 @@ TYPED_TEST(Errors, DTypeRules) {
   const Tn b = i.gt(0);
   this->ExpectError([&] { (void)i.exp(); }, kInvalid,
                     "exp: needs a floating dtype, got i64[3] on " + dev + "; convert with .to(DType::kF32)");
-  this->ExpectError([&] { (void)(b + b); }, kInvalid,
-                    "add: arithmetic on bool tensors (bool[3] on " + dev + " and bool[3] on " + dev +
-                        "); convert with .to(DType)");
+  this->ExpectError(
+      [&] { (void)(b + b); }, kInvalid,
+      "add: arithmetic on bool tensors (bool[3] on " + dev + " and bool[3] on " + dev + "); convert with .to(DType)");
   this->ExpectError([&] { (void)(i * 0.5); }, kInvalid,
                     "mul: scalar 0.5 is not a whole number but the tensor is i64[3] on " + dev +
                         "; convert the tensor with .to(DType::kF32)");

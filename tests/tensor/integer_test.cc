@@ -40,8 +40,7 @@ TYPED_TEST(Integer, ArithmeticWrapsInsteadOfOverflowing) {
 TYPED_TEST(Integer, DivisionTruncatesAndRejectsZero) {
   const auto a = this->Of(std::vector<int64_t>{7, -7, 7, std::numeric_limits<int64_t>::min()});
   const auto b = this->Of(std::vector<int64_t>{2, 2, -2, -1});
-  EXPECT_EQ(this->V(a / b),
-            (std::vector<double>{3, -3, -3, static_cast<double>(std::numeric_limits<int64_t>::min())}));
+  EXPECT_EQ(this->V(a / b), (std::vector<double>{3, -3, -3, static_cast<double>(std::numeric_limits<int64_t>::min())}));
   const auto zero = this->Of(std::vector<int64_t>{1, 0, 1, 1});
   try {
     (void)(a / zero);
@@ -103,8 +102,7 @@ TYPED_TEST(Integer, LayoutOpsWorkOnEveryDType) {
   EXPECT_EQ(this->V(a.index_select(1, idx)), (std::vector<double>{2, 0, 5, 3}));
   const auto b = a.gt(2);
   EXPECT_EQ(this->V(b.transpose(0, 1).reshape({-1})), (std::vector<double>{0, 1, 0, 1, 0, 1}));
-  EXPECT_EQ(this->V(a.to(DType::kI64).expand(Shape{2, 2, 3}).sum({0})),
-            (std::vector<double>{0, 2, 4, 6, 8, 10}));
+  EXPECT_EQ(this->V(a.to(DType::kI64).expand(Shape{2, 2, 3}).sum({0})), (std::vector<double>{0, 2, 4, 6, 8, 10}));
 }
 
 }  // namespace

@@ -135,8 +135,7 @@ TYPED_TEST(Layout, IndexSelectAndOneHot) {
   const Tn rows = x.index_select(0, idx);
   const Tn cols = x.index_select(1, idx.slice(0, 2, 3));
   const Ref r = this->R(x);
-  this->ExpectExact(rows, Ref{{3, 3}, {r.v[9], r.v[10], r.v[11], r.v[9], r.v[10], r.v[11],
-                                       r.v[0], r.v[1], r.v[2]}});
+  this->ExpectExact(rows, Ref{{3, 3}, {r.v[9], r.v[10], r.v[11], r.v[9], r.v[10], r.v[11], r.v[0], r.v[1], r.v[2]}});
   this->ExpectExact(cols, Ref{{4, 1}, {r.v[0], r.v[3], r.v[6], r.v[9]}});
   this->ExpectExact(x.transpose(0, 1).index_select(1, idx), Permute(Ref::Of(rows.to_data()), {1, 0}));
 

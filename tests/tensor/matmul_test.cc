@@ -10,8 +10,8 @@ TYPED_TEST_SUITE(Matmul, FloatConfigs, ConfigNames);
 
 TYPED_TEST(Matmul, TwoDimensional) {
   using Tn = typename TestFixture::Tn;
-  const std::vector<std::tuple<int64_t, int64_t, int64_t>> sizes = {
-      {1, 1, 1}, {2, 3, 4}, {1, 7, 5}, {6, 7, 1}, {5, 1, 6}, {33, 65, 17}, {130, 70, 90}};
+  const std::vector<std::tuple<int64_t, int64_t, int64_t>> sizes = {{1, 1, 1}, {2, 3, 4},    {1, 7, 5},    {6, 7, 1},
+                                                                    {5, 1, 6}, {33, 65, 17}, {130, 70, 90}};
   for (const auto& [m, k, n] : sizes) {
     SCOPED_TRACE(::testing::PrintToString(std::make_tuple(m, k, n)));
     const Tn a = this->Random({m, k}, -1, 1, 1);
@@ -20,8 +20,7 @@ TYPED_TEST(Matmul, TwoDimensional) {
     this->ExpectClose(a.matmul(b), want, 4 * k);
     // Transposed views are read in place; strided ones are copied first.
     this->ExpectClose(this->Random({k, m}, -1, 1, 1).transpose(0, 1).matmul(b),
-                      kiln::testing::Matmul(Permute(this->R(this->Random({k, m}, -1, 1, 1)), {1, 0}),
-                                            this->R(b)),
+                      kiln::testing::Matmul(Permute(this->R(this->Random({k, m}, -1, 1, 1)), {1, 0}), this->R(b)),
                       4 * k);
     this->ExpectClose(this->Strided(a).matmul(this->Strided(b)), want, 4 * k);
     this->ExpectClose(a.matmul(b.transpose(0, 1).transpose(0, 1)), want, 4 * k);
@@ -39,9 +38,8 @@ TYPED_TEST(Matmul, TransposedOperandsMatchReference) {
 TYPED_TEST(Matmul, BatchedWithBroadcasting) {
   using Tn = typename TestFixture::Tn;
   const std::vector<std::pair<Shape, Shape>> cases = {
-      {{2, 3, 4}, {2, 4, 5}},    {{3, 4}, {2, 4, 5}},   {{2, 3, 4}, {4, 5}},
-      {{2, 1, 3, 4}, {5, 4, 2}}, {{1, 3, 4}, {6, 4, 2}}, {{0, 3, 4}, {4, 2}},
-      {{3, 0}, {0, 4}},          {{64, 20, 30}, {64, 30, 10}},
+      {{2, 3, 4}, {2, 4, 5}}, {{3, 4}, {2, 4, 5}}, {{2, 3, 4}, {4, 5}}, {{2, 1, 3, 4}, {5, 4, 2}},
+      {{1, 3, 4}, {6, 4, 2}}, {{0, 3, 4}, {4, 2}}, {{3, 0}, {0, 4}},    {{64, 20, 30}, {64, 30, 10}},
   };
   for (const auto& [sa, sb] : cases) {
     SCOPED_TRACE(sa.ToString() + " x " + sb.ToString());

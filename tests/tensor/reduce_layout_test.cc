@@ -56,8 +56,8 @@ void ExpectArrangementMatches(const Shape& shape, const Dims& dims) {
 }
 
 TEST(ReduceLayout, EveryDimSubsetOfSeveralShapes) {
-  for (const Shape& shape : {Shape{5}, Shape{2, 3}, Shape{2, 3, 4}, Shape{3, 1, 2, 5},
-                             Shape{2, 0, 3}, Shape{2, 1, 3, 1, 2, 2, 3}}) {
+  for (const Shape& shape :
+       {Shape{5}, Shape{2, 3}, Shape{2, 3, 4}, Shape{3, 1, 2, 5}, Shape{2, 0, 3}, Shape{2, 1, 3, 1, 2, 2, 3}}) {
     for (int64_t mask = 1; mask < (int64_t{1} << shape.rank()); ++mask) {
       Dims dims;
       for (int64_t d = 0; d < shape.rank(); ++d) {

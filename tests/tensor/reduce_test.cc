@@ -21,14 +21,12 @@ TYPED_TEST(Reduce, EveryOpOverEveryDimSet) {
   for (const Index& dims : dim_sets) {
     for (bool keepdim : {false, true}) {
       for (const auto& [op, ref] : ops) {
-        SCOPED_TRACE(std::string(OpName(op)) + " dims " + ::testing::PrintToString(dims) +
-                     (keepdim ? " keepdim" : ""));
+        SCOPED_TRACE(std::string(OpName(op)) + " dims " + ::testing::PrintToString(dims) + (keepdim ? " keepdim" : ""));
         const Ref want = kiln::testing::Reduce(this->R(x), dims, keepdim, ref);
         this->ExpectClose(x.reduce(op, dims, keepdim), want, 8);
         this->ExpectClose(this->Strided(x).reduce(op, dims, keepdim), want, 8);
         this->ExpectClose(x.permute({2, 0, 1}).reduce(op, dims, keepdim),
-                          kiln::testing::Reduce(Permute(this->R(x), {2, 0, 1}), dims, keepdim, ref),
-                          8);
+                          kiln::testing::Reduce(Permute(this->R(x), {2, 0, 1}), dims, keepdim, ref), 8);
       }
     }
   }

@@ -95,12 +95,14 @@ inline Ref Reduce(const Ref& a, Index dims, bool keepdim, RefReduce op) {
   auto reduced = [&](size_t d) { return std::find(dims.begin(), dims.end(), d) != dims.end(); };
   Index kept_shape, out_shape;
   for (size_t d = 0; d < a.shape.size(); ++d) {
-    if (!reduced(d)) out_shape.push_back(a.shape[d]);
-    else if (keepdim) out_shape.push_back(1);
+    if (!reduced(d))
+      out_shape.push_back(a.shape[d]);
+    else if (keepdim)
+      out_shape.push_back(1);
   }
   Ref r = Make(out_shape);
   std::vector<int64_t> count(r.numel(), 0);
-  const double init = op == RefReduce::kMax ? -std::numeric_limits<double>::infinity()
+  const double init = op == RefReduce::kMax   ? -std::numeric_limits<double>::infinity()
                       : op == RefReduce::kMin ? std::numeric_limits<double>::infinity()
                                               : 0.0;
   std::fill(r.v.begin(), r.v.end(), init);
@@ -108,14 +110,19 @@ inline Ref Reduce(const Ref& a, Index dims, bool keepdim, RefReduce op) {
     const Index idx = Unravel(i, a.shape);
     Index o;
     for (size_t d = 0; d < idx.size(); ++d) {
-      if (!reduced(d)) o.push_back(idx[d]);
-      else if (keepdim) o.push_back(0);
+      if (!reduced(d))
+        o.push_back(idx[d]);
+      else if (keepdim)
+        o.push_back(0);
     }
     const int64_t j = Ravel(o, out_shape);
     ++count[j];
-    if (op == RefReduce::kMax) r.v[j] = std::max(r.v[j], a.v[i]);
-    else if (op == RefReduce::kMin) r.v[j] = std::min(r.v[j], a.v[i]);
-    else r.v[j] += a.v[i];
+    if (op == RefReduce::kMax)
+      r.v[j] = std::max(r.v[j], a.v[i]);
+    else if (op == RefReduce::kMin)
+      r.v[j] = std::min(r.v[j], a.v[i]);
+    else
+      r.v[j] += a.v[i];
   }
   if (op == RefReduce::kMean) {
     for (int64_t j = 0; j < r.numel(); ++j) r.v[j] /= static_cast<double>(count[j]);
@@ -137,8 +144,8 @@ inline int64_t BroadcastOffset(const Ref& a, const Index& out_idx) {
 inline Ref Matmul(const Ref& a, const Ref& b) {
   const size_t ra = a.shape.size(), rb = b.shape.size();
   const int64_t m = a.shape[ra - 2], k = a.shape[ra - 1], n = b.shape[rb - 1];
-  const Index batch = BroadcastShape(Index(a.shape.begin(), a.shape.end() - 2),
-                                     Index(b.shape.begin(), b.shape.end() - 2));
+  const Index batch =
+      BroadcastShape(Index(a.shape.begin(), a.shape.end() - 2), Index(b.shape.begin(), b.shape.end() - 2));
   Index out_shape = batch;
   out_shape.push_back(m);
   out_shape.push_back(n);

@@ -28,9 +28,7 @@ inline unsigned int BlocksFor(int64_t n, int64_t per_block = kThreads) {
 __device__ __forceinline__ int64_t GlobalThread() {
   return static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
 }
-__device__ __forceinline__ int64_t GridThreads() {
-  return static_cast<int64_t>(gridDim.x) * blockDim.x;
-}
+__device__ __forceinline__ int64_t GridThreads() { return static_cast<int64_t>(gridDim.x) * blockDim.x; }
 
 // Calls f(T{}) for the C++ type of `dtype` (host side, choosing a kernel instantiation).
 template <class F>

@@ -73,8 +73,7 @@ __global__ void StridedUnaryKernel(F f, const A* a, Out* out, StridedIndex<2> in
 }
 
 template <class F, class Out, class A, class B>
-__global__ void StridedBinaryKernel(F f, const A* a, const B* b, Out* out, StridedIndex<3> index,
-                                    int64_t n) {
+__global__ void StridedBinaryKernel(F f, const A* a, const B* b, Out* out, StridedIndex<3> index, int64_t n) {
   for (int64_t i = GlobalThread(); i < n; i += GridThreads()) {
     int64_t off[3];
     index.Offsets(i, off);
@@ -123,8 +122,7 @@ __global__ void DenseBinaryKernel(F f, const A* a, const B* b, Out* out, int64_t
 }
 
 template <class F, class Out, class A>
-void LaunchUnary(F f, const A* a, Out* out, const StridedIndex<2>& index, int64_t n,
-                 cudaStream_t stream) {
+void LaunchUnary(F f, const A* a, Out* out, const StridedIndex<2>& index, int64_t n, cudaStream_t stream) {
   constexpr int V = 16 / (sizeof(A) > sizeof(Out) ? sizeof(A) : sizeof(Out));
   if (index.flat && Aligned<A, V>(a) && Aligned<Out, V>(out)) {
     DenseUnaryKernel<V><<<BlocksFor(n / V), kThreads, 0, stream>>>(f, a, out, n);
@@ -134,8 +132,7 @@ void LaunchUnary(F f, const A* a, Out* out, const StridedIndex<2>& index, int64_
 }
 
 template <class F, class Out, class T>
-void LaunchBinary(F f, const T* a, const T* b, Out* out, const StridedIndex<3>& index, int64_t n,
-                  cudaStream_t stream) {
+void LaunchBinary(F f, const T* a, const T* b, Out* out, const StridedIndex<3>& index, int64_t n, cudaStream_t stream) {
   constexpr int V = 16 / (sizeof(T) > sizeof(Out) ? sizeof(T) : sizeof(Out));
   if (index.flat && Aligned<T, V>(a) && Aligned<T, V>(b) && Aligned<Out, V>(out)) {
     DenseBinaryKernel<V><<<BlocksFor(n / V), kThreads, 0, stream>>>(f, a, b, out, n);
@@ -145,8 +142,7 @@ void LaunchBinary(F f, const T* a, const T* b, Out* out, const StridedIndex<3>& 
 }
 
 template <class T>
-__global__ void WhereKernel(const bool* cond, const T* a, const T* b, T* out,
-                            StridedIndex<4> index, int64_t n) {
+__global__ void WhereKernel(const bool* cond, const T* a, const T* b, T* out, StridedIndex<4> index, int64_t n) {
   for (int64_t i = GlobalThread(); i < n; i += GridThreads()) {
     int64_t off[4];
     index.Offsets(i, off);
@@ -156,35 +152,35 @@ __global__ void WhereKernel(const bool* cond, const T* a, const T* b, T* out,
 
 }  // namespace
 
-cudaError_t Fill(DType dtype, void* out, int64_t n, double fvalue, int64_t ivalue,
-                 cudaStream_t stream) {
+cudaError_t Fill(DType dtype, void* out, int64_t n, double fvalue, int64_t ivalue, cudaStream_t stream) {
   if (n <= 0) return cudaSuccess;
   ForDType(dtype, [&](auto v) {
     using T = decltype(v);
     T value;
-    if constexpr (std::is_floating_point_v<T>) value = static_cast<T>(fvalue);
-    else value = static_cast<T>(ivalue);  // the host saturated it already
+    if constexpr (std::is_floating_point_v<T>)
+      value = static_cast<T>(fvalue);
+    else
+      value = static_cast<T>(ivalue);  // the host saturated it already
     FillKernel<T><<<BlocksFor(n), kThreads, 0, stream>>>(static_cast<T*>(out), n, value);
   });
   return cudaGetLastError();
 }
 
-cudaError_t Copy(DType from, DType to, const void* in, void* out, const StridedIndex<2>& index,
-                 int64_t n, cudaStream_t stream) {
+cudaError_t Copy(DType from, DType to, const void* in, void* out, const StridedIndex<2>& index, int64_t n,
+                 cudaStream_t stream) {
   if (n <= 0) return cudaSuccess;
   ForDType(from, [&](auto f) {
     ForDType(to, [&](auto t) {
       using From = decltype(f);
       using To = decltype(t);
-      LaunchUnary(ConvertFn<To, From>{}, static_cast<const From*>(in), static_cast<To*>(out), index,
-                  n, stream);
+      LaunchUnary(ConvertFn<To, From>{}, static_cast<const From*>(in), static_cast<To*>(out), index, n, stream);
     });
   });
   return cudaGetLastError();
 }
 
-cudaError_t Unary(UnaryOp op, DType dtype, const void* in, void* out,
-                  const StridedIndex<2>& index, int64_t n, cudaStream_t stream) {
+cudaError_t Unary(UnaryOp op, DType dtype, const void* in, void* out, const StridedIndex<2>& index, int64_t n,
+                  cudaStream_t stream) {
   if (n <= 0) return cudaSuccess;
   ForDType(dtype, [&](auto v) {
     using T = decltype(v);
@@ -195,9 +191,8 @@ cudaError_t Unary(UnaryOp op, DType dtype, const void* in, void* out,
   return cudaGetLastError();
 }
 
-cudaError_t Binary(BinaryOp op, DType dtype, const void* a, const void* b, void* out,
-                   const StridedIndex<3>& index, int64_t n, int* div_by_zero,
-                   cudaStream_t stream) {
+cudaError_t Binary(BinaryOp op, DType dtype, const void* a, const void* b, void* out, const StridedIndex<3>& index,
+                   int64_t n, int* div_by_zero, cudaStream_t stream) {
   if (n <= 0) return cudaSuccess;
   ForDType(dtype, [&](auto v) {
     using T = decltype(v);
@@ -212,13 +207,13 @@ cudaError_t Binary(BinaryOp op, DType dtype, const void* a, const void* b, void*
   return cudaGetLastError();
 }
 
-cudaError_t Where(DType dtype, const bool* cond, const void* a, const void* b, void* out,
-                  const StridedIndex<4>& index, int64_t n, cudaStream_t stream) {
+cudaError_t Where(DType dtype, const bool* cond, const void* a, const void* b, void* out, const StridedIndex<4>& index,
+                  int64_t n, cudaStream_t stream) {
   if (n <= 0) return cudaSuccess;
   ForDType(dtype, [&](auto v) {
     using T = decltype(v);
-    WhereKernel<T><<<BlocksFor(n), kThreads, 0, stream>>>(
-        cond, static_cast<const T*>(a), static_cast<const T*>(b), static_cast<T*>(out), index, n);
+    WhereKernel<T><<<BlocksFor(n), kThreads, 0, stream>>>(cond, static_cast<const T*>(a), static_cast<const T*>(b),
+                                                          static_cast<T*>(out), index, n);
   });
   return cudaGetLastError();
 }

@@ -6,8 +6,8 @@
 namespace kiln::cuda::kernels {
 namespace {
 
-__global__ void CheckIndicesKernel(const int64_t* index, StridedIndex<1> layout, int64_t n,
-                                   int64_t size, unsigned long long* first_bad) {
+__global__ void CheckIndicesKernel(const int64_t* index, StridedIndex<1> layout, int64_t n, int64_t size,
+                                   unsigned long long* first_bad) {
   for (int64_t i = GlobalThread(); i < n; i += GridThreads()) {
     int64_t off[1];
     layout.Offsets(i, off);
@@ -17,8 +17,7 @@ __global__ void CheckIndicesKernel(const int64_t* index, StridedIndex<1> layout,
 }
 
 template <class T>
-__global__ void GatherKernel(const T* src, const int64_t* ids, T* out, StridedIndex<3> index,
-                             int64_t n, int64_t step) {
+__global__ void GatherKernel(const T* src, const int64_t* ids, T* out, StridedIndex<3> index, int64_t n, int64_t step) {
   for (int64_t i = GlobalThread(); i < n; i += GridThreads()) {
     int64_t off[3];
     index.Offsets(i, off);
@@ -37,8 +36,8 @@ __device__ __forceinline__ void AtomicAdd(T* at, T value) {
 }
 
 template <class T>
-__global__ void ScatterAddKernel(const T* src, const int64_t* ids, T* out, StridedIndex<3> index,
-                                 int64_t n, int64_t step) {
+__global__ void ScatterAddKernel(const T* src, const int64_t* ids, T* out, StridedIndex<3> index, int64_t n,
+                                 int64_t step) {
   for (int64_t i = GlobalThread(); i < n; i += GridThreads()) {
     int64_t off[3];
     index.Offsets(i, off);
@@ -48,33 +47,32 @@ __global__ void ScatterAddKernel(const T* src, const int64_t* ids, T* out, Strid
 
 }  // namespace
 
-cudaError_t CheckIndices(const int64_t* index, const StridedIndex<1>& layout, int64_t n,
-                         int64_t size, unsigned long long* first_bad, cudaStream_t stream) {
+cudaError_t CheckIndices(const int64_t* index, const StridedIndex<1>& layout, int64_t n, int64_t size,
+                         unsigned long long* first_bad, cudaStream_t stream) {
   if (n <= 0) return cudaSuccess;
   CheckIndicesKernel<<<BlocksFor(n), kThreads, 0, stream>>>(index, layout, n, size, first_bad);
   return cudaGetLastError();
 }
 
-cudaError_t Gather(DType dtype, const void* src, const int64_t* ids, void* out,
-                   const StridedIndex<3>& index, int64_t n, int64_t step, cudaStream_t stream) {
+cudaError_t Gather(DType dtype, const void* src, const int64_t* ids, void* out, const StridedIndex<3>& index, int64_t n,
+                   int64_t step, cudaStream_t stream) {
   if (n <= 0) return cudaSuccess;
   ForDType(dtype, [&](auto v) {
     using T = decltype(v);
-    GatherKernel<T><<<BlocksFor(n), kThreads, 0, stream>>>(static_cast<const T*>(src), ids,
-                                                           static_cast<T*>(out), index, n, step);
+    GatherKernel<T>
+        <<<BlocksFor(n), kThreads, 0, stream>>>(static_cast<const T*>(src), ids, static_cast<T*>(out), index, n, step);
   });
   return cudaGetLastError();
 }
 
-cudaError_t ScatterAdd(DType dtype, const void* src, const int64_t* ids, void* out,
-                       const StridedIndex<3>& index, int64_t n, int64_t step,
-                       cudaStream_t stream) {
+cudaError_t ScatterAdd(DType dtype, const void* src, const int64_t* ids, void* out, const StridedIndex<3>& index,
+                       int64_t n, int64_t step, cudaStream_t stream) {
   if (n <= 0) return cudaSuccess;
   ForDType(dtype, [&](auto v) {
     using T = decltype(v);
     if constexpr (!std::is_same_v<T, bool>) {  // the CPU backend leaves bool zeros too
-      ScatterAddKernel<T><<<BlocksFor(n), kThreads, 0, stream>>>(
-          static_cast<const T*>(src), ids, static_cast<T*>(out), index, n, step);
+      ScatterAddKernel<T><<<BlocksFor(n), kThreads, 0, stream>>>(static_cast<const T*>(src), ids, static_cast<T*>(out),
+                                                                 index, n, step);
     }
   });
   return cudaGetLastError();

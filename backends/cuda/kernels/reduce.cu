@@ -18,12 +18,16 @@ constexpr unsigned kFullMask = 0xffffffffu;
 template <class T>
 __device__ __forceinline__ T Identity(ReduceOp op) {
   if (op == ReduceOp::kMax) {
-    if constexpr (std::is_floating_point_v<T>) return -std::numeric_limits<T>::infinity();
-    else return std::numeric_limits<T>::lowest();
+    if constexpr (std::is_floating_point_v<T>)
+      return -std::numeric_limits<T>::infinity();
+    else
+      return std::numeric_limits<T>::lowest();
   }
   if (op == ReduceOp::kMin) {
-    if constexpr (std::is_floating_point_v<T>) return std::numeric_limits<T>::infinity();
-    else return std::numeric_limits<T>::max();
+    if constexpr (std::is_floating_point_v<T>)
+      return std::numeric_limits<T>::infinity();
+    else
+      return std::numeric_limits<T>::max();
   }
   return T(0);
 }
@@ -49,8 +53,7 @@ __device__ __forceinline__ T WarpReduce(ReduceOp op, T v) {
 // thread keeps several memory requests in flight (one at a time left the H200's bandwidth
 // half used). The order is fixed, so results do not vary between runs.
 template <class T>
-__device__ __forceinline__ T StrideCombine(ReduceOp op, const T* in, int64_t begin, int64_t end,
-                                           int64_t stride) {
+__device__ __forceinline__ T StrideCombine(ReduceOp op, const T* in, int64_t begin, int64_t end, int64_t stride) {
   T acc = Identity<T>(op);
   int64_t i = begin;
   for (; i + 3 * stride < end; i += 4 * stride) {
@@ -65,8 +68,7 @@ __device__ __forceinline__ T StrideCombine(ReduceOp op, const T* in, int64_t beg
 struct Segment {
   int64_t begin, end, row;
 };
-__device__ __forceinline__ Segment SegmentOf(int64_t item, int64_t reduced, int64_t chunk,
-                                             int64_t splits) {
+__device__ __forceinline__ Segment SegmentOf(int64_t item, int64_t reduced, int64_t chunk, int64_t splits) {
   const int64_t row = item / splits;
   const int64_t s = item - row * splits;
   const int64_t begin = s * chunk;
@@ -76,8 +78,8 @@ __device__ __forceinline__ Segment SegmentOf(int64_t item, int64_t reduced, int6
 
 // One warp per segment (short rows).
 template <class T>
-__global__ void RowsWarpKernel(ReduceOp op, const T* in, T* out, int64_t items, int64_t reduced,
-                               int64_t chunk, int64_t splits) {
+__global__ void RowsWarpKernel(ReduceOp op, const T* in, T* out, int64_t items, int64_t reduced, int64_t chunk,
+                               int64_t splits) {
   const int lane = threadIdx.x % kWarp;
   const int64_t warp = GlobalThread() / kWarp;
   const int64_t warps = GridThreads() / kWarp;
@@ -91,8 +93,8 @@ __global__ void RowsWarpKernel(ReduceOp op, const T* in, T* out, int64_t items, 
 
 // One block per segment (long rows).
 template <class T>
-__global__ void RowsBlockKernel(ReduceOp op, const T* in, T* out, int64_t items, int64_t reduced,
-                                int64_t chunk, int64_t splits) {
+__global__ void RowsBlockKernel(ReduceOp op, const T* in, T* out, int64_t items, int64_t reduced, int64_t chunk,
+                                int64_t splits) {
   __shared__ T partial[kWarpsPerBlock];
   const int lane = threadIdx.x % kWarp, warp = threadIdx.x / kWarp;
   for (int64_t item = blockIdx.x; item < items; item += gridDim.x) {  // block-uniform loop
@@ -113,8 +115,8 @@ __global__ void RowsBlockKernel(ReduceOp op, const T* in, T* out, int64_t items,
 // [outer, reduced, inner] with 1 < inner < kColumnTile: a thread per (outer, split, inner)
 // output.
 template <class T>
-__global__ void ColumnsKernel(ReduceOp op, const T* in, T* out, int64_t outer, int64_t reduced,
-                              int64_t inner, int64_t chunk, int64_t splits) {
+__global__ void ColumnsKernel(ReduceOp op, const T* in, T* out, int64_t outer, int64_t reduced, int64_t inner,
+                              int64_t chunk, int64_t splits) {
   const int64_t total = outer * splits * inner;
   for (int64_t w = GlobalThread(); w < total; w += GridThreads()) {
     const int64_t i = w % inner;
@@ -131,8 +133,8 @@ __global__ void ColumnsKernel(ReduceOp op, const T* in, T* out, int64_t outer, i
 // the chunk, and the warps' partials meet in shared memory: a thread per output alone left
 // narrow tensors with too few threads (0.48 of cuBLAS on an H200).
 template <class T>
-__global__ void ColumnTilesKernel(ReduceOp op, const T* in, T* out, int64_t outer, int64_t reduced,
-                                  int64_t inner, int64_t chunk, int64_t splits) {
+__global__ void ColumnTilesKernel(ReduceOp op, const T* in, T* out, int64_t outer, int64_t reduced, int64_t inner,
+                                  int64_t chunk, int64_t splits) {
   static_assert(kColumnTile == kWarp);
   __shared__ T partial[kWarpsPerBlock][kWarp];
   const int lane = threadIdx.x % kWarp, warp = threadIdx.x / kWarp;
@@ -177,8 +179,10 @@ __device__ __forceinline__ bool Better(V v, int64_t i, V best, int64_t best_i) {
 
 template <class V>
 __device__ __forceinline__ V Lowest() {
-  if constexpr (std::is_floating_point_v<V>) return -std::numeric_limits<V>::infinity();
-  else return std::numeric_limits<V>::lowest();
+  if constexpr (std::is_floating_point_v<V>)
+    return -std::numeric_limits<V>::infinity();
+  else
+    return std::numeric_limits<V>::lowest();
 }
 
 template <class T>
@@ -219,8 +223,7 @@ __global__ void ArgmaxRowsKernel(const T* in, int64_t* out, int64_t rows, int64_
 }
 
 template <class T>
-__global__ void ArgmaxColumnsKernel(const T* in, int64_t* out, int64_t outer, int64_t reduced,
-                                    int64_t inner) {
+__global__ void ArgmaxColumnsKernel(const T* in, int64_t* out, int64_t outer, int64_t reduced, int64_t inner) {
   using V = ShuffleType<T>;
   const int64_t total = outer * inner;
   for (int64_t w = GlobalThread(); w < total; w += GridThreads()) {
@@ -237,9 +240,8 @@ __global__ void ArgmaxColumnsKernel(const T* in, int64_t* out, int64_t outer, in
 
 }  // namespace
 
-cudaError_t Reduce(ReduceOp op, DType dtype, const void* in, void* out, int64_t outer,
-                   int64_t reduced, int64_t inner, int64_t chunk, int64_t splits,
-                   cudaStream_t stream) {
+cudaError_t Reduce(ReduceOp op, DType dtype, const void* in, void* out, int64_t outer, int64_t reduced, int64_t inner,
+                   int64_t chunk, int64_t splits, cudaStream_t stream) {
   const int64_t items = outer * splits * inner;
   if (items <= 0 || reduced <= 0) return cudaSuccess;
   ForDType(dtype, [&](auto v) {
@@ -249,17 +251,14 @@ cudaError_t Reduce(ReduceOp op, DType dtype, const void* in, void* out, int64_t 
       T* y = static_cast<T*>(out);
       if (inner >= kColumnTile) {
         const unsigned int blocks = BlocksFor(outer * splits * ColumnTiles(inner), 1);
-        ColumnTilesKernel<T><<<blocks, kThreads, 0, stream>>>(op, x, y, outer, reduced, inner,
-                                                              chunk, splits);
+        ColumnTilesKernel<T><<<blocks, kThreads, 0, stream>>>(op, x, y, outer, reduced, inner, chunk, splits);
       } else if (inner > 1) {
-        ColumnsKernel<T><<<BlocksFor(items), kThreads, 0, stream>>>(op, x, y, outer, reduced,
-                                                                    inner, chunk, splits);
+        ColumnsKernel<T><<<BlocksFor(items), kThreads, 0, stream>>>(op, x, y, outer, reduced, inner, chunk, splits);
       } else if (chunk <= 4 * kWarp) {
-        RowsWarpKernel<T><<<BlocksFor(items, kWarpsPerBlock), kThreads, 0, stream>>>(
-            op, x, y, items, reduced, chunk, splits);
+        RowsWarpKernel<T>
+            <<<BlocksFor(items, kWarpsPerBlock), kThreads, 0, stream>>>(op, x, y, items, reduced, chunk, splits);
       } else {
-        RowsBlockKernel<T><<<BlocksFor(items, 1), kThreads, 0, stream>>>(op, x, y, items, reduced,
-                                                                         chunk, splits);
+        RowsBlockKernel<T><<<BlocksFor(items, 1), kThreads, 0, stream>>>(op, x, y, items, reduced, chunk, splits);
       }
     }
   });
@@ -277,8 +276,8 @@ cudaError_t DivideBy(DType dtype, void* data, int64_t n, int64_t divisor, cudaSt
   return cudaGetLastError();
 }
 
-cudaError_t Argmax(DType dtype, const void* in, int64_t* out, int64_t outer, int64_t reduced,
-                   int64_t inner, cudaStream_t stream) {
+cudaError_t Argmax(DType dtype, const void* in, int64_t* out, int64_t outer, int64_t reduced, int64_t inner,
+                   cudaStream_t stream) {
   if (outer * inner <= 0 || reduced <= 0) return cudaSuccess;
   ForDType(dtype, [&](auto v) {
     using T = decltype(v);
@@ -286,8 +285,7 @@ cudaError_t Argmax(DType dtype, const void* in, int64_t* out, int64_t outer, int
     if (inner == 1 && reduced > 64) {
       ArgmaxRowsKernel<T><<<BlocksFor(outer, 1), kThreads, 0, stream>>>(x, out, outer, reduced);
     } else {
-      ArgmaxColumnsKernel<T><<<BlocksFor(outer * inner), kThreads, 0, stream>>>(x, out, outer,
-                                                                                reduced, inner);
+      ArgmaxColumnsKernel<T><<<BlocksFor(outer * inner), kThreads, 0, stream>>>(x, out, outer, reduced, inner);
     }
   });
   return cudaGetLastError();

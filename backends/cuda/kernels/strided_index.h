@@ -20,8 +20,8 @@ inline constexpr int kMaxDims = 12;
 
 template <int N>
 struct StridedIndex {
-  int rank = 0;        // 0: a single element
-  bool flat = true;    // every operand is dense row-major: offsets equal the position
+  int rank = 0;      // 0: a single element
+  bool flat = true;  // every operand is dense row-major: offsets equal the position
   int64_t sizes[kMaxDims] = {};
   int64_t strides[N][kMaxDims] = {};  // in elements; 0 on broadcast dims
 
@@ -46,8 +46,7 @@ struct StridedIndex {
 // dropped and neighbouring dims merged where every operand steps through them as one, so a
 // dense tensor becomes one dim (and `flat`). Returns false if more than kMaxDims dims remain.
 template <int N>
-bool MakeStridedIndex(int rank, const int64_t* shape, const int64_t* const* strides,
-                      StridedIndex<N>* out) {
+bool MakeStridedIndex(int rank, const int64_t* shape, const int64_t* const* strides, StridedIndex<N>* out) {
   StridedIndex<N> index;
   int kept = 0;
   // Innermost dim first; merged into the previous kept dim when contiguous with it.

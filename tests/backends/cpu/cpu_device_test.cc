@@ -34,8 +34,7 @@ TEST(CpuDevice, CoresAreSharedFairly) {
   }
   ASSERT_TRUE(cpu::Configure({.devices = 2, .threads_per_device = 3}).ok());
   EXPECT_EQ(cpu::ThreadsOf(CpuDevice(1)), 3);
-  EXPECT_EQ(cpu::Configure({.devices = 0}).message(),
-            "cpu::Configure: devices must be in 1..1024, got 0");
+  EXPECT_EQ(cpu::Configure({.devices = 0}).message(), "cpu::Configure: devices must be in 1..1024, got 0");
   EXPECT_EQ(cpu::Configure({.devices = 1, .threads_per_device = -1}).message(),
             "cpu::Configure: threads_per_device must be in 0..1024 (0 = fair share), got -1");
   // Each limit alone is not enough: together they must not make a million threads.

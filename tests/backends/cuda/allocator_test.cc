@@ -114,7 +114,7 @@ TEST(CachingAllocator, OutOfMemoryReturnsTheCacheAndRetries) {
   CachingAllocator a = memory.Make();
   auto x = a.Allocate(6 << 20);
   ASSERT_TRUE(x.ok());
-  a.Free(*x);  // cached: 6 MiB held
+  a.Free(*x);                    // cached: 6 MiB held
   auto y = a.Allocate(8 << 20);  // too big to reuse, and 6 + 8 > 10: release, then retry
   ASSERT_TRUE(y.ok()) << y.status();
   EXPECT_EQ(a.GetStats().releases, 1);

@@ -11,9 +11,9 @@
 namespace kiln {
 namespace {
 
-#define SKIP_WITHOUT_GPU()                                                              \
-  if (const absl::Status s = cuda::Available(); !s.ok()) {                              \
-    GTEST_SKIP() << "no CUDA device: " << s.message();                                  \
+#define SKIP_WITHOUT_GPU()                                 \
+  if (const absl::Status s = cuda::Available(); !s.ok()) { \
+    GTEST_SKIP() << "no CUDA device: " << s.message();     \
   }
 
 TEST(CudaDevice, Names) {
@@ -29,8 +29,7 @@ TEST(CudaDevice, NoGpuIsAClearError) {
   EXPECT_EQ(cuda::DeviceCount(), 0);
   const absl::Status available = cuda::Available();
   EXPECT_EQ(available.code(), absl::StatusCode::kFailedPrecondition);
-  EXPECT_TRUE(absl::StartsWith(available.message(), "no CUDA device is available (cudaGetDeviceCount"))
-      << available;
+  EXPECT_TRUE(absl::StartsWith(available.message(), "no CUDA device is available (cudaGetDeviceCount")) << available;
   const absl::Status s = cuda::CheckDevice(CudaDevice(0));
   EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument);
   EXPECT_EQ(s.message(), "cuda:0 does not exist: " + std::string(available.message()));

@@ -19,10 +19,8 @@ TEST(Nccl, WithoutAGpuEveryEntryPointIsAStatus) {
   if (cuda::Available().ok()) GTEST_SKIP() << "this machine has a GPU";
   const auto all = cuda::NcclComm::CreateAll({CudaDevice(0)}, std::chrono::seconds(30));
   EXPECT_EQ(all.status().code(), absl::StatusCode::kInvalidArgument);
-  EXPECT_TRUE(absl::StartsWith(all.status().message(), "cuda:0 does not exist: no CUDA device"))
-      << all.status();
-  const auto group = distributed::MakeGroup({DispatchDevice(CudaDevice(0))},
-                                            distributed::GroupOp::kAllReduce);
+  EXPECT_TRUE(absl::StartsWith(all.status().message(), "cuda:0 does not exist: no CUDA device")) << all.status();
+  const auto group = distributed::MakeGroup({DispatchDevice(CudaDevice(0))}, distributed::GroupOp::kAllReduce);
   EXPECT_EQ(group.status().code(), absl::StatusCode::kInvalidArgument) << group.status();
 }
 
@@ -35,8 +33,7 @@ TEST(Nccl, JoinChecksItsArguments) {
             "NCCL rank 2 is outside a world of 2");
   EXPECT_EQ(cuda::NcclComm::Join(id, 1, 2, {CudaDevice(0), CudaDevice(1)}, second).status().message(),
             "NCCL ranks 1..2 are outside a world of 2");
-  EXPECT_EQ(cuda::NcclComm::Join(id, 0, 2, {}, second).status().message(),
-            "NCCL: joining needs at least one device");
+  EXPECT_EQ(cuda::NcclComm::Join(id, 0, 2, {}, second).status().message(), "NCCL: joining needs at least one device");
   EXPECT_EQ(cuda::NcclComm::Prepare(cuda::NcclOp::kAllReduce, {}, 2).status().message(),
             "NCCL: a collective needs at least one input");
   EXPECT_EQ(cuda::NcclComm::Run({}, cuda::NcclOp::kAllReduce, cuda::NcclBuffers{}).status().message(),
@@ -98,8 +95,8 @@ TEST_F(OneGpu, UniqueIdRoundTrip) {
   ASSERT_TRUE(id.ok()) << id.status();
   auto comm = cuda::NcclComm::Join(*id, 0, 1, {CudaDevice(0)}, std::chrono::seconds(30));
   ASSERT_TRUE(comm.ok()) << comm.status();
-  auto out = cuda::NcclComm::Run({(*comm)[0].get()}, cuda::NcclOp::kAllReduce,
-                                 {T::ones({4}).primitive()}, cuda::NcclReduce::kSum);
+  auto out = cuda::NcclComm::Run({(*comm)[0].get()}, cuda::NcclOp::kAllReduce, {T::ones({4}).primitive()},
+                                 cuda::NcclReduce::kSum);
   ASSERT_TRUE(out.ok()) << out.status();
   EXPECT_EQ(T((*out)[0]).sum().item<float>(), 4);
 }

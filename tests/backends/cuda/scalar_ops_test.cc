@@ -24,12 +24,20 @@ void ExpectConvertMatchesCpu(const std::vector<From>& values) {
 }
 
 TEST(ScalarOps, FloatToIntSaturatesAndMapsNanToZero) {
-  const std::vector<double> d = {0.0, -0.0, 1.9, -1.9, 2147483647.0, 2147483648.0, -2147483649.0,
-                                 9.3e18, -9.3e18, 9.2233720368547758e18, kInf, -kInf, kNan, 1e300};
+  const std::vector<double> d = {0.0,          -0.0,          1.9,    -1.9,    2147483647.0,
+                                 2147483648.0, -2147483649.0, 9.3e18, -9.3e18, 9.2233720368547758e18,
+                                 kInf,         -kInf,         kNan,   1e300};
   ExpectConvertMatchesCpu<int32_t>(d);
   ExpectConvertMatchesCpu<int64_t>(d);
-  const std::vector<float> f = {0.0f, 2.5f, -2.5f, 2147483648.0f, -2147483648.0f, 9.3e18f,
-                                -9.3e18f, static_cast<float>(kInf), static_cast<float>(kNan)};
+  const std::vector<float> f = {0.0f,
+                                2.5f,
+                                -2.5f,
+                                2147483648.0f,
+                                -2147483648.0f,
+                                9.3e18f,
+                                -9.3e18f,
+                                static_cast<float>(kInf),
+                                static_cast<float>(kNan)};
   ExpectConvertMatchesCpu<int32_t>(f);
   ExpectConvertMatchesCpu<int64_t>(f);
   EXPECT_EQ((Convert<int32_t, double>(kNan)), 0);

@@ -22,8 +22,9 @@ TEST(DeviceParse, DeepNestingIsRefusedWithoutRecursion) {
   for (int i = 0; i < 1000000; ++i) text += "autodiff(";
   text += "cpu:0";
   text += std::string(1000000, ')');
-  EXPECT_EQ(Message(text), "device 'autodiff(autodiff(autodiff(autodiff(autodiff(autodiff(autodiff(a...' (10000005 "
-                           "bytes): autodiff( is nested more than 2 deep; wrap a device in autodiff once");
+  EXPECT_EQ(Message(text),
+            "device 'autodiff(autodiff(autodiff(autodiff(autodiff(autodiff(autodiff(a...' (10000005 "
+            "bytes): autodiff( is nested more than 2 deep; wrap a device in autodiff once");
   // Twice is parsed, so that group validation can say what is wrong with it.
   EXPECT_TRUE(DispatchDevice::Parse("autodiff(autodiff(cpu:0))").ok());
 }
@@ -47,7 +48,8 @@ TEST(DeviceParse, WhiteSpaceIsNamed) {
 }
 
 TEST(DeviceParse, MessagesEscapeAndShortenWhatTheyQuote) {
-  EXPECT_EQ(Message(std::string("gpu\x01\xff:0", 7)), "device 'gpu\\x01\\xff:0': unknown backend 'gpu\\x01\\xff'; "
+  EXPECT_EQ(Message(std::string("gpu\x01\xff:0", 7)),
+            "device 'gpu\\x01\\xff:0': unknown backend 'gpu\\x01\\xff'; "
             "kiln knows cpu, vulkan and cuda (compiled in: cpu"
 #ifdef KILN_WITH_VULKAN
             ", vulkan"

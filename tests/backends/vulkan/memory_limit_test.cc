@@ -34,8 +34,8 @@ TEST_F(VulkanMemoryLimit, LargeTemporariesWaitForQueuedWorkInsteadOfFailing) {
 }
 
 TEST_F(VulkanMemoryLimit, CachedBlocksOfOneSizeServeAnother) {
-  EXPECT_EQ(Steps(int64_t{9} << 20), 9);    // the cache fills with 36 MiB blocks
-  EXPECT_EQ(Steps(int64_t{11} << 20), 9);   // 44 MiB ones need that memory back
+  EXPECT_EQ(Steps(int64_t{9} << 20), 9);   // the cache fills with 36 MiB blocks
+  EXPECT_EQ(Steps(int64_t{11} << 20), 9);  // 44 MiB ones need that memory back
   EXPECT_EQ(Steps(int64_t{9} << 20), 9);
   EXPECT_LE(Held(), kLimit);
 }

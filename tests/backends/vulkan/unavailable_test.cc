@@ -2,8 +2,8 @@
 // never a crash: the other backends keep working.
 #include <gtest/gtest.h>
 
-#include "backends/dispatch/dispatch_backend.h"
 #include "absl/strings/match.h"
+#include "backends/dispatch/dispatch_backend.h"
 #include "backends/vulkan/vulkan_backend.h"
 
 namespace kiln {
