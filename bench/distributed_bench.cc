@@ -43,7 +43,7 @@ void BM_AllReduceKiln(benchmark::State& state) {
   for (int r = 0; r < 2; ++r) inputs.push_back(Tensor<Cpu>::full({bytes / 4}, r + 1, DType::kF32, CpuDevice(r)));
   MemberThreads threads(2);
   for (auto _ : state) {
-    const absl::Status s = threads.Run([&](int r) { return group.AllReduce(r, inputs[r], ReduceKind::kSum).status(); });
+    const absl::Status s = threads.Run([&](int r) { return group.AllReduce(r, inputs[r], ReduceOp::kSum).status(); });
     if (!s.ok()) state.SkipWithError(std::string(s.message()).c_str());
   }
   // The rate of the data each member ends up with, comparable to memcpy's.

@@ -118,7 +118,7 @@ int Main(int argc, char** argv) {
         {"gloo AllreduceHalvingDoubling", false, [&] { halving.run(); }},
         {"kiln all_reduce", true,
          [&] {
-           auto out = group.AllReduce(0, input, ReduceKind::kSum);
+           auto out = group.AllReduce(0, input, ReduceOp::kSum);
            if (!out.ok()) {
              std::fprintf(stderr, "%s\n", std::string(out.status().message()).c_str());
              std::exit(1);
@@ -126,7 +126,7 @@ int Main(int argc, char** argv) {
          }},
         {"kiln all_reduce, consuming", false,
          [&] {
-           auto out = group.AllReduce(0, std::move(fresh), ReduceKind::kSum);
+           auto out = group.AllReduce(0, std::move(fresh), ReduceOp::kSum);
            if (!out.ok()) std::exit(1);
          }},
         {"kiln agreement alone", false,
@@ -194,7 +194,7 @@ int Main(int argc, char** argv) {
       std::vector<double> t;
       for (int rep = 0; rep < reps + 2; ++rep) {
         const auto start = Clock::now();
-        const absl::Status s = threads.Run([&](int r) { return local.AllReduce(r, in[r], ReduceKind::kSum).status(); });
+        const absl::Status s = threads.Run([&](int r) { return local.AllReduce(r, in[r], ReduceOp::kSum).status(); });
         if (!s.ok()) return 1;
         if (rep >= 2) t.push_back(std::chrono::duration<double>(Clock::now() - start).count());
       }
@@ -205,7 +205,7 @@ int Main(int argc, char** argv) {
     }
   }
   const Tensor<Cpu> done = Tensor<Cpu>::full({1}, 1.0f, DType::kF32, CpuDevice(0));
-  return group.AllReduce(0, done, ReduceKind::kSum).ok() ? 0 : 1;
+  return group.AllReduce(0, done, ReduceOp::kSum).ok() ? 0 : 1;
 }
 
 }  // namespace

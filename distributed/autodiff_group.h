@@ -19,6 +19,7 @@ template <Backend B>
 class DeviceGroup<Autodiff<B>> {
  public:
   using AD = Autodiff<B>;
+  using Inner = B;  // the backend this group's autodiff tensors wrap
   using Device = typename B::Device;
   using P = typename B::Primitive;
 
@@ -33,7 +34,7 @@ class DeviceGroup<Autodiff<B>> {
   // The same devices without gradients (gradient sync runs its buckets here).
   DeviceGroup<B>& inner() { return *inner_; }
 
-  absl::StatusOr<Tensor<AD>> AllReduce(int rank, const Tensor<AD>& t, ReduceKind kind, absl::string_view tag = "") {
+  absl::StatusOr<Tensor<AD>> AllReduce(int rank, const Tensor<AD>& t, ReduceOp kind, absl::string_view tag = "") {
     auto out = inner_->AllReduce(rank, t.inner(), kind, tag);
     if (!out.ok()) return out.status();
     auto group = inner_;
@@ -41,13 +42,13 @@ class DeviceGroup<Autodiff<B>> {
     const P x = t.inner().primitive(), y = out->primitive();
     return Tensor<AD>(AD::Record(out->primitive(), {t.primitive()}, [=](const P& g, uint32_t) {
       const Tensor<B> grad(g);
-      if (kind == ReduceKind::kSum || kind == ReduceKind::kMean) {
+      if (kind == ReduceOp::kSum || kind == ReduceOp::kMean) {
         return typename AD::Grads{Value(group->AllReduce(rank, grad, kind, back)).primitive()};
       }
       // Members holding the extreme share the summed gradient.
       const Tensor<B> hit = Tensor<B>(x).eq(Tensor<B>(y)).to(grad.dtype());
-      const Tensor<B> total = Value(group->AllReduce(rank, grad, ReduceKind::kSum, back));
-      const Tensor<B> holders = Value(group->AllReduce(rank, hit, ReduceKind::kSum, back + "/ties"));
+      const Tensor<B> total = Value(group->AllReduce(rank, grad, ReduceOp::kSum, back));
+      const Tensor<B> holders = Value(group->AllReduce(rank, hit, ReduceOp::kSum, back + "/ties"));
       return typename AD::Grads{(hit * total / holders).primitive()};
     }));
   }
@@ -58,7 +59,7 @@ class DeviceGroup<Autodiff<B>> {
     auto group = inner_;
     const std::string back = absl::StrCat(tag, "/backward");
     return Tensor<AD>(AD::Record(out->primitive(), {t.primitive()}, [=](const P& g, uint32_t) {
-      const Tensor<B> sum = Value(group->AllReduce(rank, Tensor<B>(g), ReduceKind::kSum, back));
+      const Tensor<B> sum = Value(group->AllReduce(rank, Tensor<B>(g), ReduceOp::kSum, back));
       return typename AD::Grads{(group->global_rank(rank) == root ? sum : sum * 0).primitive()};
     }));
   }
@@ -69,14 +70,14 @@ class DeviceGroup<Autodiff<B>> {
     auto group = inner_;
     const std::string back = absl::StrCat(tag, "/backward");
     return Tensor<AD>(AD::Record(out->primitive(), {t.primitive()}, [=](const P& g, uint32_t) {
-      return typename AD::Grads{Value(group->ReduceScatter(rank, Tensor<B>(g), ReduceKind::kSum, back)).primitive()};
+      return typename AD::Grads{Value(group->ReduceScatter(rank, Tensor<B>(g), ReduceOp::kSum, back)).primitive()};
     }));
   }
 
-  absl::StatusOr<Tensor<AD>> ReduceScatter(int rank, const Tensor<AD>& t, ReduceKind kind, absl::string_view tag = "") {
-    if (kind != ReduceKind::kSum && kind != ReduceKind::kMean) {
+  absl::StatusOr<Tensor<AD>> ReduceScatter(int rank, const Tensor<AD>& t, ReduceOp kind, absl::string_view tag = "") {
+    if (kind != ReduceOp::kSum && kind != ReduceOp::kMean) {
       return absl::UnimplementedError(
-          absl::StrCat("reduce_scatter(", ReduceKindName(kind), ") is not differentiable in kiln; use sum or mean"));
+          absl::StrCat("reduce_scatter(", OpName(kind), ") is not differentiable in kiln; use sum or mean"));
     }
     auto out = inner_->ReduceScatter(rank, t.inner(), kind, tag);
     if (!out.ok()) return out.status();
@@ -85,14 +86,14 @@ class DeviceGroup<Autodiff<B>> {
     const int n = global_size();
     return Tensor<AD>(AD::Record(out->primitive(), {t.primitive()}, [=](const P& g, uint32_t) {
       Tensor<B> gathered = Value(group->AllGather(rank, Tensor<B>(g), back));
-      if (kind == ReduceKind::kMean) gathered = gathered / n;
+      if (kind == ReduceOp::kMean) gathered = gathered / n;
       return typename AD::Grads{gathered.primitive()};
     }));
   }
 
   // List calls, as for DeviceGroup<B>; with gradients these need every member's backward to
   // run on its own thread too, so they are mostly for tests.
-  absl::StatusOr<std::vector<Tensor<AD>>> AllReduce(absl::Span<const Tensor<AD>> ts, ReduceKind kind) {
+  absl::StatusOr<std::vector<Tensor<AD>>> AllReduce(absl::Span<const Tensor<AD>> ts, ReduceOp kind) {
     return OnEveryMember<Tensor<AD>>(size(), ts.size(), [&](int r) { return AllReduce(r, ts[r], kind); });
   }
   absl::StatusOr<std::vector<Tensor<AD>>> AllGather(absl::Span<const Tensor<AD>> ts) {

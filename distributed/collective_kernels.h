@@ -7,11 +7,9 @@
 #include <vector>
 
 #include "backends/cpu/cpu_backend.h"
+#include "tensor/ops.h"
 
 namespace kiln::distributed {
-
-enum class ReduceKind { kSum, kMean, kMax, kMin };
-const char* ReduceKindName(ReduceKind kind);
 
 template <class B>
 struct CollectiveKernels;  // no collectives for backends that do not specialise this
@@ -19,7 +17,7 @@ struct CollectiveKernels;  // no collectives for backends that do not specialise
 // out[begin, end) = op over inputs[m][begin, end) in host memory, members in order (so every
 // run and every member gets the same bits), divided by the member count for kMean. One thread;
 // a backend that stages through the host calls this from each member's own thread.
-void ReduceOnHost(ReduceKind kind, DType dtype, const std::vector<const void*>& inputs, void* out, int64_t begin,
+void ReduceOnHost(ReduceOp kind, DType dtype, const std::vector<const void*>& inputs, void* out, int64_t begin,
                   int64_t end);
 // data[begin, end) /= by (the division of a mean, after a cross-process sum).
 void DivideOnHost(DType dtype, void* data, int64_t begin, int64_t end, int64_t by);
@@ -52,7 +50,7 @@ struct CollectiveKernels<Cpu> {
     return view;
   }
   // ReduceOnHost, split over the device's threads.
-  static void Reduce(ReduceKind kind, DType dtype, const std::vector<const void*>& inputs, void* out, int64_t begin,
+  static void Reduce(ReduceOp kind, DType dtype, const std::vector<const void*>& inputs, void* out, int64_t begin,
                      int64_t end, const CpuDevice& device);
   // data[0, count) /= by, split over the device's threads.
   static void Divide(DType dtype, void* data, int64_t count, int64_t by, const CpuDevice& device);

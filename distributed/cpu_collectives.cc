@@ -6,16 +6,6 @@
 
 namespace kiln::distributed {
 
-const char* ReduceKindName(ReduceKind kind) {
-  switch (kind) {
-    case ReduceKind::kSum: return "sum";
-    case ReduceKind::kMean: return "mean";
-    case ReduceKind::kMax: return "max";
-    case ReduceKind::kMin: return "min";
-  }
-  return "?";
-}
-
 namespace {
 
 template <class T, class F>
@@ -34,29 +24,29 @@ void Fold(const std::vector<const void*>& inputs, T* out, int64_t begin, int64_t
 }
 
 template <class T>
-void ReduceTyped(ReduceKind kind, const std::vector<const void*>& inputs, T* out, int64_t begin, int64_t end) {
+void ReduceTyped(ReduceOp kind, const std::vector<const void*>& inputs, T* out, int64_t begin, int64_t end) {
   switch (kind) {
-    case ReduceKind::kSum:
-    case ReduceKind::kMean:
+    case ReduceOp::kSum:
+    case ReduceOp::kMean:
       if constexpr (std::is_integral_v<T>) {
         using U = std::make_unsigned_t<T>;
         Fold<T>(inputs, out, begin, end, [](T x, T y) { return static_cast<T>(U(x) + U(y)); });
       } else {
         Fold<T>(inputs, out, begin, end, [](T x, T y) { return x + y; });
       }
-      if (kind == ReduceKind::kMean) {
+      if (kind == ReduceOp::kMean) {
         const T n = static_cast<T>(inputs.size());
         for (int64_t i = begin; i < end; ++i) out[i] = out[i] / n;
       }
       return;
-    case ReduceKind::kMax: Fold<T>(inputs, out, begin, end, [](T x, T y) { return x != x || x > y ? x : y; }); return;
-    case ReduceKind::kMin: Fold<T>(inputs, out, begin, end, [](T x, T y) { return x != x || x < y ? x : y; }); return;
+    case ReduceOp::kMax: Fold<T>(inputs, out, begin, end, [](T x, T y) { return x != x || x > y ? x : y; }); return;
+    case ReduceOp::kMin: Fold<T>(inputs, out, begin, end, [](T x, T y) { return x != x || x < y ? x : y; }); return;
   }
 }
 
 }  // namespace
 
-void ReduceOnHost(ReduceKind kind, DType dtype, const std::vector<const void*>& inputs, void* out, int64_t begin,
+void ReduceOnHost(ReduceOp kind, DType dtype, const std::vector<const void*>& inputs, void* out, int64_t begin,
                   int64_t end) {
   VisitDType(dtype, [&](auto v) {
     using T = decltype(v);
@@ -82,7 +72,7 @@ void CollectiveKernels<Cpu>::Divide(DType dtype, void* data, int64_t count, int6
                    [&](int64_t lo, int64_t hi) { DivideOnHost(dtype, data, lo, hi, by); });
 }
 
-void CollectiveKernels<Cpu>::Reduce(ReduceKind kind, DType dtype, const std::vector<const void*>& inputs, void* out,
+void CollectiveKernels<Cpu>::Reduce(ReduceOp kind, DType dtype, const std::vector<const void*>& inputs, void* out,
                                     int64_t begin, int64_t end, const CpuDevice& device) {
   cpu::ParallelFor(device, end - begin, cpu::kElementwiseGrain,
                    [&](int64_t lo, int64_t hi) { ReduceOnHost(kind, dtype, inputs, out, begin + lo, begin + hi); });

@@ -52,12 +52,12 @@ class DeviceGroup<Cuda> : public GroupMembership<CudaDevice> {
   DeviceGroup& operator=(const DeviceGroup&) = delete;
 
   // ---- Per-device calls ---------------------------------------------------------------------
-  absl::StatusOr<Tensor<Cuda>> AllReduce(int rank, const Tensor<Cuda>& t, ReduceKind kind, absl::string_view tag = "") {
-    return Member(rank, t, absl::StrCat("all_reduce(", ReduceKindName(kind), ")", Describe(t, tag)),
-                  cuda::NcclOp::kAllReduce, kind, 0);
+  absl::StatusOr<Tensor<Cuda>> AllReduce(int rank, const Tensor<Cuda>& t, ReduceOp kind, absl::string_view tag = "") {
+    return Member(rank, t, absl::StrCat("all_reduce(", OpName(kind), ")", Describe(t, tag)), cuda::NcclOp::kAllReduce,
+                  kind, 0);
   }
   // The consuming form of DeviceGroup<B> (NCCL writes a fresh output either way).
-  absl::StatusOr<Tensor<Cuda>> AllReduce(int rank, Tensor<Cuda>&& t, ReduceKind kind, absl::string_view tag = "") {
+  absl::StatusOr<Tensor<Cuda>> AllReduce(int rank, Tensor<Cuda>&& t, ReduceOp kind, absl::string_view tag = "") {
     const Tensor<Cuda> kept = std::move(t);
     return AllReduce(rank, kept, kind, tag);
   }
@@ -65,51 +65,41 @@ class DeviceGroup<Cuda> : public GroupMembership<CudaDevice> {
   absl::StatusOr<Tensor<Cuda>> Broadcast(int rank, const Tensor<Cuda>& t, int root, absl::string_view tag = "") {
     if (absl::Status s = CheckRoot(root, global_size()); !s.ok()) return s;
     return Member(rank, t, absl::StrCat("broadcast(root ", root, ")", Describe(t, tag)), cuda::NcclOp::kBroadcast,
-                  ReduceKind::kSum, root);
+                  ReduceOp::kSum, root);
   }
 
   absl::StatusOr<Tensor<Cuda>> AllGather(int rank, const Tensor<Cuda>& t, absl::string_view tag = "") {
     if (absl::Status s = CheckGatherable(t); !s.ok()) return s;
-    return Member(rank, t, absl::StrCat("all_gather", Describe(t, tag)), cuda::NcclOp::kAllGather, ReduceKind::kSum, 0);
+    return Member(rank, t, absl::StrCat("all_gather", Describe(t, tag)), cuda::NcclOp::kAllGather, ReduceOp::kSum, 0);
   }
 
-  absl::StatusOr<Tensor<Cuda>> ReduceScatter(int rank, const Tensor<Cuda>& t, ReduceKind kind,
+  absl::StatusOr<Tensor<Cuda>> ReduceScatter(int rank, const Tensor<Cuda>& t, ReduceOp kind,
                                              absl::string_view tag = "") {
     if (absl::Status s = CheckScatterable(t, global_size()); !s.ok()) return s;
-    return Member(rank, t, absl::StrCat("reduce_scatter(", ReduceKindName(kind), ")", Describe(t, tag)),
+    return Member(rank, t, absl::StrCat("reduce_scatter(", OpName(kind), ")", Describe(t, tag)),
                   cuda::NcclOp::kReduceScatter, kind, 0);
   }
 
   // ---- List calls: tensors[i] lives on member i; one thread, one NCCL group -----------------
-  absl::StatusOr<std::vector<Tensor<Cuda>>> AllReduce(absl::Span<const Tensor<Cuda>> ts, ReduceKind kind) {
-    return List(ts, absl::StrCat("all_reduce(", ReduceKindName(kind), ")"), cuda::NcclOp::kAllReduce, kind, 0,
+  absl::StatusOr<std::vector<Tensor<Cuda>>> AllReduce(absl::Span<const Tensor<Cuda>> ts, ReduceOp kind) {
+    return List(ts, absl::StrCat("all_reduce(", OpName(kind), ")"), cuda::NcclOp::kAllReduce, kind, 0,
                 [&](int r) { return AllReduce(r, ts[r], kind); });
   }
   absl::StatusOr<std::vector<Tensor<Cuda>>> Broadcast(absl::Span<const Tensor<Cuda>> ts, int root) {
     if (absl::Status s = CheckRoot(root, global_size()); !s.ok()) return s;
-    return List(ts, absl::StrCat("broadcast(root ", root, ")"), cuda::NcclOp::kBroadcast, ReduceKind::kSum, root,
+    return List(ts, absl::StrCat("broadcast(root ", root, ")"), cuda::NcclOp::kBroadcast, ReduceOp::kSum, root,
                 [&](int r) { return Broadcast(r, ts[r], root); });
   }
   absl::StatusOr<std::vector<Tensor<Cuda>>> AllGather(absl::Span<const Tensor<Cuda>> ts) {
-    return List(ts, "all_gather", cuda::NcclOp::kAllGather, ReduceKind::kSum, 0,
+    return List(ts, "all_gather", cuda::NcclOp::kAllGather, ReduceOp::kSum, 0,
                 [&](int r) { return AllGather(r, ts[r]); });
   }
-  absl::StatusOr<std::vector<Tensor<Cuda>>> ReduceScatter(absl::Span<const Tensor<Cuda>> ts, ReduceKind kind) {
-    return List(ts, absl::StrCat("reduce_scatter(", ReduceKindName(kind), ")"), cuda::NcclOp::kReduceScatter, kind, 0,
+  absl::StatusOr<std::vector<Tensor<Cuda>>> ReduceScatter(absl::Span<const Tensor<Cuda>> ts, ReduceOp kind) {
+    return List(ts, absl::StrCat("reduce_scatter(", OpName(kind), ")"), cuda::NcclOp::kReduceScatter, kind, 0,
                 [&](int r) { return ReduceScatter(r, ts[r], kind); });
   }
 
  private:
-  static cuda::NcclReduce ToNccl(ReduceKind kind) {
-    switch (kind) {
-      case ReduceKind::kSum: return cuda::NcclReduce::kSum;
-      case ReduceKind::kMean: return cuda::NcclReduce::kMean;
-      case ReduceKind::kMax: return cuda::NcclReduce::kMax;
-      case ReduceKind::kMin: return cuda::NcclReduce::kMin;
-    }
-    return cuda::NcclReduce::kSum;
-  }
-
   // The communicators, made on first use: CreateAll (a fresh unique id) over the group's
   // devices, or across processes one communicator over every GPU of every process (collective:
   // one thread of each process calls this).
@@ -183,13 +173,12 @@ class DeviceGroup<Cuda> : public GroupMembership<CudaDevice> {
   // A member's call: meet the others (same call, same shapes), agree across processes, then
   // its own rank's NCCL op.
   absl::StatusOr<Tensor<Cuda>> Member(int rank, const Tensor<Cuda>& t, const std::string& signature, cuda::NcclOp op,
-                                      ReduceKind kind, int root) {
+                                      ReduceOp kind, int root) {
     if (absl::Status s = CheckMember(rank, t, devices_); !s.ok()) return s;
     // Buffers first: a member out of memory stays away (the others' meeting times out) rather
     // than failing after they have queued their halves. One that NCCL cannot serve (a bool
     // sum) still meets the others, who then all get its error and the group stays usable.
-    absl::StatusOr<cuda::NcclBuffers> buffers =
-        cuda::NcclComm::Prepare(op, {t.primitive()}, global_size(), ToNccl(kind));
+    absl::StatusOr<cuda::NcclBuffers> buffers = cuda::NcclComm::Prepare(op, {t.primitive()}, global_size(), kind);
     if (!buffers.ok() && buffers.status().code() != absl::StatusCode::kInvalidArgument) return buffers.status();
     refused_[rank] = buffers.status();
     if (absl::Status s = rendezvous_.Arrive(rank, signature); !s.ok()) return s;
@@ -199,9 +188,9 @@ class DeviceGroup<Cuda> : public GroupMembership<CudaDevice> {
       }
       return Prepare(signature);
     });
-    absl::StatusOr<std::vector<P>> out =
-        ready.ok() ? cuda::NcclComm::Run({comms_[rank].get()}, op, *buffers, ToNccl(kind), root)
-                   : absl::StatusOr<std::vector<P>>(ready);
+    absl::StatusOr<std::vector<P>> out = ready.ok()
+                                             ? cuda::NcclComm::Run({comms_[rank].get()}, op, *buffers, kind, root)
+                                             : absl::StatusOr<std::vector<P>>(ready);
     if (out.ok()) {
       if (absl::Status s = Watch({comms_[rank].get()}, signature); !s.ok()) out = FailedRun(s);
     } else if (ready.ok()) {
@@ -216,7 +205,7 @@ class DeviceGroup<Cuda> : public GroupMembership<CudaDevice> {
 
   template <class PerMember>
   absl::StatusOr<std::vector<Tensor<Cuda>>> List(absl::Span<const Tensor<Cuda>> ts, const std::string& name,
-                                                 cuda::NcclOp op, ReduceKind kind, int root, PerMember per_member) {
+                                                 cuda::NcclOp op, ReduceOp kind, int root, PerMember per_member) {
     if (static_cast<int>(ts.size()) != size()) {
       return absl::InvalidArgumentError(
           absl::StrCat("a list call needs one tensor per member: got ", ts.size(), " for a group of ", size()));
@@ -238,12 +227,12 @@ class DeviceGroup<Cuda> : public GroupMembership<CudaDevice> {
     const std::string signature = absl::StrCat(name, Describe(ts[0], ""));
     std::vector<P> inputs;
     for (int r = 0; r < size(); ++r) inputs.push_back(ts[r].primitive());
-    absl::StatusOr<cuda::NcclBuffers> buffers = cuda::NcclComm::Prepare(op, inputs, global_size(), ToNccl(kind));
+    absl::StatusOr<cuda::NcclBuffers> buffers = cuda::NcclComm::Prepare(op, inputs, global_size(), kind);
     if (!buffers.ok()) return buffers.status();
     if (absl::Status s = Prepare(signature); !s.ok()) return s;
     std::vector<cuda::NcclComm*> comms;
     for (int r = 0; r < size(); ++r) comms.push_back(comms_[r].get());
-    auto out = cuda::NcclComm::Run(comms, op, *buffers, ToNccl(kind), root);
+    auto out = cuda::NcclComm::Run(comms, op, *buffers, kind, root);
     if (!out.ok()) return FailedRun(out.status());
     if (absl::Status s = Watch(comms, signature); !s.ok()) return FailedRun(s);
     std::vector<Tensor<Cuda>> result;

@@ -76,8 +76,8 @@ class DataParallel {
       if (!synced.ok()) return synced.status();
       optimizers_[r]->step(*replicas_[r], *synced);
       if (group_->processes() > 1) {  // the other processes' shares of the loss
-        auto sum = group_->inner().AllReduce(r, Tensor<B>::full({1}, losses[r], DType::kF64, device), ReduceKind::kSum,
-                                             "loss");
+        auto sum =
+            group_->inner().AllReduce(r, Tensor<B>::full({1}, losses[r], DType::kF64, device), ReduceOp::kSum, "loss");
         if (!sum.ok()) return sum.status();
         losses[r] = sum->template item<double>();
       }

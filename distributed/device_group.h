@@ -83,13 +83,13 @@ class DeviceGroup : public GroupMembership<typename B::Device> {
   DeviceGroup& operator=(const DeviceGroup&) = delete;
 
   // ---- Per-device calls ---------------------------------------------------------------------
-  absl::StatusOr<Tensor<B>> AllReduce(int rank, const Tensor<B>& t, ReduceKind kind, absl::string_view tag = "") {
+  absl::StatusOr<Tensor<B>> AllReduce(int rank, const Tensor<B>& t, ReduceOp kind, absl::string_view tag = "") {
     return AllReduceImpl(rank, t, kind, tag, /*consumed=*/false);
   }
   // The same, consuming `t` (a temporary, such as gradient sync's bucket): across processes
   // with one local member, when nothing else refers to its memory, the result is reduced in
   // it, which saves a pass over memory.
-  absl::StatusOr<Tensor<B>> AllReduce(int rank, Tensor<B>&& t, ReduceKind kind, absl::string_view tag = "") {
+  absl::StatusOr<Tensor<B>> AllReduce(int rank, Tensor<B>&& t, ReduceOp kind, absl::string_view tag = "") {
     const Tensor<B> mine = std::move(t);
     return AllReduceImpl(rank, mine, kind, tag, /*consumed=*/true);
   }
@@ -138,9 +138,9 @@ class DeviceGroup : public GroupMembership<typename B::Device> {
   }
 
   // Member r gets the reduction over all members of rows [r*d/N, (r+1)*d/N) of dim 0.
-  absl::StatusOr<Tensor<B>> ReduceScatter(int rank, const Tensor<B>& t, ReduceKind kind, absl::string_view tag = "") {
+  absl::StatusOr<Tensor<B>> ReduceScatter(int rank, const Tensor<B>& t, ReduceOp kind, absl::string_view tag = "") {
     if (absl::Status s = CheckScatterable(t, global_size()); !s.ok()) return s;
-    const std::string sig = absl::StrCat("reduce_scatter(", ReduceKindName(kind), ")", Describe(t, tag));
+    const std::string sig = absl::StrCat("reduce_scatter(", OpName(kind), ")", Describe(t, tag));
     absl::Status s = Enter(rank, t, sig);
     if (!s.ok()) return s;
     Dims dims(t.shape().dims().begin(), t.shape().dims().end());
@@ -156,7 +156,7 @@ class DeviceGroup : public GroupMembership<typename B::Device> {
   }
 
   // ---- List calls: tensors[i] lives on member i --------------------------------------------
-  absl::StatusOr<std::vector<Tensor<B>>> AllReduce(absl::Span<const Tensor<B>> tensors, ReduceKind kind) {
+  absl::StatusOr<std::vector<Tensor<B>>> AllReduce(absl::Span<const Tensor<B>> tensors, ReduceOp kind) {
     return OnEveryMember<Tensor<B>>(size(), tensors.size(), [&](int r) { return AllReduce(r, tensors[r], kind); });
   }
   absl::StatusOr<std::vector<Tensor<B>>> Broadcast(absl::Span<const Tensor<B>> tensors, int root) {
@@ -165,14 +165,14 @@ class DeviceGroup : public GroupMembership<typename B::Device> {
   absl::StatusOr<std::vector<Tensor<B>>> AllGather(absl::Span<const Tensor<B>> tensors) {
     return OnEveryMember<Tensor<B>>(size(), tensors.size(), [&](int r) { return AllGather(r, tensors[r]); });
   }
-  absl::StatusOr<std::vector<Tensor<B>>> ReduceScatter(absl::Span<const Tensor<B>> tensors, ReduceKind kind) {
+  absl::StatusOr<std::vector<Tensor<B>>> ReduceScatter(absl::Span<const Tensor<B>> tensors, ReduceOp kind) {
     return OnEveryMember<Tensor<B>>(size(), tensors.size(), [&](int r) { return ReduceScatter(r, tensors[r], kind); });
   }
 
  private:
-  absl::StatusOr<Tensor<B>> AllReduceImpl(int rank, const Tensor<B>& t, ReduceKind kind, absl::string_view tag,
+  absl::StatusOr<Tensor<B>> AllReduceImpl(int rank, const Tensor<B>& t, ReduceOp kind, absl::string_view tag,
                                           bool consumed) {
-    const std::string sig = absl::StrCat("all_reduce(", ReduceKindName(kind), ")", Describe(t, tag));
+    const std::string sig = absl::StrCat("all_reduce(", OpName(kind), ")", Describe(t, tag));
     absl::Status s = Enter(rank, t, sig);
     if (!s.ok()) return s;
     bool in_place = false;
@@ -189,7 +189,7 @@ class DeviceGroup : public GroupMembership<typename B::Device> {
     // Sum locally, sum across processes, divide once for a mean. With one member there is
     // nothing to sum locally: the process group reads the input (which a collective leaves
     // untouched, unless it was consumed) and writes the result, with no copy in between.
-    const ReduceKind local = kind == ReduceKind::kMean ? ReduceKind::kSum : kind;
+    const ReduceOp local = kind == ReduceOp::kMean ? ReduceOp::kSum : kind;
     const bool one = size() == 1;
     if (!one) {
       K::Reduce(local, t.dtype(), Inputs(), K::MutableData(shared_), n * rank / size(), n * (rank + 1) / size(),
@@ -198,7 +198,7 @@ class DeviceGroup : public GroupMembership<typename B::Device> {
     s = AcrossProcesses(rank, sig, [&](const std::string& call) {
       const void* in = one ? K::Data(slots_[0]) : K::Data(shared_);
       absl::Status st = world_->AllReduce(call, in, K::MutableData(shared_), n, t.dtype(), local);
-      if (st.ok() && kind == ReduceKind::kMean)
+      if (st.ok() && kind == ReduceOp::kMean)
         K::Divide(t.dtype(), K::MutableData(shared_), n, global_size(), devices_[rank]);
       return st;
     });
@@ -218,16 +218,16 @@ class DeviceGroup : public GroupMembership<typename B::Device> {
   // Reduce-scatter over processes: every member sums its chunk of the whole tensor locally,
   // the process group reduce-scatters that by process (this process's part lands first), and
   // member r takes its part of that.
-  absl::StatusOr<Tensor<B>> ReduceScatterAcrossProcesses(int rank, const Tensor<B>& t, ReduceKind kind,
+  absl::StatusOr<Tensor<B>> ReduceScatterAcrossProcesses(int rank, const Tensor<B>& t, ReduceOp kind,
                                                          const std::string& sig, const Staged& out, int64_t part) {
-    const ReduceKind local = kind == ReduceKind::kMean ? ReduceKind::kSum : kind;
+    const ReduceOp local = kind == ReduceOp::kMean ? ReduceOp::kSum : kind;
     const int64_t n = t.numel();
     rendezvous_.Once([&] { shared_ = K::Allocate(t.shape(), t.dtype(), devices_[0]); });
     K::Reduce(local, t.dtype(), Inputs(), K::MutableData(shared_), n * rank / size(), n * (rank + 1) / size(),
               devices_[rank]);
     absl::Status s = AcrossProcesses(rank, sig, [&](const std::string& call) {
       absl::Status st = world_->ReduceScatter(call, K::MutableData(shared_), n, t.dtype(), local);
-      if (st.ok() && kind == ReduceKind::kMean) {
+      if (st.ok() && kind == ReduceOp::kMean) {
         K::Divide(t.dtype(), K::MutableData(shared_), n / processes(), global_size(), devices_[rank]);
       }
       return st;

@@ -10,6 +10,7 @@
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "distributed/collective_kernels.h"
 #include "distributed/fnv1a.h"
 #include "distributed/gloo_mesh.h"
 #include "distributed/gloo_store.h"
@@ -50,19 +51,19 @@ constexpr size_t kSignatureBytes = 240;
 // signature: a caller's signature may not say it.
 constexpr size_t kOperationBytes = 96;
 
-absl::Status CheckReducible(const char* what, DType dtype, ReduceKind kind) {
+absl::Status CheckReducible(const char* what, DType dtype, ReduceOp kind) {
   if (dtype == DType::kBool) {
     return absl::InvalidArgumentError(
         absl::StrCat(what, " of bool across processes is not supported; convert with .to(DType::kI32)"));
   }
-  if (kind == ReduceKind::kMean) {
+  if (kind == ReduceOp::kMean) {
     return absl::InvalidArgumentError(absl::StrCat(what, ": a process group sums; the caller divides for a mean"));
   }
   return absl::OkStatus();
 }
 
-std::string Operation(const char* what, int64_t count, DType dtype, ReduceKind kind) {
-  return absl::StrCat(what, "(", ReduceKindName(kind), ") of ", count, " ", DTypeName(dtype));
+std::string Operation(const char* what, int64_t count, DType dtype, ReduceOp kind) {
+  return absl::StrCat(what, "(", OpName(kind), ") of ", count, " ", DTypeName(dtype));
 }
 
 }  // namespace
@@ -407,7 +408,7 @@ absl::Status GlooProcessGroup::AgreeLocked(absl::string_view signature, absl::st
 }
 
 absl::Status GlooProcessGroup::AllReduce(absl::string_view call, const void* in, void* out, int64_t count, DType dtype,
-                                         ReduceKind kind) {
+                                         ReduceOp kind) {
   std::lock_guard lock(mu_);
   const absl::Status reducible = CheckReducible("all_reduce", dtype, kind);
   if (size_ > 1 && reducible.ok() && count > 0) return Direct(call, in, out, count, dtype, kind, /*gather=*/true);
@@ -418,7 +419,7 @@ absl::Status GlooProcessGroup::AllReduce(absl::string_view call, const void* in,
 }
 
 absl::Status GlooProcessGroup::ReduceScatter(absl::string_view call, void* data, int64_t count, DType dtype,
-                                             ReduceKind kind) {
+                                             ReduceOp kind) {
   std::lock_guard lock(mu_);
   const absl::Status reducible = CheckReducible("reduce_scatter", dtype, kind);
   if (size_ > 1 && reducible.ok() && count > 0 && count % size_ == 0) {
@@ -453,7 +454,7 @@ absl::Status GlooProcessGroup::ReduceScatter(absl::string_view call, void* data,
 // connection's send buffer was fixed at kSegmentBytes when the group connected
 // (SizeSendBuffers), which no segment exceeds.
 absl::Status GlooProcessGroup::Direct(absl::string_view call, const void* in, void* out, int64_t count, DType dtype,
-                                      ReduceKind kind, bool gather) {
+                                      ReduceOp kind, bool gather) {
   const int64_t size = DTypeSize(dtype), bytes = count * size;
   const int64_t room = segment_bytes_ / size;  // elements a segment may hold
   auto part = [&](int r) { return std::make_pair(count * r / size_, count * (r + 1) / size_); };

@@ -67,10 +67,10 @@ class GlooProcessGroup : public ProcessGroup {
 
   absl::Status Agree(absl::string_view call) override;
   absl::Status AllReduce(absl::string_view call, const void* in, void* out, int64_t count, DType dtype,
-                         ReduceKind kind) override;
+                         ReduceOp kind) override;
   absl::Status Broadcast(absl::string_view call, void* data, int64_t bytes, int root) override;
   absl::Status AllGather(absl::string_view call, void* data, int64_t bytes_per_rank) override;
-  absl::Status ReduceScatter(absl::string_view call, void* data, int64_t count, DType dtype, ReduceKind kind) override;
+  absl::Status ReduceScatter(absl::string_view call, void* data, int64_t count, DType dtype, ReduceOp kind) override;
 
   // Gloo's context, for benchmarks that time raw Gloo on the same connections (unusable once
   // the group has failed: its connections are closed).
@@ -84,7 +84,7 @@ class GlooProcessGroup : public ProcessGroup {
   // in flight towards a rank at once (kWindow per sender) are at most kWindow * this much.
   static constexpr int64_t kSegmentBytes = int64_t{1} << 20;
   static constexpr int kWindow = 2;
-  absl::Status Direct(absl::string_view call, const void* in, void* out, int64_t count, DType dtype, ReduceKind kind,
+  absl::Status Direct(absl::string_view call, const void* in, void* out, int64_t count, DType dtype, ReduceOp kind,
                       bool gather);
 
   // Runs one Gloo operation: exceptions become a status that breaks the group for good and

@@ -25,7 +25,7 @@ namespace kiln::distributed {
 
 struct SyncOptions {
   int64_t bucket_bytes = int64_t{25} << 20;  // as PyTorch DDP's default
-  ReduceKind reduce = ReduceKind::kMean;
+  ReduceOp reduce = ReduceOp::kMean;
 };
 
 template <Backend B>

@@ -18,35 +18,13 @@ const char* GroupOpName(GroupOp op) {
 
 namespace {
 
-// The device an autodiff device wraps, or the device itself.
-const DispatchDevice& Unwrapped(const DispatchDevice& d) {
-  if (const auto* a = std::get_if<AutodiffDevice>(&d.variant())) return *a->inner;
-  return d;
-}
-
-// Whether `backend` can run `op`: every compiled-in backend runs every op (the Vulkan one
-// stages through host memory, the CUDA one runs NCCL).
-bool Supports(const std::string& backend, GroupOp) {
-  return backend == "cpu" || backend == "vulkan" || backend == "cuda";
-}
-
-absl::Status CheckExists(const CpuDevice& d) { return cpu::CheckDevice(d); }
-#ifdef KILN_WITH_VULKAN
-absl::Status CheckExists(const VulkanDevice& d) { return vulkan::CheckDevice(d); }
-#endif
-#ifdef KILN_WITH_CUDA
-absl::Status CheckExists(const CudaDevice& d) { return cuda::CheckDevice(d); }
-#endif
-
 // The group of backend B over `devices` (validated: all of B, all autodiff or none).
 template <class B>
 absl::StatusOr<AnyGroup> MakeTyped(absl::Span<const DispatchDevice> devices, GroupOptions options) {
   using D = typename B::Device;
   std::vector<D> list;
   for (const DispatchDevice& d : devices) {
-    const D device = std::get<D>(Unwrapped(d).variant());
-    if (absl::Status s = CheckExists(device); !s.ok()) return s;
-    list.push_back(device);
+    list.push_back(std::get<D>(d.plain().variant()));
   }
   if (devices[0].is_autodiff()) {
     return AnyGroup(std::make_shared<DeviceGroup<Autodiff<B>>>(std::move(list), options));
@@ -64,7 +42,7 @@ absl::Status ValidateDevices(absl::Span<const DispatchDevice> devices, GroupOp o
   const DispatchDevice& first = devices[0];
   for (size_t i = 0; i < devices.size(); ++i) {
     const DispatchDevice& d = devices[i];
-    if (d.is_autodiff() && Unwrapped(d).is_autodiff()) {
+    if (d.is_autodiff() && std::get<AutodiffDevice>(d.variant()).inner->is_autodiff()) {
       return absl::InvalidArgumentError(absl::StrCat(what, ": device ", i, " is ", d.ToString(),
                                                      ", autodiff inside autodiff; wrap a device in "
                                                      "autodiff once"));
@@ -86,9 +64,10 @@ absl::Status ValidateDevices(absl::Span<const DispatchDevice> devices, GroupOp o
       }
     }
   }
-  if (!Supports(first.backend(), op)) {
-    return absl::UnimplementedError(
-        absl::StrCat(what, " is not supported on ", first.backend(), " devices (device 0 is ", first.ToString(), ")"));
+  // Every compiled-in backend runs every op (Vulkan stages through host memory, CUDA runs
+  // NCCL); what is left is whether the devices exist.
+  for (const DispatchDevice& d : devices) {
+    if (absl::Status s = d.Check(); !s.ok()) return s;
   }
   return absl::OkStatus();
 }
@@ -105,7 +84,7 @@ absl::StatusOr<AnyGroup> MakeGroup(absl::Span<const DispatchDevice> devices, Gro
           return MakeTyped<typename BackendOfDevice<D>::type>(devices, options);
         }
       },
-      Unwrapped(devices[0]).variant());
+      devices[0].plain().variant());
 }
 
 }  // namespace kiln::distributed

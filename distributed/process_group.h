@@ -20,8 +20,8 @@
 
 #include "absl/status/status.h"
 #include "absl/strings/string_view.h"
-#include "distributed/collective_kernels.h"
 #include "tensor/dtype.h"
+#include "tensor/ops.h"
 
 namespace kiln::distributed {
 
@@ -46,7 +46,7 @@ class ProcessGroup {
   // out = reduce(in) over the ranks, element-wise (kSum, kMax or kMin; kMean is a kSum the
   // caller divides). `in` may equal `out`. Every rank gets the same bits.
   virtual absl::Status AllReduce(absl::string_view call, const void* in, void* out, int64_t count, DType dtype,
-                                 ReduceKind kind) = 0;
+                                 ReduceOp kind) = 0;
   // data = root's data, on every rank (the root's buffer is only read).
   virtual absl::Status Broadcast(absl::string_view call, void* data, int64_t bytes, int root) = 0;
   // In place: rank r's part is data[r * bytes_per_rank, (r + 1) * bytes_per_rank) on entry;
@@ -54,8 +54,7 @@ class ProcessGroup {
   virtual absl::Status AllGather(absl::string_view call, void* data, int64_t bytes_per_rank) = 0;
   // In place: data holds `count` elements on every rank; on return, data[0, count / world)
   // is the reduction of part `rank` (count divides by the world size).
-  virtual absl::Status ReduceScatter(absl::string_view call, void* data, int64_t count, DType dtype,
-                                     ReduceKind kind) = 0;
+  virtual absl::Status ReduceScatter(absl::string_view call, void* data, int64_t count, DType dtype, ReduceOp kind) = 0;
 };
 
 }  // namespace kiln::distributed

@@ -32,7 +32,7 @@ struct CollectiveKernels<Vulkan> {
     return vulkan::FromHost(Host::Data(s), s.shape, s.dtype, device);
   }
   // Each member's own thread reduces its chunk: the members are the parallelism.
-  static void Reduce(ReduceKind kind, DType dtype, const std::vector<const void*>& inputs, void* out, int64_t begin,
+  static void Reduce(ReduceOp kind, DType dtype, const std::vector<const void*>& inputs, void* out, int64_t begin,
                      int64_t end, const VulkanDevice&) {
     ReduceOnHost(kind, dtype, inputs, out, begin, end);
   }

@@ -22,8 +22,6 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
-#include "absl/strings/str_split.h"
-#include "absl/strings/strip.h"
 #include "autodiff/autodiff.h"
 #include "backends/cpu/cpu_backend.h"
 #include "backends/dispatch/dispatch_backend.h"
@@ -32,6 +30,7 @@
 #include "distributed/gloo_process_group.h"
 #include "distributed/group.h"
 #include "distributed/launch_env.h"
+#include "distributed/own_devices.h"
 #include "distributed/settings_agreement.h"
 #include "examples/command_line.h"
 #include "examples/progress.h"
@@ -51,75 +50,32 @@ struct UsageError {
   std::string message;
 };
 
-// Under a launcher every process gets the same --devices, but a GPU can serve only one of
-// them: the process with local rank l takes the l-th block of GPUs, as wide as the highest
-// index listed + 1 (torchrun users pick cuda:LOCAL_RANK by hand for the same reason).
-// Returns the spec with the GPUs renumbered.
-std::string TakeOwnGpus(const std::string& spec, const distributed::LaunchEnv& launch) {
-  std::vector<std::string> parts = absl::StrSplit(spec, ',');
-  // part = "autodiff(" x wrappers + "cuda:" + index + ")" x wrappers
-  auto gpu_index = [](const std::string& part, size_t* colon, int* index) {
-    *colon = part.find("cuda:");
-    return *colon != std::string::npos &&
-           absl::SimpleAtoi(absl::StripSuffix(part.substr(*colon + 5), std::string(*colon / 9, ')')), index);
-  };
-  int width = 0;
-  for (const std::string& part : parts) {
-    size_t colon = 0;
-    int index = 0;
-    if (gpu_index(part, &colon, &index)) width = std::max(width, index + 1);
-  }
-  for (std::string& part : parts) {
-    size_t colon = 0;
-    int index = 0;
-    if (!gpu_index(part, &colon, &index)) continue;
-    const int own = launch.local_rank * width + index;
-#ifdef KILN_WITH_CUDA
-    if (absl::Status s = cuda::CheckDevice(CudaDevice(own)); own != index && !s.ok()) {
-      throw UsageError{absl::StrCat("--devices=", spec, ": the process with local rank ", launch.local_rank, " of ",
-                                    launch.local_world_size, " trains on cuda:", own, " in place of cuda:", index,
-                                    " (each takes its own GPUs): ", s.message())};
-    }
-#endif
-    part = absl::StrCat(part.substr(0, colon + 5), own, std::string(colon / 9, ')'));
-  }
-  return absl::StrJoin(parts, ",");
-}
-
-// --devices: logical CPU devices are made to exist first (as many as the highest index
-// needs, the cores shared among those listed), then the list is validated as a whole. The
-// plain devices come back (training always records gradients, so autodiff(cpu:N) and cpu:N
-// mean the same here).
-std::vector<DispatchDevice> ParseDevices(const std::string& given, int threads_flag,
+// --devices, parsed once: under a launcher each process takes its own GPUs (own_devices.h),
+// the logical CPU devices listed are made to exist (the cores shared among those listed and
+// the processes on this machine), and the list is validated as a whole.
+std::vector<DispatchDevice> ParseDevices(const std::string& spec, int threads_flag,
                                          const distributed::LaunchEnv* launch) {
-  const int processes_here = launch ? launch->local_world_size : 1;
-  const std::string spec = launch ? TakeOwnGpus(given, *launch) : given;
-  int highest = 0, listed = 0;
-  for (absl::string_view part : absl::StrSplit(spec, ',')) {
-    int index = 0;
-    while (absl::ConsumePrefix(&part, "autodiff(") && absl::ConsumeSuffix(&part, ")")) {
-    }
-    if (absl::ConsumePrefix(&part, "cpu:") && absl::SimpleAtoi(part, &index) && index >= 0 &&
-        index <= DispatchDevice::kMaxDeviceIndex) {
-      highest = std::max(highest, index);
-    }
-    ++listed;
+  auto parsed = DispatchDevice::ParseList(spec);
+  if (!parsed.ok()) throw UsageError{absl::StrCat("--devices=", spec, ": ", parsed.status().message())};
+  std::vector<DispatchDevice> devices = *std::move(parsed);
+  if (launch != nullptr) {
+    auto own = distributed::OwnDevices(devices, *launch);
+    if (!own.ok()) throw UsageError{absl::StrCat("--devices=", spec, ": ", own.status().message())};
+    devices = *std::move(own);
   }
-  const int threads = threads_flag > 0 ? threads_flag : std::max(1, cpu::HardwareThreads() / (listed * processes_here));
+  int highest = 0;
+  for (const DispatchDevice& d : devices) {
+    if (const auto* cpu = std::get_if<CpuDevice>(&d.plain().variant())) highest = std::max(highest, cpu->index());
+  }
+  const int listed = static_cast<int>(devices.size()) * (launch ? launch->local_world_size : 1);
+  const int threads = threads_flag > 0 ? threads_flag : std::max(1, cpu::HardwareThreads() / listed);
   if (absl::Status s = cpu::Configure({.devices = highest + 1, .threads_per_device = threads}); !s.ok()) {
     throw UsageError{absl::StrCat("--devices=", spec, ": ", s.message())};
   }
-  auto devices = DispatchDevice::ParseList(spec);
-  if (!devices.ok()) throw UsageError{absl::StrCat("--devices=", spec, ": ", devices.status().message())};
-  if (absl::Status s = distributed::ValidateDevices(*devices, distributed::GroupOp::kGradientSync); !s.ok()) {
+  if (absl::Status s = distributed::ValidateDevices(devices, distributed::GroupOp::kGradientSync); !s.ok()) {
     throw UsageError{absl::StrCat("--devices=", spec, ": ", s.message())};
   }
-  std::vector<DispatchDevice> out;
-  for (const DispatchDevice& d : *devices) {
-    const auto* wrapped = std::get_if<AutodiffDevice>(&d.variant());
-    out.push_back(wrapped ? *wrapped->inner : d);
-  }
-  return out;
+  return devices;
 }
 
 template <Backend B>
@@ -191,12 +147,13 @@ std::string JsonNumber(double v, int decimals) {
 }
 
 // Training proper, with backend B's tensors on `devices` (one replica each), one rank of
-// `processes` (group_options carries the process group when there are several).
+// `processes` (the group holds the process group when there are several).
 template <Backend B>
-int TrainOn(const TrainConfig& c, const std::vector<typename B::Device>& devices,
-            const distributed::GroupOptions& group_options, int rank, int processes) {
+int TrainOn(const TrainConfig& c, const std::shared_ptr<distributed::DeviceGroup<Autodiff<B>>>& group, int rank,
+            int processes) {
   using AD = Autodiff<B>;
   using T = Tensor<AD>;
+  const std::vector<typename B::Device>& devices = group->devices();
   const auto device = devices[0];
 
   auto train = data::LoadFashionMnist(c.data_dir, "train");
@@ -233,7 +190,6 @@ int TrainOn(const TrainConfig& c, const std::vector<typename B::Device>& devices
     return std::make_unique<nn::AdamW<B>>(c.lr, nn::AdamWOptions{.weight_decay = c.weight_decay});
   };
   // One replica per device (one device is the same code with a group of one).
-  auto group = std::make_shared<distributed::DeviceGroup<AD>>(devices, group_options);
   auto dp = distributed::DataParallel<B>::Create(*initial, group, make_optimizer);
   if (!dp.ok()) {
     // The first broadcast already crosses processes: a peer that fails there is no usage error.
@@ -342,18 +298,11 @@ int Train(const TrainConfig& c) {
     throw UsageError{absl::StrCat("--batch_size=", c.batch_size, " is smaller than the ", members, " devices")};
   }
   // The list is one backend (validated): train with that backend's tensors.
-  return std::visit(
-      [&](const auto& first) -> int {
-        using D = std::decay_t<decltype(first)>;
-        if constexpr (std::is_same_v<D, AutodiffDevice>) {
-          throw UsageError{"internal: an autodiff device survived ParseDevices"};
-        } else {
-          std::vector<D> typed;
-          for (const DispatchDevice& d : devices) typed.push_back(std::get<D>(d.variant()));
-          return TrainOn<typename BackendOfDevice<D>::type>(c, typed, group_options, rank, processes);
-        }
-      },
-      devices[0].variant());
+  const auto trained = distributed::MakeTrainingGroup(devices, group_options, [&](auto group) {
+    return TrainOn<typename std::decay_t<decltype(*group)>::Inner>(c, group, rank, processes);
+  });
+  if (!trained.ok()) throw UsageError{std::string(trained.status().message())};
+  return *trained;
 }
 
 }  // namespace

@@ -1,5 +1,5 @@
-// The backends compiled into this build, for typed test suites. A new backend joins the
-// conformance suite by being added here (behind its build config).
+// The backends compiled into this build, for typed test suites: a backend in
+// backends/registry.h is in every list, and needs a TestDevices specialisation here.
 #ifndef KILN_TESTS_BACKENDS_H_
 #define KILN_TESTS_BACKENDS_H_
 
@@ -9,16 +9,11 @@
 #include <string>
 #include <vector>
 
+#include "absl/strings/str_format.h"
 #include "autodiff/autodiff.h"
 #include "backends/cpu/cpu_backend.h"
 #include "backends/dispatch/dispatch_backend.h"
-#ifdef KILN_WITH_VULKAN
-#include "backends/vulkan/vulkan_backend.h"
-#endif
-#ifdef KILN_WITH_CUDA
-#include "absl/strings/str_format.h"
-#include "backends/cuda/cuda_backend.h"
-#endif
+#include "backends/registry.h"
 
 namespace kiln::testing {
 
@@ -29,37 +24,42 @@ struct Config {
   using T = Float;
 };
 
-// The optional backends' entries in the lists below, empty when not compiled in.
-#ifdef KILN_WITH_VULKAN
-#define KILN_VULKAN_CONFIGS , Config<Vulkan, float>, Config<Vulkan, double>, Config<Autodiff<Vulkan>, float>
-#define KILN_VULKAN_BACKENDS , Vulkan
-#else
-#define KILN_VULKAN_CONFIGS
-#define KILN_VULKAN_BACKENDS
-#endif
-#ifdef KILN_WITH_CUDA
-#define KILN_CUDA_CONFIGS \
-  , Config<Cuda, float>, Config<Cuda, double>, Config<Autodiff<Cuda>, float>, Config<Autodiff<Cuda>, double>
-#define KILN_CUDA_BACKENDS , Cuda
-#define KILN_CUDA_ALL_BACKENDS , Cuda, Autodiff<Cuda>
-#else
-#define KILN_CUDA_CONFIGS
-#define KILN_CUDA_BACKENDS
-#define KILN_CUDA_ALL_BACKENDS
-#endif
-
-// Every backend, plain and wrapped in Autodiff: the wrapper must not change a single value.
-using FloatConfigs = ::testing::Types<Config<Cpu, float>, Config<Cpu, double>, Config<Autodiff<Cpu>, float>,
-                                      Config<Autodiff<Cpu>, double>, Config<Dispatch, float>,
-                                      Config<Autodiff<Dispatch>, double> KILN_VULKAN_CONFIGS KILN_CUDA_CONFIGS>;
-using AllBackends = ::testing::Types<Cpu, Autodiff<Cpu>, Dispatch KILN_VULKAN_BACKENDS KILN_CUDA_ALL_BACKENDS>;
-// The backends gradients are checked on (each is wrapped in Autodiff by the test).
-using InnerBackends = ::testing::Types<Cpu, Dispatch KILN_VULKAN_BACKENDS KILN_CUDA_BACKENDS>;
-// The backends tests/distributed runs on, plain (tests wrap them in Autodiff where they need
-// gradients). A backend that specialises distributed::CollectiveKernels joins here, behind
-// its build config (Vulkan under #ifdef KILN_WITH_VULKAN, CUDA under #ifdef KILN_WITH_CUDA),
-// together with a TestDevices<B>::Provide.
-using DistributedBackends = ::testing::Types<Cpu KILN_VULKAN_BACKENDS KILN_CUDA_BACKENDS>;
+// The typed lists, derived from the compiled-in backends (backends/registry.h).
+template <class... Ts>
+struct TypeList {};
+template <class... Lists>
+struct Concat;
+template <class... Ts>
+struct Concat<TypeList<Ts...>> {
+  using type = TypeList<Ts...>;
+};
+template <class... As, class... Bs, class... Rest>
+struct Concat<TypeList<As...>, TypeList<Bs...>, Rest...> : Concat<TypeList<As..., Bs...>, Rest...> {};
+template <class List>
+struct AsGtestTypes;
+template <class... Ts>
+struct AsGtestTypes<TypeList<Ts...>> {
+  using type = ::testing::Types<Ts...>;
+};
+template <class... Bs>
+struct Lists {
+  // Every backend, plain and wrapped in Autodiff, in f32 and f64: the wrapper must not change
+  // a single value. Dispatch runs over the CPU.
+  using FloatConfigs = typename AsGtestTypes<typename Concat<
+      TypeList<Config<Bs, float>, Config<Bs, double>, Config<Autodiff<Bs>, float>, Config<Autodiff<Bs>, double>>...,
+      TypeList<Config<Dispatch, float>, Config<Autodiff<Dispatch>, double>>>::type>::type;
+  using AllBackends =
+      typename AsGtestTypes<typename Concat<TypeList<Bs, Autodiff<Bs>>..., TypeList<Dispatch>>::type>::type;
+  // The backends gradients are checked on (each is wrapped in Autodiff by the test).
+  using InnerBackends = ::testing::Types<Bs..., Dispatch>;
+  // The backends tests/distributed runs on, plain (tests wrap them in Autodiff where they
+  // need gradients); each needs a TestDevices<B>::Provide.
+  using DistributedBackends = ::testing::Types<Bs...>;
+};
+using FloatConfigs = CompiledBackends::Apply<Lists>::FloatConfigs;
+using AllBackends = CompiledBackends::Apply<Lists>::AllBackends;
+using InnerBackends = CompiledBackends::Apply<Lists>::InnerBackends;
+using DistributedBackends = CompiledBackends::Apply<Lists>::DistributedBackends;
 
 // Names typed tests "cpu_f32" (a Config) or "cpu" (a backend) rather than "0".
 struct ConfigNames {

@@ -16,6 +16,9 @@ struct Cpu {
   using Primitive = cpu::StridedTensor;
 
   static const char* Name() { return "cpu"; }
+  static absl::Status CheckDevice(const Device& d) { return cpu::CheckDevice(d); }
+  // Logical devices exist once cpu::Configure (or the environment) made them.
+  static constexpr bool kDeviceOwnsAProcess = false;
 
   static const Shape& shape(const Primitive& p) { return p.shape; }
   static DType dtype(const Primitive& p) { return p.dtype; }

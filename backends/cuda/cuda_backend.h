@@ -18,6 +18,9 @@ struct Cuda {
   using Primitive = cuda::StridedTensor;
 
   static const char* Name() { return "cuda"; }
+  static absl::Status CheckDevice(const Device& d) { return cuda::CheckDevice(d); }
+  // A GPU serves one process: under a launcher each process takes its own (see distributed/).
+  static constexpr bool kDeviceOwnsAProcess = true;
 
   static const Shape& shape(const Primitive& p) { return p.shape; }
   static DType dtype(const Primitive& p) { return p.dtype; }

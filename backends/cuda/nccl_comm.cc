@@ -23,12 +23,12 @@ absl::StatusOr<ncclDataType_t> NcclType(DType dtype) {
   return absl::InvalidArgumentError("unknown dtype");
 }
 
-ncclRedOp_t NcclRedOp(NcclReduce reduce, DType dtype) {
+ncclRedOp_t NcclRedOp(ReduceOp reduce, DType dtype) {
   switch (reduce) {
-    case NcclReduce::kSum: return ncclSum;
-    case NcclReduce::kMean: return IsFloating(dtype) ? ncclAvg : ncclSum;  // ints: sum, divide
-    case NcclReduce::kMax: return ncclMax;
-    case NcclReduce::kMin: return ncclMin;
+    case ReduceOp::kSum: return ncclSum;
+    case ReduceOp::kMean: return IsFloating(dtype) ? ncclAvg : ncclSum;  // ints: sum, divide
+    case ReduceOp::kMax: return ncclMax;
+    case ReduceOp::kMin: return ncclMin;
   }
   return ncclSum;
 }
@@ -227,12 +227,12 @@ NcclComm::~NcclComm() {
 }
 
 absl::StatusOr<NcclBuffers> NcclComm::Prepare(NcclOp op, const std::vector<StridedTensor>& inputs, int world,
-                                              NcclReduce reduce) {
+                                              ReduceOp reduce) {
   if (inputs.empty()) return absl::InvalidArgumentError("NCCL: a collective needs at least one input");
   const DType dtype = inputs[0].dtype;
   if (absl::StatusOr<ncclDataType_t> type = NcclType(dtype); !type.ok()) return type.status();
   if (dtype == DType::kBool && op != NcclOp::kBroadcast && op != NcclOp::kAllGather &&
-      (reduce == NcclReduce::kSum || reduce == NcclReduce::kMean)) {
+      (reduce == ReduceOp::kSum || reduce == ReduceOp::kMean)) {
     return absl::InvalidArgumentError(
         absl::StrCat(OpName(op), ": a bool tensor has no sum or mean; convert it with .to(DType::kI64)"));
   }
@@ -252,7 +252,7 @@ absl::StatusOr<NcclBuffers> NcclComm::Prepare(NcclOp op, const std::vector<Strid
 }
 
 absl::StatusOr<std::vector<StridedTensor>> NcclComm::Run(const std::vector<NcclComm*>& comms, NcclOp op,
-                                                         const std::vector<StridedTensor>& inputs, NcclReduce reduce,
+                                                         const std::vector<StridedTensor>& inputs, ReduceOp reduce,
                                                          int root) {
   if (comms.size() != inputs.size() || comms.empty()) {
     return absl::InvalidArgumentError("NcclComm::Run: one input per communicator");
@@ -263,7 +263,7 @@ absl::StatusOr<std::vector<StridedTensor>> NcclComm::Run(const std::vector<NcclC
 }
 
 absl::StatusOr<std::vector<StridedTensor>> NcclComm::Run(const std::vector<NcclComm*>& comms, NcclOp op,
-                                                         const NcclBuffers& buffers, NcclReduce reduce, int root) {
+                                                         const NcclBuffers& buffers, ReduceOp reduce, int root) {
   if (comms.empty() || comms.size() != buffers.inputs.size() || comms.size() != buffers.outputs.size()) {
     return absl::InvalidArgumentError("NcclComm::Run: one input per communicator");
   }
@@ -367,7 +367,7 @@ absl::StatusOr<std::vector<StridedTensor>> NcclComm::Run(const std::vector<NcclC
   // 5. Integer means: NCCL sums, the division follows on the compute stream.
   try {
     for (size_t i = 0; i < comms.size(); ++i) {
-      if (reduce == NcclReduce::kMean && !IsFloating(dtype) &&
+      if (reduce == ReduceOp::kMean && !IsFloating(dtype) &&
           (op == NcclOp::kAllReduce || op == NcclOp::kReduceScatter)) {
         DeviceContext& c = Context(comms[i]->device());
         Await(c, {&outputs[i]});

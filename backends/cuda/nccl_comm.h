@@ -28,6 +28,7 @@
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
 #include "backends/cuda/strided_tensor.h"
+#include "tensor/ops.h"
 
 namespace kiln::cuda {
 
@@ -35,7 +36,6 @@ namespace kiln::cuda {
 absl::Status NcclStatus(ncclResult_t result, absl::string_view what);
 
 enum class NcclOp { kAllReduce, kBroadcast, kAllGather, kReduceScatter };
-enum class NcclReduce { kSum, kMean, kMax, kMin };
 
 // A collective's dense inputs and fresh outputs, made on the compute streams before any rank
 // queues its NCCL call: a rank that runs out of memory fails before, not after, the others
@@ -75,7 +75,7 @@ class NcclComm {
   // The buffers of `op` over `world` ranks for these inputs (one per local rank): InvalidArgument
   // for what NCCL cannot do, ResourceExhausted when a device is out of memory.
   static absl::StatusOr<NcclBuffers> Prepare(NcclOp op, const std::vector<StridedTensor>& inputs, int world,
-                                             NcclReduce reduce = NcclReduce::kSum);
+                                             ReduceOp reduce = ReduceOp::kSum);
 
   // Runs `op` for comms[i] on inputs[i], all in one NCCL group (ncclGroupStart/End), so one
   // thread may drive every rank of an in-process communicator; a per-rank thread passes just
@@ -87,12 +87,12 @@ class NcclComm {
   // An error after any call was queued aborts `comms` (the peers' halves of the collective
   // would otherwise wait for ever) and says so.
   static absl::StatusOr<std::vector<StridedTensor>> Run(const std::vector<NcclComm*>& comms, NcclOp op,
-                                                        const NcclBuffers& buffers,
-                                                        NcclReduce reduce = NcclReduce::kSum, int root = 0);
+                                                        const NcclBuffers& buffers, ReduceOp reduce = ReduceOp::kSum,
+                                                        int root = 0);
   // Prepare, then Run.
   static absl::StatusOr<std::vector<StridedTensor>> Run(const std::vector<NcclComm*>& comms, NcclOp op,
                                                         const std::vector<StridedTensor>& inputs,
-                                                        NcclReduce reduce = NcclReduce::kSum, int root = 0);
+                                                        ReduceOp reduce = ReduceOp::kSum, int root = 0);
 
  private:
   NcclComm(ncclComm_t comm, int rank, int size, CudaDevice device, cudaStream_t stream,

@@ -8,69 +8,18 @@
 #include <variant>
 #include <vector>
 
-#include "backends/cpu/cpu_backend.h"
 #include "backends/dispatch/dispatch_device.h"
-#ifdef KILN_WITH_VULKAN
-#include "backends/vulkan/vulkan_backend.h"
-#endif
-#ifdef KILN_WITH_CUDA
-#include "backends/cuda/cuda_backend.h"
-#endif
+#include "backends/registry.h"
 #include "tensor/backend.h"
 
 namespace kiln {
 
-// The compiled-in backend whose primitive is P.
-template <class P>
-struct BackendOf;
-template <>
-struct BackendOf<cpu::StridedTensor> {
-  using type = Cpu;
-};
-// The backend whose device is D.
-template <class D>
-struct BackendOfDevice;
-template <>
-struct BackendOfDevice<CpuDevice> {
-  using type = Cpu;
-};
-#ifdef KILN_WITH_VULKAN
-template <>
-struct BackendOf<vulkan::VulkanTensor> {
-  using type = Vulkan;
-};
-template <>
-struct BackendOfDevice<VulkanDevice> {
-  using type = Vulkan;
-};
-#endif
-#ifdef KILN_WITH_CUDA
-template <>
-struct BackendOf<cuda::StridedTensor> {
-  using type = Cuda;
-};
-template <>
-struct BackendOfDevice<CudaDevice> {
-  using type = Cuda;
-};
-#endif
-
 struct Dispatch {
  public:
   using Device = DispatchDevice;
-  // One alternative per compiled-in backend (Vulkan and CUDA join under their configs).
+  // One alternative per compiled-in backend (backends/registry.h).
   struct Primitive {
-    std::variant<Cpu::Primitive
-#ifdef KILN_WITH_VULKAN
-                 ,
-                 Vulkan::Primitive
-#endif
-#ifdef KILN_WITH_CUDA
-                 ,
-                 Cuda::Primitive
-#endif
-                 >
-        v;
+    CompiledBackends::PrimitiveVariant v;
   };
 
  private:
@@ -101,7 +50,8 @@ struct Dispatch {
   static const P& Same(const P&, const Primitive& other) {
     return std::get<P>(other.v);
   }
-  // f(Tag<B>, B's device) for a plain device; an autodiff device is the wrong tool here.
+  // f(Tag<B>, B's device) for a plain device that exists (a parsed device need not); an
+  // autodiff device is the wrong tool here.
   template <class F>
   static Primitive OnDevice(const Device& dev, F&& f) {
     return std::visit(
@@ -113,7 +63,9 @@ struct Dispatch {
                 "gradients use Tensor<Autodiff<Dispatch>> on %s)",
                 dev.ToString(), d.inner->ToString());
           } else {
-            return f(Tag<typename BackendOfDevice<D>::type>{}, d);
+            using B = typename BackendOfDevice<D>::type;
+            ThrowIfError(B::CheckDevice(d));
+            return f(Tag<B>{}, d);
           }
         },
         dev.variant());

@@ -1,6 +1,8 @@
 #include "backends/dispatch/dispatch_device.h"
 
 #include <algorithm>
+#include <iterator>
+#include <optional>
 
 #include "absl/strings/ascii.h"
 #include "absl/strings/escaping.h"
@@ -12,27 +14,6 @@
 namespace kiln {
 namespace {
 
-// Backends kiln knows, and the Bazel config that compiles each in.
-struct KnownBackend {
-  const char* name;
-  const char* config;  // null: always built
-  bool compiled;
-};
-
-constexpr KnownBackend kBackends[] = {
-    {"cpu", nullptr, true},
-#ifdef KILN_WITH_VULKAN
-    {"vulkan", "vulkan", true},
-#else
-    {"vulkan", "vulkan", false},
-#endif
-#ifdef KILN_WITH_CUDA
-    {"cuda", "cuda", true},
-#else
-    {"cuda", "cuda", false},
-#endif
-};
-
 // The text as a message shows it: quoted, escaped, and cut to a readable length.
 std::string Quoted(absl::string_view text) {
   constexpr size_t kShown = 64;
@@ -42,8 +23,16 @@ std::string Quoted(absl::string_view text) {
 
 std::string CompiledList() {
   std::string out;
-  for (const auto& b : kBackends) {
-    if (b.compiled) absl::StrAppend(&out, out.empty() ? "" : ", ", b.name);
+  for (const auto& b : kKnownBackends) {
+    if (CompiledBackends::Has(b.name)) absl::StrAppend(&out, out.empty() ? "" : ", ", b.name);
+  }
+  return out;
+}
+
+std::string KnownList() {
+  std::string out;
+  for (size_t i = 0; i < std::size(kKnownBackends); ++i) {
+    absl::StrAppend(&out, i == 0 ? "" : i + 1 == std::size(kKnownBackends) ? " and " : ", ", kKnownBackends[i].name);
   }
   return out;
 }
@@ -92,36 +81,22 @@ absl::StatusOr<DispatchDevice> DispatchDevice::Parse(absl::string_view text) {
 }
 
 absl::StatusOr<DispatchDevice> DispatchDevice::Plain(absl::string_view name, int index, const std::string& quoted) {
-  for (const auto& b : kBackends) {
-    if (name != b.name) continue;
-    if (!b.compiled) {
+  std::optional<DispatchDevice> found;
+  CompiledBackends::AnyOf([&]<class B>() {
+    if (name != B::Name()) return false;
+    found = DispatchDevice(typename B::Device(index));
+    return true;
+  });
+  if (found) return *found;
+  for (const auto& b : kKnownBackends) {
+    if (name == b.name) {
       return absl::FailedPreconditionError(absl::StrCat("device ", quoted, ": this build has no ", name,
                                                         " backend; rebuild with --config=", b.config,
                                                         " (compiled in: ", CompiledList(), ")"));
     }
-    if (name == "cpu") {
-      const CpuDevice device(index);
-      if (absl::Status s = cpu::CheckDevice(device); !s.ok()) return s;
-      return DispatchDevice(device);
-    }
-#ifdef KILN_WITH_VULKAN
-    if (name == "vulkan") {
-      const VulkanDevice device(index);
-      if (absl::Status s = vulkan::CheckDevice(device); !s.ok()) return s;
-      return DispatchDevice(device);
-    }
-#endif
-#ifdef KILN_WITH_CUDA
-    if (name == "cuda") {
-      const CudaDevice device(index);
-      if (absl::Status s = cuda::CheckDevice(device); !s.ok()) return s;
-      return DispatchDevice(device);
-    }
-#endif
   }
-  return absl::InvalidArgumentError(absl::StrCat("device ", quoted, ": unknown backend ", Quoted(name),
-                                                 "; kiln knows cpu, vulkan and cuda (compiled in: ", CompiledList(),
-                                                 ")"));
+  return absl::InvalidArgumentError(absl::StrCat("device ", quoted, ": unknown backend ", Quoted(name), "; kiln knows ",
+                                                 KnownList(), " (compiled in: ", CompiledList(), ")"));
 }
 
 absl::StatusOr<std::vector<DispatchDevice>> DispatchDevice::ParseList(absl::string_view text) {
@@ -136,6 +111,26 @@ absl::StatusOr<std::vector<DispatchDevice>> DispatchDevice::ParseList(absl::stri
     out.push_back(*std::move(d));
   }
   return out;
+}
+
+absl::Status DispatchDevice::Check() const {
+  const DispatchDevice& device = plain();
+  return std::visit(
+      [](const auto& d) -> absl::Status {
+        using D = std::decay_t<decltype(d)>;
+        if constexpr (std::is_same_v<D, AutodiffDevice>) {
+          return absl::InternalError("plain() returned an autodiff device");
+        } else {
+          return BackendOfDevice<D>::type::CheckDevice(d);
+        }
+      },
+      device.v_);
+}
+
+const DispatchDevice& DispatchDevice::plain() const {
+  const DispatchDevice* d = this;
+  while (const auto* wrapped = std::get_if<AutodiffDevice>(&d->v_)) d = wrapped->inner.get();
+  return *d;
 }
 
 std::string DispatchDevice::backend() const {

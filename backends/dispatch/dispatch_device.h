@@ -1,6 +1,7 @@
 // DispatchDevice: a device of any backend compiled into this build, chosen at run time
 // ("cpu:1", "vulkan:0", "cuda:0"), optionally wrapped as an autodiff device. It is what users
 // write in --devices and what distributed/ validates and unwraps into a typed device group.
+// Its variant has one alternative per backend of backends/registry.h.
 #ifndef KILN_BACKENDS_DISPATCH_DISPATCH_DEVICE_H_
 #define KILN_BACKENDS_DISPATCH_DISPATCH_DEVICE_H_
 
@@ -8,16 +9,10 @@
 #include <string>
 #include <variant>
 #include <vector>
-#include "absl/strings/string_view.h"
 
 #include "absl/status/statusor.h"
-#include "backends/cpu/cpu_device.h"
-#ifdef KILN_WITH_VULKAN
-#include "backends/vulkan/vulkan_device.h"
-#endif
-#ifdef KILN_WITH_CUDA
-#include "backends/cuda/cuda_device.h"
-#endif
+#include "absl/strings/string_view.h"
+#include "backends/registry.h"
 
 namespace kiln {
 
@@ -31,31 +26,21 @@ struct AutodiffDevice {
 
 class DispatchDevice {
  public:
-  // One alternative per backend compiled in, plus the autodiff wrapper.
-  using Variant = std::variant<CpuDevice,
-#ifdef KILN_WITH_VULKAN
-                               VulkanDevice,
-#endif
-#ifdef KILN_WITH_CUDA
-                               CudaDevice,
-#endif
-                               AutodiffDevice>;
+  // One alternative per compiled-in backend, plus the autodiff wrapper.
+  using Variant = CompiledBackends::DeviceVariant<AutodiffDevice>;
 
   DispatchDevice() : v_(CpuDevice(0)) {}
-  DispatchDevice(CpuDevice d) : v_(d) {}  // NOLINT: a CPU device is a dispatch device
-#ifdef KILN_WITH_VULKAN
-  DispatchDevice(VulkanDevice d) : v_(d) {}  // NOLINT: so is a Vulkan device
-#endif
-#ifdef KILN_WITH_CUDA
-  DispatchDevice(CudaDevice d) : v_(d) {}  // NOLINT: so is a CUDA device
-#endif
+  template <class D>
+  requires CompiledBackends::kHasDevice<D> DispatchDevice(D d)
+      : v_(d) {}  // NOLINT: a device of a compiled-in backend is a dispatch device
   static DispatchDevice Autodiff(DispatchDevice inner);
 
-  // "cpu:0", "autodiff(cpu:1)". A backend this build lacks is FailedPrecondition naming the
-  // --config that adds it; an unknown backend or a malformed string InvalidArgument; an index
-  // past the devices that exist InvalidArgument naming those that do. Any string is safe to
-  // give: no white space around it, a decimal index up to kMaxDeviceIndex, autodiff( at most
-  // kMaxAutodiffWrappers deep (a group takes one; the second gets validation's message).
+  // "cpu:0", "autodiff(cpu:1)": the syntax only (whether the device exists is Check's, asked
+  // when a group or tensor is made). A backend this build lacks is FailedPrecondition naming
+  // the --config that adds it; an unknown backend or a malformed string InvalidArgument. Any
+  // string is safe to give: no white space around it, a decimal index up to kMaxDeviceIndex,
+  // autodiff( at most kMaxAutodiffWrappers deep (a group takes one; the second gets
+  // validation's message).
   static absl::StatusOr<DispatchDevice> Parse(absl::string_view text);
   // A comma-separated list, e.g. from --devices (white space around each device is allowed),
   // of at most kMaxListLength devices.
@@ -64,8 +49,14 @@ class DispatchDevice {
   static constexpr int kMaxAutodiffWrappers = 2;
   static constexpr size_t kMaxListLength = 1024;
 
+  // OK if the device exists in this process (for an autodiff device: the one it wraps);
+  // otherwise InvalidArgument naming those that do.
+  absl::Status Check() const;
+
   const Variant& variant() const { return v_; }
   bool is_autodiff() const { return std::holds_alternative<AutodiffDevice>(v_); }
+  // The device under every autodiff(...) wrapper (the device itself when there is none).
+  const DispatchDevice& plain() const;
   // The backend's name ("cpu"); for an autodiff device, that of the device it wraps.
   std::string backend() const;
   std::string ToString() const;

@@ -19,6 +19,8 @@ struct Vulkan {
   using Primitive = vulkan::VulkanTensor;
 
   static const char* Name() { return "vulkan"; }
+  static absl::Status CheckDevice(const Device& d) { return vulkan::CheckDevice(d); }
+  static constexpr bool kDeviceOwnsAProcess = false;
 
   static const Shape& shape(const Primitive& p) { return p.shape; }
   static DType dtype(const Primitive& p) { return p.dtype; }

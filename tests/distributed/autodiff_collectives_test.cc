@@ -51,18 +51,17 @@ TYPED_TEST_SUITE(AutodiffCollectives, DistributedBackends, ConfigNames);
 
 TYPED_TEST(AutodiffCollectives, AllReduceSumAndMean) {
   using AD = Tensor<Autodiff<TypeParam>>;
-  auto sum = this->Run({{2}, {4}}, [&](int r, const AD& x) { return *this->group_.AllReduce(r, x, ReduceKind::kSum); });
+  auto sum = this->Run({{2}, {4}}, [&](int r, const AD& x) { return *this->group_.AllReduce(r, x, ReduceOp::kSum); });
   for (int r = 0; r < 2; ++r) {
     EXPECT_EQ(sum[r].first, std::vector<double>{6});
     EXPECT_EQ(sum[r].second, std::vector<double>{2});
   }
-  auto mean =
-      this->Run({{2}, {4}}, [&](int r, const AD& x) { return *this->group_.AllReduce(r, x, ReduceKind::kMean); });
+  auto mean = this->Run({{2}, {4}}, [&](int r, const AD& x) { return *this->group_.AllReduce(r, x, ReduceOp::kMean); });
   for (int r = 0; r < 2; ++r) {
     EXPECT_EQ(mean[r].first, std::vector<double>{3});
     EXPECT_EQ(mean[r].second, std::vector<double>{1});
   }
-  auto odd = this->Run({{2}, {5}}, [&](int r, const AD& x) { return *this->group_.AllReduce(r, x, ReduceKind::kSum); });
+  auto odd = this->Run({{2}, {5}}, [&](int r, const AD& x) { return *this->group_.AllReduce(r, x, ReduceOp::kSum); });
   EXPECT_EQ(odd[1].first, std::vector<double>{7});
   EXPECT_EQ(odd[1].second, std::vector<double>{2});
 }
@@ -70,7 +69,7 @@ TYPED_TEST(AutodiffCollectives, AllReduceSumAndMean) {
 TYPED_TEST(AutodiffCollectives, AllReduceMaxRoutesToTheHolder) {
   using AD = Tensor<Autodiff<TypeParam>>;
   auto max =
-      this->Run({{1, 9}, {5, 9}}, [&](int r, const AD& x) { return *this->group_.AllReduce(r, x, ReduceKind::kMax); });
+      this->Run({{1, 9}, {5, 9}}, [&](int r, const AD& x) { return *this->group_.AllReduce(r, x, ReduceOp::kMax); });
   EXPECT_EQ(max[0].first, (std::vector<double>{5, 9}));
   EXPECT_EQ(max[0].second, (std::vector<double>{0, 1}));  // a tie shares the summed gradient 2
   EXPECT_EQ(max[1].second, (std::vector<double>{2, 1}));
@@ -85,7 +84,7 @@ TYPED_TEST(AutodiffCollectives, AllGatherAndReduceScatterAreEachOthersBackward) 
   EXPECT_EQ(gathered[0].second, (std::vector<double>{3, 3}));  // 1 + 2 for each element
   EXPECT_EQ(gathered[1].second, (std::vector<double>{3, 3}));
   auto scattered = this->Run({{1, 2, 3, 4}, {10, 20, 30, 40}}, [&](int r, const AD& x) {
-    return *this->group_.ReduceScatter(r, x, ReduceKind::kSum) * (r + 1.0);
+    return *this->group_.ReduceScatter(r, x, ReduceOp::kSum) * (r + 1.0);
   });
   EXPECT_EQ(scattered[0].first, (std::vector<double>{11, 22}));
   EXPECT_EQ(scattered[1].first, (std::vector<double>{66, 88}));  // [33, 44] * 2
@@ -97,7 +96,7 @@ TYPED_TEST(AutodiffCollectives, AllGatherAndReduceScatterAreEachOthersBackward) 
 TYPED_TEST(AutodiffCollectives, ReduceScatterOfAnExtremeIsNotDifferentiable) {
   using AD = Tensor<Autodiff<TypeParam>>;
   const AD x = AD::ones({2}, DType::kF64, this->devices_[0]).require_grad();
-  const auto s = this->group_.ReduceScatter(0, x, ReduceKind::kMax);
+  const auto s = this->group_.ReduceScatter(0, x, ReduceOp::kMax);
   EXPECT_EQ(s.status().code(), absl::StatusCode::kUnimplemented);
   EXPECT_EQ(s.status().message(), "reduce_scatter(max) is not differentiable in kiln; use sum or mean");
 }

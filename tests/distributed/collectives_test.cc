@@ -44,8 +44,8 @@ TYPED_TEST(Collectives, AllReduceEveryKind) {
   const auto d = TestDevices<TypeParam>::Provide(3);
   DeviceGroup<TypeParam> group(d);
   const auto in = this->Inputs(d, {5, 7001});  // chunks of an odd size across members
-  for (ReduceKind kind : {ReduceKind::kSum, ReduceKind::kMean, ReduceKind::kMax, ReduceKind::kMin}) {
-    SCOPED_TRACE(ReduceKindName(kind));
+  for (ReduceOp kind : {ReduceOp::kSum, ReduceOp::kMean, ReduceOp::kMax, ReduceOp::kMin}) {
+    SCOPED_TRACE(OpName(kind));
     auto out = group.AllReduce(in, kind);
     ASSERT_TRUE(out.ok()) << out.status();
     const auto a = this->V(in[0]), b = this->V(in[1]), c = this->V(in[2]);
@@ -54,12 +54,12 @@ TYPED_TEST(Collectives, AllReduceEveryKind) {
     for (size_t i = 0; i < got.size(); ++i) {
       double want = 0;
       switch (kind) {
-        case ReduceKind::kSum: want = static_cast<float>(static_cast<float>(a[i] + b[i]) + c[i]); break;
-        case ReduceKind::kMean:
+        case ReduceOp::kSum: want = static_cast<float>(static_cast<float>(a[i] + b[i]) + c[i]); break;
+        case ReduceOp::kMean:
           want = static_cast<float>(static_cast<float>(static_cast<float>(a[i] + b[i]) + c[i]) / 3.0f);
           break;
-        case ReduceKind::kMax: want = std::max({a[i], b[i], c[i]}); break;
-        case ReduceKind::kMin: want = std::min({a[i], b[i], c[i]}); break;
+        case ReduceOp::kMax: want = std::max({a[i], b[i], c[i]}); break;
+        case ReduceOp::kMin: want = std::min({a[i], b[i], c[i]}); break;
       }
       ASSERT_EQ(got[i], want) << i;
     }
@@ -73,8 +73,8 @@ TYPED_TEST(Collectives, AllReduceEveryKind) {
 TYPED_TEST(Collectives, DeterministicAcrossRuns) {
   DeviceGroup<TypeParam> group(TestDevices<TypeParam>::Provide(2));
   const auto in = this->Inputs(group.devices(), {100000});
-  const auto first = this->V((*group.AllReduce(in, ReduceKind::kSum))[1]);
-  for (int i = 0; i < 20; ++i) EXPECT_EQ(this->V((*group.AllReduce(in, ReduceKind::kSum))[0]), first);
+  const auto first = this->V((*group.AllReduce(in, ReduceOp::kSum))[1]);
+  for (int i = 0; i < 20; ++i) EXPECT_EQ(this->V((*group.AllReduce(in, ReduceOp::kSum))[0]), first);
 }
 
 TYPED_TEST(Collectives, PerDeviceCallsFromEachMembersThread) {
@@ -87,7 +87,7 @@ TYPED_TEST(Collectives, PerDeviceCallsFromEachMembersThread) {
     threads.emplace_back([&, r] {
       for (int step = 0; step < 50; ++step) {
         const T x = T::full({3}, r + step, DType::kF64, d[r]);
-        auto y = group.AllReduce(r, x, ReduceKind::kSum, "step");
+        auto y = group.AllReduce(r, x, ReduceOp::kSum, "step");
         ASSERT_TRUE(y.ok()) << y.status();
         if (step == 49) results[r] = this->V(*y);
         ASSERT_EQ(this->V(*y), std::vector<double>(3, 1 + 2.0 * step));
@@ -116,11 +116,11 @@ TYPED_TEST(Collectives, BroadcastGatherScatter) {
   EXPECT_EQ((*g)[2].shape(), Shape({9, 2}));
   EXPECT_EQ(this->V((*g)[2]).front(), 0);
   EXPECT_EQ(this->V((*g)[0]).back(), 25);
-  auto s = group.ReduceScatter(in, ReduceKind::kSum);
+  auto s = group.ReduceScatter(in, ReduceOp::kSum);
   ASSERT_TRUE(s.ok());
   EXPECT_EQ(this->V((*s)[0]), (std::vector<double>{30, 33}));  // row 0 summed: 0+10+20, 1+11+21
   EXPECT_EQ(this->V((*s)[2]), (std::vector<double>{42, 45}));
-  EXPECT_EQ(group.ReduceScatter(this->Inputs(d, {4, 2}), ReduceKind::kSum).status().message(),
+  EXPECT_EQ(group.ReduceScatter(this->Inputs(d, {4, 2}), ReduceOp::kSum).status().message(),
             absl::StrCat("reduce_scatter: dim 0 of f32[4,2] on ", d[0].ToString(), " must divide into 3 equal parts"));
 }
 
@@ -130,8 +130,8 @@ TYPED_TEST(Collectives, MismatchedShapesFailForEveryMember) {
   DeviceGroup<TypeParam> group(d);
   std::vector<absl::Status> statuses(2);
   std::thread other(
-      [&] { statuses[1] = group.AllReduce(1, T::zeros({4}, DType::kF32, d[1]), ReduceKind::kSum).status(); });
-  statuses[0] = group.AllReduce(0, T::zeros({3}, DType::kF32, d[0]), ReduceKind::kSum).status();
+      [&] { statuses[1] = group.AllReduce(1, T::zeros({4}, DType::kF32, d[1]), ReduceOp::kSum).status(); });
+  statuses[0] = group.AllReduce(0, T::zeros({3}, DType::kF32, d[0]), ReduceOp::kSum).status();
   other.join();
   for (const auto& s : statuses) {
     EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument);
@@ -141,19 +141,19 @@ TYPED_TEST(Collectives, MismatchedShapesFailForEveryMember) {
               "of one shape and dtype");
   }
   // The group still works after a rejected call.
-  EXPECT_TRUE(group.AllReduce(this->Inputs(d, {4}), ReduceKind::kSum).ok());
+  EXPECT_TRUE(group.AllReduce(this->Inputs(d, {4}), ReduceOp::kSum).ok());
 }
 
 TYPED_TEST(Collectives, WrongDeviceOrRankIsRejected) {
   using T = Tensor<TypeParam>;
   const auto d = TestDevices<TypeParam>::Provide(2);
   DeviceGroup<TypeParam> group(d);
-  EXPECT_EQ(group.AllReduce(1, T::zeros({2}, DType::kF32, d[0]), ReduceKind::kSum).status().message(),
+  EXPECT_EQ(group.AllReduce(1, T::zeros({2}, DType::kF32, d[0]), ReduceOp::kSum).status().message(),
             absl::StrCat("member 1 is ", d[1].ToString(), " but its tensor f32[2] on ", d[0].ToString(),
                          " is not; move it with .to(device)"));
-  EXPECT_EQ(group.AllReduce(2, T::zeros({2}, DType::kF32, d[0]), ReduceKind::kSum).status().message(),
+  EXPECT_EQ(group.AllReduce(2, T::zeros({2}, DType::kF32, d[0]), ReduceOp::kSum).status().message(),
             "rank 2 is not a member of a group of 2");
-  EXPECT_EQ(group.AllReduce(this->Inputs({d[0]}, {2}), ReduceKind::kSum).status().message(),
+  EXPECT_EQ(group.AllReduce(this->Inputs({d[0]}, {2}), ReduceOp::kSum).status().message(),
             "a list call needs one tensor per member: got 1 for a group of 2");
 }
 
@@ -163,9 +163,8 @@ TYPED_TEST(Collectives, AMemberThatNeverArrivesIsADeadlineNotAHang) {
   DeviceGroup<TypeParam> group(d, {.timeout = std::chrono::milliseconds(200)});
   std::vector<absl::Status> statuses(2);
   const auto start = std::chrono::steady_clock::now();
-  std::thread one(
-      [&] { statuses[1] = group.AllReduce(1, T::zeros({2}, DType::kF32, d[1]), ReduceKind::kSum).status(); });
-  statuses[0] = group.AllReduce(0, T::zeros({2}, DType::kF32, d[0]), ReduceKind::kSum).status();
+  std::thread one([&] { statuses[1] = group.AllReduce(1, T::zeros({2}, DType::kF32, d[1]), ReduceOp::kSum).status(); });
+  statuses[0] = group.AllReduce(0, T::zeros({2}, DType::kF32, d[0]), ReduceOp::kSum).status();
   one.join();
   const auto waited = std::chrono::steady_clock::now() - start;
   EXPECT_LT(waited, std::chrono::seconds(2));
@@ -176,7 +175,7 @@ TYPED_TEST(Collectives, AMemberThatNeverArrivesIsADeadlineNotAHang) {
               "group is unusable from now on");
   }
   // The late member, and everyone after, gets the same error at once.
-  EXPECT_EQ(group.AllReduce(2, T::zeros({2}, DType::kF32, d[2]), ReduceKind::kSum).status().code(),
+  EXPECT_EQ(group.AllReduce(2, T::zeros({2}, DType::kF32, d[2]), ReduceOp::kSum).status().code(),
             absl::StatusCode::kDeadlineExceeded);
 }
 

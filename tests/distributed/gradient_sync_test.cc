@@ -75,8 +75,8 @@ TYPED_TEST(GradientSyncTest, SyncedEqualsTheReductionOfLocalGradients) {
   using AD = Tensor<ADB>;
   const auto d = TestDevices<B>::Provide(2);
   for (const auto& [name, graph] : Graphs<B>()) {
-    for (ReduceKind kind : {ReduceKind::kSum, ReduceKind::kMean}) {
-      SCOPED_TRACE(std::string(name) + " " + ReduceKindName(kind));
+    for (ReduceOp kind : {ReduceOp::kSum, ReduceOp::kMean}) {
+      SCOPED_TRACE(std::string(name) + " " + OpName(kind));
       Generator gen(1);
       Probe<B> model(gen, graph, d[0]);
       DeviceGroup<B> group(d);
@@ -104,7 +104,7 @@ TYPED_TEST(GradientSyncTest, SyncedEqualsTheReductionOfLocalGradients) {
         }
         for (auto& t : threads) t.join();
         for (size_t i = 0; i < local[0].size(); ++i) {
-          const double want = kind == ReduceKind::kSum ? local[0][i] + local[1][i] : (local[0][i] + local[1][i]) / 2;
+          const double want = kind == ReduceOp::kSum ? local[0][i] + local[1][i] : (local[0][i] + local[1][i]) / 2;
           ASSERT_EQ(synced[0][i], want) << "step " << step << " element " << i;
         }
         EXPECT_EQ(synced[0], synced[1]);                    // bit-identical on both members
@@ -171,7 +171,7 @@ TYPED_TEST(GradientSyncTest, AccumulatesMicroBatchesAndSyncsOnTheLast) {
   std::vector<std::unique_ptr<GradientSync<B>>> syncs;
   for (int r = 0; r < 2; ++r) {
     replicas.push_back(model.clone_to(d[r]));
-    syncs.push_back(std::make_unique<GradientSync<B>>(group, r, *replicas[r], SyncOptions{.reduce = ReduceKind::kSum}));
+    syncs.push_back(std::make_unique<GradientSync<B>>(group, r, *replicas[r], SyncOptions{.reduce = ReduceOp::kSum}));
   }
   std::vector<std::vector<double>> total(2), synced(2);
   std::vector<std::thread> threads;

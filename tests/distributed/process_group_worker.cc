@@ -82,18 +82,18 @@ int Large(const Setup<Cpu>& s) {
   struct Case {
     int64_t n;
     DType dtype;
-    ReduceKind kind;
+    ReduceOp kind;
   };
   std::vector<Case> cases;
   for (DType dtype : {DType::kF32, DType::kF64, DType::kI32, DType::kI64}) {
-    for (ReduceKind kind : {ReduceKind::kSum, ReduceKind::kMean, ReduceKind::kMax, ReduceKind::kMin}) {
-      if (kind != ReduceKind::kMean || dtype == DType::kF32 || dtype == DType::kF64)
+    for (ReduceOp kind : {ReduceOp::kSum, ReduceOp::kMean, ReduceOp::kMax, ReduceOp::kMin}) {
+      if (kind != ReduceOp::kMean || dtype == DType::kF32 || dtype == DType::kF64)
         cases.push_back({65537, dtype, kind});
     }
   }
   const int64_t big = (5 << 18) + 3;
-  for (Case c : {Case{big, DType::kF32, ReduceKind::kSum}, Case{big, DType::kF64, ReduceKind::kMean},
-                 Case{big, DType::kI32, ReduceKind::kMax}, Case{big, DType::kF32, ReduceKind::kMin}}) {
+  for (Case c : {Case{big, DType::kF32, ReduceOp::kSum}, Case{big, DType::kF64, ReduceOp::kMean},
+                 Case{big, DType::kI32, ReduceOp::kMax}, Case{big, DType::kF32, ReduceOp::kMin}}) {
     cases.push_back(c);
   }
   for (const auto& [n, dtype, kind] : cases) {
@@ -105,11 +105,11 @@ int Large(const Setup<Cpu>& s) {
       double acc = inputs[0][i];
       for (int g = 1; g < G; ++g) {
         const double x = inputs[g][i];
-        acc = kind == ReduceKind::kMax ? std::max(acc, x) : kind == ReduceKind::kMin ? std::min(acc, x) : acc + x;
+        acc = kind == ReduceOp::kMax ? std::max(acc, x) : kind == ReduceOp::kMin ? std::min(acc, x) : acc + x;
       }
-      want[i] = kind != ReduceKind::kMean ? acc
-                : dtype == DType::kF32    ? static_cast<float>(acc) / static_cast<float>(G)
-                                          : acc / G;
+      want[i] = kind != ReduceOp::kMean ? acc
+                : dtype == DType::kF32  ? static_cast<float>(acc) / static_cast<float>(G)
+                                        : acc / G;
     }
     std::vector<T> in;
     for (int r = 0; r < L; ++r) in.push_back(Input<Cpu>(group.global_rank(r), shape, dtype, s.devices[r]));
@@ -122,10 +122,10 @@ int Large(const Setup<Cpu>& s) {
       if (!consumed.ok()) return Status(consumed.status());
       same = same && V(*consumed) == want;
     }
-    Check(same, absl::StrCat("all_reduce(", ReduceKindName(kind), ") of ", DTypeName(dtype), "[", n, "]"));
+    Check(same, absl::StrCat("all_reduce(", OpName(kind), ") of ", DTypeName(dtype), "[", n, "]"));
     // Reduce-scatter of the same kind, on the first m elements (a count the world divides):
     // member g gets its part of the all-reduce's result, the input stays untouched.
-    if (kind == ReduceKind::kMean) continue;
+    if (kind == ReduceOp::kMean) continue;
     const int64_t m = n / G * G;
     std::vector<T> head;
     for (int r = 0; r < L; ++r) head.push_back(Input<Cpu>(group.global_rank(r), Shape({m}), dtype, s.devices[r]));
@@ -138,7 +138,7 @@ int Large(const Setup<Cpu>& s) {
       same =
           same && V((*scattered)[r]) == std::vector<double>(want.begin() + m / G * g, want.begin() + m / G * (g + 1));
     }
-    Check(same, absl::StrCat("reduce_scatter(", ReduceKindName(kind), ") of ", DTypeName(dtype), "[", m, "]"));
+    Check(same, absl::StrCat("reduce_scatter(", OpName(kind), ") of ", DTypeName(dtype), "[", m, "]"));
   }
   return failures ? 1 : 0;
 }
@@ -159,29 +159,29 @@ int MismatchLarge(const Setup<Cpu>& s) {
     for (int64_t i = 0; i < n; ++i) want[i] += x[i];
   }
   auto exact = [&](const std::string& after) {
-    auto out = group.AllReduce(0, big, ReduceKind::kSum);
+    auto out = group.AllReduce(0, big, ReduceOp::kSum);
     if (!out.ok()) Status(out.status());
     Check(out.ok() && V(big) == before && V(*out) == want, absl::StrCat("exact after ", after));
   };
   // 1: more elements on rank 1 (both send early, their segments of different sizes).
-  auto r1 = rank == 1 ? group.AllReduce(0, T::full({n + 8}, 1.0f, DType::kF32, s.devices[0]), ReduceKind::kSum)
-                      : group.AllReduce(0, big, ReduceKind::kSum);
+  auto r1 = rank == 1 ? group.AllReduce(0, T::full({n + 8}, 1.0f, DType::kF32, s.devices[0]), ReduceOp::kSum)
+                      : group.AllReduce(0, big, ReduceOp::kSum);
   Status(r1.status());
   exact("a longer tensor");
   // 2: rank 1 only agrees on something else (sends nothing early); the others' input is kept.
   if (rank == 1) {
     Status(s.world->Agree("something else"));
   } else {
-    Status(group.AllReduce(0, big, ReduceKind::kSum).status());
+    Status(group.AllReduce(0, big, ReduceOp::kSum).status());
   }
   exact("an agreement");
   // 3: rank 1 reduce-scatters what the others all-reduce.
-  Status(rank == 1 ? group.ReduceScatter(0, big, ReduceKind::kSum).status()
-                   : group.AllReduce(0, big, ReduceKind::kSum).status());
+  Status(rank == 1 ? group.ReduceScatter(0, big, ReduceOp::kSum).status()
+                   : group.AllReduce(0, big, ReduceOp::kSum).status());
   exact("a reduce-scatter");
   // 4: rank 1 all-reduces a small tensor (one segment, a few bytes) against a large one.
-  Status(rank == 1 ? group.AllReduce(0, T::ones({3}, DType::kF32, s.devices[0]), ReduceKind::kSum).status()
-                   : group.AllReduce(0, big, ReduceKind::kSum).status());
+  Status(rank == 1 ? group.AllReduce(0, T::ones({3}, DType::kF32, s.devices[0]), ReduceOp::kSum).status()
+                   : group.AllReduce(0, big, ReduceOp::kSum).status());
   exact("a small tensor");
   return failures ? 1 : 0;
 }
@@ -193,20 +193,20 @@ int Collectives(const Setup<B>& s) {
   const int G = group.global_size(), L = group.size();
   const Shape shape({2 * G, 3});
   for (DType dtype : {DType::kF32, DType::kF64, DType::kI32, DType::kI64}) {
-    for (ReduceKind kind : {ReduceKind::kSum, ReduceKind::kMean, ReduceKind::kMax, ReduceKind::kMin}) {
-      if (dtype != DType::kF32 && (kind == ReduceKind::kMax || kind == ReduceKind::kMin)) continue;
+    for (ReduceOp kind : {ReduceOp::kSum, ReduceOp::kMean, ReduceOp::kMax, ReduceOp::kMin}) {
+      if (dtype != DType::kF32 && (kind == ReduceOp::kMax || kind == ReduceOp::kMin)) continue;
       std::vector<T> in;
       for (int r = 0; r < L; ++r) in.push_back(Input<B>(group.global_rank(r), shape, dtype, s.devices[r]));
       auto out = group.AllReduce(in, kind);
       if (!out.ok()) return Status(out.status());
       std::vector<double> want(shape.numel());
       for (size_t i = 0; i < want.size(); ++i) {
-        double acc = kind == ReduceKind::kMax ? -1e300 : kind == ReduceKind::kMin ? 1e300 : 0;
+        double acc = kind == ReduceOp::kMax ? -1e300 : kind == ReduceOp::kMin ? 1e300 : 0;
         for (int g = 0; g < G; ++g) {
           const double x = V(Input<B>(g, shape, dtype, s.devices[0]))[i];
-          acc = kind == ReduceKind::kMax ? std::max(acc, x) : kind == ReduceKind::kMin ? std::min(acc, x) : acc + x;
+          acc = kind == ReduceOp::kMax ? std::max(acc, x) : kind == ReduceOp::kMin ? std::min(acc, x) : acc + x;
         }
-        if (kind == ReduceKind::kMean) {
+        if (kind == ReduceOp::kMean) {
           acc = dtype == DType::kF32   ? static_cast<float>(acc) / static_cast<float>(G)
                 : dtype == DType::kF64 ? acc / G
                                        : std::trunc(acc / G);
@@ -215,7 +215,7 @@ int Collectives(const Setup<B>& s) {
       }
       bool same = true;
       for (int r = 0; r < L; ++r) same = same && V((*out)[r]) == want && (*out)[r].device() == s.devices[r];
-      Check(same, absl::StrCat("all_reduce(", ReduceKindName(kind), ") ", DTypeName(dtype)));
+      Check(same, absl::StrCat("all_reduce(", OpName(kind), ") ", DTypeName(dtype)));
     }
   }
   std::vector<T> in;
@@ -236,7 +236,7 @@ int Collectives(const Setup<B>& s) {
   for (int r = 0; r < L; ++r)
     same = same && V((*gathered)[r]) == all && (*gathered)[r].shape() == Shape({2 * G * G, 3});
   Check(same, "all_gather");
-  for (ReduceKind kind : {ReduceKind::kSum, ReduceKind::kMean, ReduceKind::kMax}) {
+  for (ReduceOp kind : {ReduceOp::kSum, ReduceOp::kMean, ReduceOp::kMax}) {
     auto scattered = group.ReduceScatter(in, kind);
     if (!scattered.ok()) return Status(scattered.status());
     auto reduced = group.AllReduce(in, kind);
@@ -246,17 +246,17 @@ int Collectives(const Setup<B>& s) {
       const int g = group.global_rank(r);
       same = same && V((*scattered)[r]) == V((*reduced)[0].slice(0, 2 * g, 2 * g + 2));
     }
-    Check(same, absl::StrCat("reduce_scatter(", ReduceKindName(kind), ") = its part of all_reduce"));
+    Check(same, absl::StrCat("reduce_scatter(", OpName(kind), ") = its part of all_reduce"));
   }
   if (L == 1) {
     // A consumed input may hold the result; one that something else still refers to does not.
     const T original = Input<B>(group.global_rank(0), shape, DType::kF32, s.devices[0]);
     const std::vector<double> before = V(original);
     T x = original;
-    auto kept = group.AllReduce(0, std::move(x), ReduceKind::kSum);
-    auto want = group.AllReduce(0, original, ReduceKind::kSum);
+    auto kept = group.AllReduce(0, std::move(x), ReduceOp::kSum);
+    auto want = group.AllReduce(0, original, ReduceOp::kSum);
     T y = Input<B>(group.global_rank(0), shape, DType::kF32, s.devices[0]) * 1;
-    auto consumed = group.AllReduce(0, std::move(y), ReduceKind::kSum);
+    auto consumed = group.AllReduce(0, std::move(y), ReduceOp::kSum);
     if (!kept.ok()) return Status(kept.status());
     if (!want.ok()) return Status(want.status());
     if (!consumed.ok()) return Status(consumed.status());
@@ -267,7 +267,7 @@ int Collectives(const Setup<B>& s) {
   for (int64_t n : {1, 2}) {
     std::vector<T> tiny;
     for (int r = 0; r < L; ++r) tiny.push_back(T::full({n}, group.global_rank(r) + 1, DType::kF32, s.devices[r]));
-    auto out = group.AllReduce(tiny, ReduceKind::kSum);
+    auto out = group.AllReduce(tiny, ReduceOp::kSum);
     if (!out.ok()) return Status(out.status());
     same = true;
     for (int r = 0; r < L; ++r) same = same && V((*out)[r]) == std::vector<double>(n, G * (G + 1) / 2.0);
@@ -290,7 +290,7 @@ int AutodiffScenario(const Setup<B>& s) {
       OnEveryMember<std::vector<double>>(group.size(), group.size(), [&](int r) -> absl::StatusOr<std::vector<double>> {
         const int g = group.global_rank(r);
         const AD x = AD::from_vector(std::vector<double>{1.0 * g, 2.0}, {2}, s.devices[r]).require_grad();
-        auto y = group.AllReduce(r, x, ReduceKind::kSum);
+        auto y = group.AllReduce(r, x, ReduceOp::kSum);
         if (!y.ok()) return y.status();
         auto gathered = group.AllGather(r, x);
         if (!gathered.ok()) return gathered.status();
@@ -359,7 +359,7 @@ int Mismatch(const Setup<B>& s, bool dtype) {
     in.push_back(dtype ? T::ones({4}, rank == 1 ? DType::kF64 : DType::kF32, s.devices[r])
                        : T::ones({4 + (rank == 1 ? 1 : 0)}, DType::kF32, s.devices[r]));
   }
-  auto out = group.AllReduce(in, ReduceKind::kSum);
+  auto out = group.AllReduce(in, ReduceOp::kSum);
   if (out.ok()) {
     Check(false, "mismatched all_reduce succeeded");
     return 1;
@@ -368,7 +368,7 @@ int Mismatch(const Setup<B>& s, bool dtype) {
   // The group is still usable: the next matching call works.
   std::vector<T> ok_in;
   for (int r = 0; r < group.size(); ++r) ok_in.push_back(T::ones({2}, DType::kF32, s.devices[r]));
-  auto next = group.AllReduce(ok_in, ReduceKind::kSum);
+  auto next = group.AllReduce(ok_in, ReduceOp::kSum);
   Check(next.ok() && V((*next)[0]) == std::vector<double>(2, group.global_size()), "the next call works");
   if (!dtype) {
     // Agree alone (what CUDA groups use before NCCL moves data): the same verdict, and then the
@@ -387,7 +387,7 @@ int Repeated(const Setup<Cpu>& s) {
   for (int i = 0; i < 40; ++i) {
     T x = T::full({1 << 18}, 1.0f, DType::kF32, s.devices[0]);
     const auto start = std::chrono::steady_clock::now();
-    auto out = group.AllReduce(0, std::move(x), ReduceKind::kSum);
+    auto out = group.AllReduce(0, std::move(x), ReduceOp::kSum);
     ms.push_back(std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count());
     if (!out.ok()) return Status(out.status());
     if (V(*out)[777] != group.global_size()) Check(false, "repeated all_reduce sum");
@@ -407,14 +407,14 @@ int SameString(const Setup<Cpu>& s) {
     Status(st);
     Check(std::all_of(a.begin(), a.end(), [](float v) { return v == 1.0f; }), absl::StrCat("untouched by ", after));
     std::vector<float> x(4096, 1.0f);
-    const absl::Status next = w.AllReduce("next", x.data(), x.data(), 4096, DType::kF32, ReduceKind::kSum);
+    const absl::Status next = w.AllReduce("next", x.data(), x.data(), 4096, DType::kF32, ReduceOp::kSum);
     Check(next.ok() && x[17] == w.world_size(), absl::StrCat("exact after ", after));
   };
-  then(w.AllReduce("step", a.data(), a.data(), one ? 999 : 1000, DType::kF32, ReduceKind::kSum), "counts");
-  then(one ? w.ReduceScatter("step", a.data(), 1000, DType::kF32, ReduceKind::kSum)
-           : w.AllReduce("step", a.data(), a.data(), 1000, DType::kF32, ReduceKind::kSum),
+  then(w.AllReduce("step", a.data(), a.data(), one ? 999 : 1000, DType::kF32, ReduceOp::kSum), "counts");
+  then(one ? w.ReduceScatter("step", a.data(), 1000, DType::kF32, ReduceOp::kSum)
+           : w.AllReduce("step", a.data(), a.data(), 1000, DType::kF32, ReduceOp::kSum),
        "kinds");
-  then(one ? w.Agree("step") : w.AllReduce("step", a.data(), a.data(), 1000, DType::kF32, ReduceKind::kSum),
+  then(one ? w.Agree("step") : w.AllReduce("step", a.data(), a.data(), 1000, DType::kF32, ReduceOp::kSum),
        "an agreement");
   return failures ? 1 : 0;
 }
@@ -449,7 +449,7 @@ int Loop(const Setup<Cpu>& s, int iterations) {
   const double want = group.global_size() * (group.global_size() + 1) / 2.0;
   auto last = std::chrono::steady_clock::now();
   for (int i = 0; iterations <= 0 || i < iterations; ++i) {
-    auto out = group.AllReduce(in, ReduceKind::kSum);
+    auto out = group.AllReduce(in, ReduceOp::kSum);
     const auto now = std::chrono::steady_clock::now();
     if (!out.ok()) {
       std::printf("FAILED after %.3f s\n", std::chrono::duration<double>(now - last).count());

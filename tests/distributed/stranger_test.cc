@@ -132,7 +132,7 @@ void ExpectBroadcast(const std::shared_ptr<gloo::Context>& a, const std::shared_
 // Both ranks sum [rank + 1, rank + 1, ...]: 3 everywhere.
 void ExpectReduces(GlooProcessGroup& group) {
   std::vector<float> data(1000, static_cast<float>(group.rank() + 1));
-  ASSERT_TRUE(group.AllReduce("sum", data.data(), data.data(), data.size(), DType::kF32, ReduceKind::kSum).ok());
+  ASSERT_TRUE(group.AllReduce("sum", data.data(), data.data(), data.size(), DType::kF32, ReduceOp::kSum).ok());
   for (float v : data) ASSERT_EQ(v, 3.0f);
 }
 

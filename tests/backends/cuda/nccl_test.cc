@@ -12,7 +12,7 @@ namespace kiln {
 namespace {
 
 using distributed::DeviceGroup;
-using distributed::ReduceKind;
+using distributed::ReduceOp;
 using T = Tensor<Cuda>;
 
 TEST(Nccl, WithoutAGpuEveryEntryPointIsAStatus) {
@@ -50,13 +50,13 @@ class OneGpu : public ::testing::Test {
 TEST_F(OneGpu, EveryCollectiveOnAOneMemberGroup) {
   DeviceGroup<Cuda> group({CudaDevice(0)});
   const T x = T::arange(0, 6, 1, DType::kF32).reshape({3, 2}).transpose(0, 1);  // a view
-  for (ReduceKind kind : {ReduceKind::kSum, ReduceKind::kMean, ReduceKind::kMax, ReduceKind::kMin}) {
+  for (ReduceOp kind : {ReduceOp::kSum, ReduceOp::kMean, ReduceOp::kMax, ReduceOp::kMin}) {
     auto r = group.AllReduce(0, x, kind);
     ASSERT_TRUE(r.ok()) << r.status();
     EXPECT_EQ(r->to_data().ToDoubles(), x.to_data().ToDoubles());
   }
   const T i = T::from_vector(std::vector<int64_t>{7, -7}, {2});
-  auto mean = group.AllReduce(0, i, ReduceKind::kMean);  // sum, then an integer division
+  auto mean = group.AllReduce(0, i, ReduceOp::kMean);  // sum, then an integer division
   ASSERT_TRUE(mean.ok()) << mean.status();
   EXPECT_EQ(mean->to_data().ToDoubles(), (std::vector<double>{7, -7}));
   auto b = group.Broadcast(0, x, 0);
@@ -65,12 +65,12 @@ TEST_F(OneGpu, EveryCollectiveOnAOneMemberGroup) {
   auto g = group.AllGather(0, x);
   ASSERT_TRUE(g.ok()) << g.status();
   EXPECT_EQ(g->shape(), Shape({2, 3}));
-  auto s = group.ReduceScatter(0, x, ReduceKind::kSum);
+  auto s = group.ReduceScatter(0, x, ReduceOp::kSum);
   ASSERT_TRUE(s.ok()) << s.status();
   EXPECT_EQ(s->to_data().ToDoubles(), x.to_data().ToDoubles());
   // The list form (one NCCL group from one thread).
   const std::vector<T> list = {x};
-  auto l = group.AllReduce(absl::MakeConstSpan(list), ReduceKind::kSum);
+  auto l = group.AllReduce(absl::MakeConstSpan(list), ReduceOp::kSum);
   ASSERT_TRUE(l.ok()) << l.status();
   EXPECT_EQ((*l)[0].to_data().ToDoubles(), x.to_data().ToDoubles());
   // A result feeds straight into compute (the compute stream waits on its fence).
@@ -84,7 +84,7 @@ TEST_F(OneGpu, ThroughMakeGroupWithGradients) {
   auto& g = *std::get<std::shared_ptr<DeviceGroup<Autodiff<Cuda>>>>(*group);
   using AD = Tensor<Autodiff<Cuda>>;
   const AD w = AD::ones({3}, DType::kF64).require_grad();
-  auto r = g.AllReduce(0, w * 2, ReduceKind::kSum);
+  auto r = g.AllReduce(0, w * 2, ReduceOp::kSum);
   ASSERT_TRUE(r.ok()) << r.status();
   const auto grads = r->sum().backward();
   EXPECT_EQ(grads.get(w)->to_data().ToDoubles(), (std::vector<double>{2, 2, 2}));
@@ -95,8 +95,8 @@ TEST_F(OneGpu, UniqueIdRoundTrip) {
   ASSERT_TRUE(id.ok()) << id.status();
   auto comm = cuda::NcclComm::Join(*id, 0, 1, {CudaDevice(0)}, std::chrono::seconds(30));
   ASSERT_TRUE(comm.ok()) << comm.status();
-  auto out = cuda::NcclComm::Run({(*comm)[0].get()}, cuda::NcclOp::kAllReduce, {T::ones({4}).primitive()},
-                                 cuda::NcclReduce::kSum);
+  auto out =
+      cuda::NcclComm::Run({(*comm)[0].get()}, cuda::NcclOp::kAllReduce, {T::ones({4}).primitive()}, ReduceOp::kSum);
   ASSERT_TRUE(out.ok()) << out.status();
   EXPECT_EQ(T((*out)[0]).sum().item<float>(), 4);
 }

@@ -24,6 +24,20 @@ TEST(Dispatch, RunsOnTheDeviceAStringNames) {
   EXPECT_EQ(w.pow(2).sum().backward().get(w)->to_data().ToDoubles(), (std::vector<double>{2, 2, 2}));
 }
 
+// Parsing is syntax only: a device that does not exist is refused when a tensor is made on it.
+TEST(Dispatch, ATensorOnAMissingDeviceIsAnError) {
+  ASSERT_TRUE(cpu::Configure({.devices = 2}).ok());
+  const DispatchDevice missing = DispatchDevice::Parse("cpu:7").value();
+  try {
+    (void)T::zeros({2}, DType::kF32, missing);
+    FAIL() << "a tensor was made on cpu:7";
+  } catch (const Error& e) {
+    EXPECT_EQ(e.status().message(),
+              "cpu:7 does not exist: this process has 2 logical CPU devices (cpu:0..cpu:1); set KILN_CPU_DEVICES or "
+              "call kiln::cpu::Configure for more");
+  }
+}
+
 TEST(Dispatch, AnAutodiffDeviceIsTheWrongTool) {
   try {
     (void)T::zeros({2}, DType::kF32, DispatchDevice::Parse("autodiff(cpu:0)").value());

@@ -1,0 +1,115 @@
+// The backends of kiln, listed once: those it knows (and the Bazel config that compiles each
+// in) and those compiled into this build. Everything kept per backend elsewhere is derived
+// from these two lists: Dispatch's primitive, DispatchDevice's device variant and its parsing,
+// the backend of a primitive or a device, distributed's AnyGroup, the typed test lists. This
+// file holds the only per-backend #ifdefs outside each backend's own folder and BUILD selects.
+//
+// A registered backend B (see RegisteredBackend) has, besides the tensor operations of the
+// Backend concept, a Device constructible from an index, a Primitive, and
+//   static const char* Name();                    // "cpu": the backend part of "cpu:0"
+//   static absl::Status CheckDevice(const Device&);  // OK, or why the device does not exist
+//   static constexpr bool kDeviceOwnsAProcess;    // a device serves one process (a GPU)
+#ifndef KILN_BACKENDS_REGISTRY_H_
+#define KILN_BACKENDS_REGISTRY_H_
+
+#include <concepts>
+#include <string_view>
+#include <tuple>
+#include <type_traits>
+#include <variant>
+
+#include "absl/status/status.h"
+#include "backends/cpu/cpu_backend.h"
+#ifdef KILN_WITH_VULKAN
+#include "backends/vulkan/vulkan_backend.h"
+#endif
+#ifdef KILN_WITH_CUDA
+#include "backends/cuda/cuda_backend.h"
+#endif
+
+namespace kiln {
+
+template <class B>
+concept RegisteredBackend = requires(const typename B::Device& d) {
+  typename B::Primitive;
+  { B::Name() } -> std::convertible_to<const char*>;
+  { B::CheckDevice(d) } -> std::same_as<absl::Status>;
+  { B::kDeviceOwnsAProcess } -> std::convertible_to<bool>;
+  typename B::Device;
+  requires std::constructible_from<typename B::Device, int>;
+};
+
+namespace registry_internal {
+// The position of the first true in `matches` (their count if none).
+template <bool... matches>
+constexpr size_t FirstTrue() {
+  size_t i = 0;
+  ((matches ? true : (++i, false)) || ...);
+  return i;
+}
+}  // namespace registry_internal
+
+// A list of backends and what is derived from it.
+template <RegisteredBackend... Bs>
+struct BackendList {
+  // F<B...>: e.g. a variant over something of every backend.
+  template <template <class...> class F>
+  using Apply = F<Bs...>;
+  // std::variant<B's primitive...>.
+  using PrimitiveVariant = std::variant<typename Bs::Primitive...>;
+  // std::variant<B's device..., Extra...>.
+  template <class... Extra>
+  using DeviceVariant = std::variant<typename Bs::Device..., Extra...>;
+  // The backend of primitive P / of device D (the first, if several share one).
+  template <class P>
+  using OfPrimitive = std::tuple_element_t<registry_internal::FirstTrue<std::is_same_v<typename Bs::Primitive, P>...>(),
+                                           std::tuple<Bs...>>;
+  template <class D>
+  using OfDevice = std::tuple_element_t<registry_internal::FirstTrue<std::is_same_v<typename Bs::Device, D>...>(),
+                                        std::tuple<Bs...>>;
+  template <class X>
+  static constexpr bool kHas = (std::is_same_v<X, Bs> || ...);
+  template <class D>
+  static constexpr bool kHasDevice = (std::is_same_v<typename Bs::Device, D> || ...);
+  // Whether a backend of this name is in the list.
+  static bool Has(std::string_view name) { return ((name == Bs::Name()) || ...); }
+  // f.template operator()<B>() for each B in order until one returns true; whether one did.
+  template <class F>
+  static bool AnyOf(F&& f) {
+    return (f.template operator()<Bs>() || ...);
+  }
+};
+
+// Every backend compiled into this build, the CPU one first (the default device's).
+using CompiledBackends = BackendList<Cpu
+#ifdef KILN_WITH_VULKAN
+                                     ,
+                                     Vulkan
+#endif
+#ifdef KILN_WITH_CUDA
+                                     ,
+                                     Cuda
+#endif
+                                     >;
+
+// Every backend kiln has, compiled in or not: the name its devices use and the --config that
+// compiles it in (null: always built).
+struct KnownBackend {
+  const char* name;
+  const char* config;
+};
+inline constexpr KnownBackend kKnownBackends[] = {{"cpu", nullptr}, {"vulkan", "vulkan"}, {"cuda", "cuda"}};
+
+// The compiled-in backend whose primitive is P / whose device is D.
+template <class P>
+struct BackendOf {
+  using type = CompiledBackends::OfPrimitive<P>;
+};
+template <class D>
+struct BackendOfDevice {
+  using type = CompiledBackends::OfDevice<D>;
+};
+
+}  // namespace kiln
+
+#endif  // KILN_BACKENDS_REGISTRY_H_
