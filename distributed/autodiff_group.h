@@ -30,12 +30,12 @@ class DeviceGroup<Autodiff<B>> {
   const std::vector<Device>& devices() const { return inner_->devices(); }
   int processes() const { return inner_->processes(); }
   int global_size() const { return inner_->global_size(); }
-  int global_rank(int rank) const { return inner_->global_rank(rank); }
+  int global_rank(int member) const { return inner_->global_rank(member); }
   // The same devices without gradients (gradient sync runs its buckets here).
   DeviceGroup<B>& inner() { return *inner_; }
 
-  absl::StatusOr<Tensor<AD>> AllReduce(int rank, const Tensor<AD>& t, ReduceOp kind, absl::string_view tag = "") {
-    auto out = inner_->AllReduce(rank, t.inner(), kind, tag);
+  absl::StatusOr<Tensor<AD>> AllReduce(int member, const Tensor<AD>& t, ReduceOp kind, absl::string_view tag = "") {
+    auto out = inner_->AllReduce(member, t.inner(), kind, tag);
     if (!out.ok()) return out.status();
     auto group = inner_;
     const std::string back = absl::StrCat(tag, "/backward");
@@ -43,49 +43,49 @@ class DeviceGroup<Autodiff<B>> {
     return Tensor<AD>(AD::Record(out->primitive(), {t.primitive()}, [=](const P& g, uint32_t) {
       const Tensor<B> grad(g);
       if (kind == ReduceOp::kSum || kind == ReduceOp::kMean) {
-        return typename AD::Grads{Value(group->AllReduce(rank, grad, kind, back)).primitive()};
+        return typename AD::Grads{Value(group->AllReduce(member, grad, kind, back)).primitive()};
       }
       // Members holding the extreme share the summed gradient.
       const Tensor<B> hit = Tensor<B>(x).eq(Tensor<B>(y)).to(grad.dtype());
-      const Tensor<B> total = Value(group->AllReduce(rank, grad, ReduceOp::kSum, back));
-      const Tensor<B> holders = Value(group->AllReduce(rank, hit, ReduceOp::kSum, back + "/ties"));
+      const Tensor<B> total = Value(group->AllReduce(member, grad, ReduceOp::kSum, back));
+      const Tensor<B> holders = Value(group->AllReduce(member, hit, ReduceOp::kSum, back + "/ties"));
       return typename AD::Grads{(hit * total / holders).primitive()};
     }));
   }
 
-  absl::StatusOr<Tensor<AD>> Broadcast(int rank, const Tensor<AD>& t, int root, absl::string_view tag = "") {
-    auto out = inner_->Broadcast(rank, t.inner(), root, tag);
+  absl::StatusOr<Tensor<AD>> Broadcast(int member, const Tensor<AD>& t, int root, absl::string_view tag = "") {
+    auto out = inner_->Broadcast(member, t.inner(), root, tag);
     if (!out.ok()) return out.status();
     auto group = inner_;
     const std::string back = absl::StrCat(tag, "/backward");
     return Tensor<AD>(AD::Record(out->primitive(), {t.primitive()}, [=](const P& g, uint32_t) {
-      const Tensor<B> sum = Value(group->AllReduce(rank, Tensor<B>(g), ReduceOp::kSum, back));
-      return typename AD::Grads{(group->global_rank(rank) == root ? sum : sum * 0).primitive()};
+      const Tensor<B> sum = Value(group->AllReduce(member, Tensor<B>(g), ReduceOp::kSum, back));
+      return typename AD::Grads{(group->global_rank(member) == root ? sum : sum * 0).primitive()};
     }));
   }
 
-  absl::StatusOr<Tensor<AD>> AllGather(int rank, const Tensor<AD>& t, absl::string_view tag = "") {
-    auto out = inner_->AllGather(rank, t.inner(), tag);
+  absl::StatusOr<Tensor<AD>> AllGather(int member, const Tensor<AD>& t, absl::string_view tag = "") {
+    auto out = inner_->AllGather(member, t.inner(), tag);
     if (!out.ok()) return out.status();
     auto group = inner_;
     const std::string back = absl::StrCat(tag, "/backward");
     return Tensor<AD>(AD::Record(out->primitive(), {t.primitive()}, [=](const P& g, uint32_t) {
-      return typename AD::Grads{Value(group->ReduceScatter(rank, Tensor<B>(g), ReduceOp::kSum, back)).primitive()};
+      return typename AD::Grads{Value(group->ReduceScatter(member, Tensor<B>(g), ReduceOp::kSum, back)).primitive()};
     }));
   }
 
-  absl::StatusOr<Tensor<AD>> ReduceScatter(int rank, const Tensor<AD>& t, ReduceOp kind, absl::string_view tag = "") {
+  absl::StatusOr<Tensor<AD>> ReduceScatter(int member, const Tensor<AD>& t, ReduceOp kind, absl::string_view tag = "") {
     if (kind != ReduceOp::kSum && kind != ReduceOp::kMean) {
       return absl::UnimplementedError(
           absl::StrCat("reduce_scatter(", OpName(kind), ") is not differentiable in kiln; use sum or mean"));
     }
-    auto out = inner_->ReduceScatter(rank, t.inner(), kind, tag);
+    auto out = inner_->ReduceScatter(member, t.inner(), kind, tag);
     if (!out.ok()) return out.status();
     auto group = inner_;
     const std::string back = absl::StrCat(tag, "/backward");
     const int n = global_size();
     return Tensor<AD>(AD::Record(out->primitive(), {t.primitive()}, [=](const P& g, uint32_t) {
-      Tensor<B> gathered = Value(group->AllGather(rank, Tensor<B>(g), back));
+      Tensor<B> gathered = Value(group->AllGather(member, Tensor<B>(g), back));
       if (kind == ReduceOp::kMean) gathered = gathered / n;
       return typename AD::Grads{gathered.primitive()};
     }));

@@ -21,14 +21,14 @@ std::string Describe(const Tensor<B>& t, absl::string_view tag) {
                       t.shape().ToString());
 }
 
-// `rank` is a local member and its tensor lives on that member's device.
+// `member` is a local member and its tensor lives on that member's device.
 template <Backend B>
-absl::Status CheckMember(int rank, const Tensor<B>& t, const std::vector<typename B::Device>& devices) {
-  if (rank < 0 || rank >= static_cast<int>(devices.size())) {
-    return absl::InvalidArgumentError(absl::StrCat("rank ", rank, " is not a member of a group of ", devices.size()));
+absl::Status CheckMember(int member, const Tensor<B>& t, const std::vector<typename B::Device>& devices) {
+  if (member < 0 || member >= static_cast<int>(devices.size())) {
+    return absl::InvalidArgumentError(absl::StrCat("rank ", member, " is not a member of a group of ", devices.size()));
   }
-  if (!(t.device() == devices[rank])) {
-    return absl::InvalidArgumentError(absl::StrCat("member ", rank, " is ", devices[rank].ToString(),
+  if (!(t.device() == devices[member])) {
+    return absl::InvalidArgumentError(absl::StrCat("member ", member, " is ", devices[member].ToString(),
                                                    " but its tensor ", t.Describe(),
                                                    " is not; move it with .to(device)"));
   }

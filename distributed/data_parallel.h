@@ -45,9 +45,9 @@ class DataParallel {
   }
 
   int size() const { return group_->size(); }
-  nn::Module<AD>& replica(int rank) { return *replicas_[rank]; }
-  nn::Optimizer<B>& optimizer(int rank) { return *optimizers_[rank]; }
-  GradientSync<B>& sync(int rank) { return *syncs_[rank]; }
+  nn::Module<AD>& replica(int member) { return *replicas_[member]; }
+  nn::Optimizer<B>& optimizer(int member) { return *optimizers_[member]; }
+  GradientSync<B>& sync(int member) { return *syncs_[member]; }
 
   // One step on the global batch (x, y on any device); returns the mean loss over the batch.
   // Across processes (a group with a process group) every process passes the same global

@@ -34,8 +34,8 @@ class GradientSync {
   using AD = Autodiff<B>;
   using P = typename B::Primitive;
 
-  GradientSync(DeviceGroup<B>& group, int rank, nn::Module<AD>& replica, SyncOptions options = {})
-      : state_(std::make_shared<State>(group, rank, options)) {
+  GradientSync(DeviceGroup<B>& group, int member, nn::Module<AD>& replica, SyncOptions options = {})
+      : state_(std::make_shared<State>(group, member, options)) {
     auto params = replica.named_parameters();
     State& s = *state_;
     for (auto& [name, p] : params) {
@@ -102,7 +102,7 @@ class GradientSync {
     for (size_t i = 0; i < s.names.size(); ++i) {
       if (!s.grads[i]) {  // unused this step: its accumulated gradient, or zero
         s.Deliver(static_cast<int>(i),
-                  s.pending[i] ? *s.pending[i] : B::full(s.shapes[i], 0, s.dtypes[i], s.group.devices()[s.rank]));
+                  s.pending[i] ? *s.pending[i] : B::full(s.shapes[i], 0, s.dtypes[i], s.group.devices()[s.member]));
       }
     }
     s.cv.notify_all();
@@ -117,7 +117,7 @@ class GradientSync {
 
  private:
   struct State {
-    State(DeviceGroup<B>& g, int r, SyncOptions o) : group(g), rank(r), options(o) {}
+    State(DeviceGroup<B>& g, int r, SyncOptions o) : group(g), member(r), options(o) {}
 
     void Reset() {
       grads.assign(names.size(), std::nullopt);
@@ -164,7 +164,7 @@ class GradientSync {
         lock.unlock();
         absl::StatusOr<Tensor<B>> reduced = absl::UnknownError("not run");
         try {
-          reduced = group.AllReduce(rank, Tensor<B>::cat(flat, 0), options.reduce,
+          reduced = group.AllReduce(member, Tensor<B>::cat(flat, 0), options.reduce,
                                     absl::StrCat("step ", this_step, " bucket ", k));
         } catch (const Error& e) {
           reduced = e.status();
@@ -188,7 +188,7 @@ class GradientSync {
     }
 
     DeviceGroup<B>& group;
-    const int rank;
+    const int member;
     const SyncOptions options;
     std::vector<std::string> names;
     std::vector<Shape> shapes;

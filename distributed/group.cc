@@ -2,6 +2,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "backends/dispatch/dispatch_backend.h"
+#include "distributed/timeout.h"
 
 namespace kiln::distributed {
 

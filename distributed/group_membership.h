@@ -1,6 +1,6 @@
 // Who a device group's members are: its devices in this process and, with a process group,
 // their places among every member of every process (global member p * size() + r is local
-// member r of rank p). Shared by DeviceGroup<B> and the NCCL one (cuda_group.h).
+// member r of rank p). Shared by the group front end and its engines.
 #ifndef KILN_DISTRIBUTED_GROUP_MEMBERSHIP_H_
 #define KILN_DISTRIBUTED_GROUP_MEMBERSHIP_H_
 
@@ -23,8 +23,8 @@ class GroupMembership {
   // Processes, and members over all of them (size() when there is no process group).
   int processes() const { return world_ ? world_->world_size() : 1; }
   int global_size() const { return size() * processes(); }
-  // The global index of local member `rank`.
-  int global_rank(int rank) const { return (world_ ? world_->rank() * size() : 0) + rank; }
+  // The global index of local member `member`.
+  int global_rank(int member) const { return (world_ ? world_->rank() * size() : 0) + member; }
   const std::shared_ptr<ProcessGroup>& process_group() const { return world_; }
 
  protected:

@@ -31,7 +31,7 @@ absl::Status MemberThreads::Run(const std::function<absl::Status(int)>& job) {
   return absl::OkStatus();
 }
 
-void MemberThreads::Loop(int rank) {
+void MemberThreads::Loop(int member) {
   uint64_t seen = 0;
   std::unique_lock lock(mu_);
   while (true) {
@@ -42,12 +42,12 @@ void MemberThreads::Loop(int rank) {
     lock.unlock();
     absl::Status status;
     try {
-      status = (*job)(rank);
+      status = (*job)(member);
     } catch (const Error& e) {
       status = e.status();
     }
     lock.lock();
-    results_[rank] = status;
+    results_[member] = status;
     if (--running_ == 0) cv_.notify_all();
   }
 }

@@ -21,12 +21,12 @@ class MemberThreads {
   MemberThreads(const MemberThreads&) = delete;
   MemberThreads& operator=(const MemberThreads&) = delete;
 
-  // Runs job(rank) on every member's thread; the first error (a kiln::Error thrown by the job
+  // Runs job(member) on every member's thread; the first error (a kiln::Error thrown by the job
   // counts as its status).
-  absl::Status Run(const std::function<absl::Status(int rank)>& job);
+  absl::Status Run(const std::function<absl::Status(int member)>& job);
 
  private:
-  void Loop(int rank);
+  void Loop(int member);
 
   std::mutex mu_;
   std::condition_variable cv_;

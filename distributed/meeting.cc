@@ -1,4 +1,4 @@
-#include "distributed/rendezvous.h"
+#include "distributed/meeting.h"
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
@@ -6,17 +6,11 @@
 
 namespace kiln::distributed {
 
-absl::Status CheckTimeout(std::chrono::milliseconds timeout, const char* what) {
-  if (timeout.count() > 0 && timeout <= kMaxTimeout) return absl::OkStatus();
-  return absl::InvalidArgumentError(absl::StrCat(
-      what, ": timeout ", timeout.count(), " ms must be positive and at most ", kMaxTimeout.count(), " ms (a week)"));
-}
-
-Rendezvous::Rendezvous(int size, std::chrono::milliseconds timeout) : size_(size), timeout_(timeout) {
+Meeting::Meeting(int size, std::chrono::milliseconds timeout) : size_(size), timeout_(timeout) {
   if (absl::Status s = CheckTimeout(timeout, "device group"); !s.ok()) throw Error(s);
 }
 
-std::string Rendezvous::Missing(const std::vector<bool>& here) const {
+std::string Meeting::Missing(const std::vector<bool>& here) const {
   std::vector<int> missing;
   for (int r = 0; r < size_; ++r) {
     if (!here[r]) missing.push_back(r);
@@ -24,11 +18,11 @@ std::string Rendezvous::Missing(const std::vector<bool>& here) const {
   return absl::StrJoin(missing, ", ");
 }
 
-absl::Status Rendezvous::Meet(std::unique_lock<std::mutex>& lock, int rank, const char* stage,
-                              const std::function<absl::Status()>* fn) {
+absl::Status Meeting::Meet(std::unique_lock<std::mutex>& lock, int member, const char* stage,
+                           const std::function<absl::Status()>* fn) {
   if (!broken_.ok()) return broken_;
   if (here_.empty()) here_.assign(size_, false);
-  here_[rank] = true;
+  here_[member] = true;
   const uint64_t phase = phase_;
   if (++waiting_ == size_) {
     if (fn != nullptr) {
@@ -61,12 +55,12 @@ absl::Status Rendezvous::Meet(std::unique_lock<std::mutex>& lock, int rank, cons
   return fn != nullptr ? together_ : absl::OkStatus();
 }
 
-absl::Status Rendezvous::Arrive(int rank, std::string signature) {
+absl::Status Meeting::Arrive(int member, std::string signature) {
   std::unique_lock lock(mu_);
   if (signatures_.empty()) signatures_.resize(size_);
-  signatures_[rank] = std::move(signature);
+  signatures_[member] = std::move(signature);
   once_done_ = false;
-  if (absl::Status s = Meet(lock, rank, "arrival"); !s.ok()) return s;
+  if (absl::Status s = Meet(lock, member, "arrival"); !s.ok()) return s;
   for (int r = 1; r < size_; ++r) {
     if (signatures_[r] != signatures_[0]) {
       return absl::InvalidArgumentError(
@@ -77,7 +71,7 @@ absl::Status Rendezvous::Arrive(int rank, std::string signature) {
   return absl::OkStatus();
 }
 
-void Rendezvous::Once(const std::function<void()>& fn) {
+void Meeting::Once(const std::function<void()>& fn) {
   std::lock_guard lock(mu_);
   if (!once_done_) {
     fn();
@@ -85,19 +79,19 @@ void Rendezvous::Once(const std::function<void()>& fn) {
   }
 }
 
-absl::Status Rendezvous::Together(int rank, const std::function<absl::Status()>& fn) {
+absl::Status Meeting::Together(int member, const std::function<absl::Status()>& fn) {
   std::unique_lock lock(mu_);
-  return Meet(lock, rank, "cross-process stage", &fn);
+  return Meet(lock, member, "cross-process stage", &fn);
 }
 
-absl::Status Rendezvous::Settle(int rank) {
+absl::Status Meeting::Settle(int member) {
   std::unique_lock lock(mu_);
-  return Meet(lock, rank, "completion");
+  return Meet(lock, member, "completion");
 }
 
-absl::Status Rendezvous::Depart(int rank) {
+absl::Status Meeting::Depart(int member) {
   std::unique_lock lock(mu_);
-  return Meet(lock, rank, "departure");
+  return Meet(lock, member, "departure");
 }
 
 }  // namespace kiln::distributed

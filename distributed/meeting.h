@@ -1,9 +1,9 @@
-// Rendezvous: where the members of an in-process device group meet for one collective. Each
+// Meeting: where the members of an in-process device group meet for one collective. Each
 // member's thread arrives with its contribution; the round proceeds when all have arrived, or
 // fails for everyone at the deadline. A failed round breaks the group for good (as an aborted
 // NCCL communicator is), so no member can run on with half a result.
-#ifndef KILN_DISTRIBUTED_RENDEZVOUS_H_
-#define KILN_DISTRIBUTED_RENDEZVOUS_H_
+#ifndef KILN_DISTRIBUTED_MEETING_H_
+#define KILN_DISTRIBUTED_MEETING_H_
 
 #include <chrono>
 #include <condition_variable>
@@ -14,36 +14,30 @@
 #include <vector>
 
 #include "absl/status/status.h"
+#include "distributed/timeout.h"
 
 namespace kiln::distributed {
 
-// The longest wait a group or process group takes: a deadline is now + timeout, which a
-// larger timeout would overflow.
-inline constexpr std::chrono::milliseconds kMaxTimeout = std::chrono::hours(24 * 7);
-
-// OK for a timeout in (0, kMaxTimeout]; otherwise InvalidArgument naming `what`.
-absl::Status CheckTimeout(std::chrono::milliseconds timeout, const char* what);
-
-class Rendezvous {
+class Meeting {
  public:
   // Throws kiln::Error (InvalidArgument) for a timeout CheckTimeout refuses.
-  Rendezvous(int size, std::chrono::milliseconds timeout);
+  Meeting(int size, std::chrono::milliseconds timeout);
 
   // Waits until every member has arrived for this member's next round. `signature` describes
   // the call (op, tag, shape, dtype); signatures that differ fail the round for every member
   // with InvalidArgument naming them. (Members publish their data in their own slots first.)
-  absl::Status Arrive(int rank, std::string signature);
+  absl::Status Arrive(int member, std::string signature);
   // A meeting inside a round: every member has written its part of a shared output (for
   // backends whose members then copy that output rather than share it).
-  absl::Status Settle(int rank);
+  absl::Status Settle(int member);
   // The last meeting of a round: nobody leaves (and frees what the others read) before all
   // have finished their part.
-  absl::Status Depart(int rank);
+  absl::Status Depart(int member);
   // A meeting for work that needs every member's part done first (the cross-process stage of
   // a collective): when all have arrived, the last to arrive runs `fn` while the others wait
   // without a deadline (fn has its own), and every member returns fn's status. Only the
   // arrival has a deadline.
-  absl::Status Together(int rank, const std::function<absl::Status()>& fn);
+  absl::Status Together(int member, const std::function<absl::Status()>& fn);
   // Runs once per round, by the first member to call it, while the others wait; for work
   // that must happen once (allocating a shared output).
   void Once(const std::function<void()>& fn);
@@ -54,7 +48,7 @@ class Rendezvous {
  private:
   // A barrier with a deadline; `phase` counts meetings so that a fast member's next round
   // cannot be mistaken for this one.
-  absl::Status Meet(std::unique_lock<std::mutex>& lock, int rank, const char* stage,
+  absl::Status Meet(std::unique_lock<std::mutex>& lock, int member, const char* stage,
                     const std::function<absl::Status()>* fn = nullptr);
   std::string Missing(const std::vector<bool>& here) const;
 
@@ -74,4 +68,4 @@ class Rendezvous {
 
 }  // namespace kiln::distributed
 
-#endif  // KILN_DISTRIBUTED_RENDEZVOUS_H_
+#endif  // KILN_DISTRIBUTED_MEETING_H_
