@@ -19,8 +19,10 @@
 #include <variant>
 
 #include "absl/status/status.h"
+#include "backends/cpu/collective_kernels.h"
 #include "backends/cpu/cpu_backend.h"
 #ifdef KILN_WITH_VULKAN
+#include "backends/vulkan/collective_kernels.h"
 #include "backends/vulkan/vulkan_backend.h"
 #endif
 #ifdef KILN_WITH_CUDA

@@ -1,6 +1,6 @@
 // Which engine moves a backend's collectives (the DeviceGroup<B> front end is the same for
-// all): the host-staged one by default (CPU, Vulkan: CollectiveKernels<B>), NCCL for CUDA.
-// A new engine is its own file plus a line here.
+// all): the host-staged one by default (CPU, Vulkan: the backend's CollectiveKernels<B>, in
+// its own folder), NCCL for CUDA. A new engine is its own file plus a line here.
 #ifndef KILN_DISTRIBUTED_ENGINES_H_
 #define KILN_DISTRIBUTED_ENGINES_H_
 
@@ -9,9 +9,6 @@
 #include "absl/status/statusor.h"
 #include "distributed/collective_call.h"
 #include "distributed/host_staged_engine.h"
-#ifdef KILN_WITH_VULKAN
-#include "distributed/vulkan_collectives.h"
-#endif
 #ifdef KILN_WITH_CUDA
 #include "distributed/nccl_engine.h"
 #endif

@@ -10,7 +10,7 @@
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
-#include "distributed/collective_kernels.h"
+#include "backends/cpu/collective_kernels.h"
 #include "distributed/fnv1a.h"
 #include "distributed/gloo_mesh.h"
 #include "distributed/gloo_store.h"

@@ -12,8 +12,8 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
+#include "backends/registry.h"
 #include "distributed/collective_call.h"
-#include "distributed/collective_kernels.h"
 #include "distributed/group_membership.h"
 #include "distributed/group_options.h"
 #include "distributed/meeting.h"

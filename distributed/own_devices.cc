@@ -52,9 +52,10 @@ absl::StatusOr<std::vector<DispatchDevice>> OwnDevices(absl::Span<const Dispatch
     if (index < 0) continue;
     const DispatchDevice own = Renumbered(d, launch.local_rank * width + index);
     if (absl::Status s = own.Check(); !s.ok()) {
-      return absl::InvalidArgumentError(absl::StrCat(
-          "the process with local rank ", launch.local_rank, " of ", launch.local_world_size, " trains on ",
-          own.plain().ToString(), " in place of ", d.plain().ToString(), " (each takes its own): ", s.message()));
+      return absl::InvalidArgumentError(absl::StrCat("the process with local rank ", launch.local_rank, " of ",
+                                                     launch.local_world_size, " trains on ", own.plain().ToString(),
+                                                     " in place of ", d.plain().ToString(), " (each takes its own ",
+                                                     own.backend(), " devices): ", s.message()));
     }
     d = own;
   }

@@ -27,6 +27,6 @@ if KILN_RANK=1 KILN_WORLD_SIZE=2 KILN_LOCAL_RANK=1 KILN_LOCAL_WORLD_SIZE=2 KILN_
   echo "FAIL: a second process trained on $gpus GPU(s): $(cat "$tmp/rank1.out")"
   exit 1
 fi
-want="the process with local rank 1 of 2 trains on cuda:1 in place of cuda:0 (each takes its own GPUs)"
+want="the process with local rank 1 of 2 trains on cuda:1 in place of cuda:0 (each takes its own cuda devices)"
 grep -qF "$want" "$tmp/rank1.out" || { echo "FAIL: expected '$want' in: $(cat "$tmp/rank1.out")"; exit 1; }
 echo "fewer than 2 GPUs ($gpus): local rank 1 asked for cuda:1 and was refused clearly"

@@ -1,18 +1,16 @@
-// The data movement of in-process collectives, per backend. A backend takes part in
-// distributed/ by specialising CollectiveKernels (the CPU one: cpu_collectives.cc).
-#ifndef KILN_DISTRIBUTED_COLLECTIVE_KERNELS_H_
-#define KILN_DISTRIBUTED_COLLECTIVE_KERNELS_H_
+// The CPU backend's collective kernels (backends/collective_kernels.h): members share memory,
+// so a tensor is staged in place and an output every member writes a part of is shared; and
+// the host reductions every host-staged backend and the Gloo engine use.
+#ifndef KILN_BACKENDS_CPU_COLLECTIVE_KERNELS_H_
+#define KILN_BACKENDS_CPU_COLLECTIVE_KERNELS_H_
 
 #include <cstdint>
 #include <vector>
 
+#include "backends/collective_kernels.h"
 #include "backends/cpu/cpu_backend.h"
-#include "tensor/ops.h"
 
-namespace kiln::distributed {
-
-template <class B>
-struct CollectiveKernels;  // no collectives for backends that do not specialise this
+namespace kiln {
 
 // out[begin, end) = op over inputs[m][begin, end) in host memory, members in order (so every
 // run and every member gets the same bits), divided by the member count for kMean. One thread;
@@ -22,9 +20,6 @@ void ReduceOnHost(ReduceOp kind, DType dtype, const std::vector<const void*>& in
 // data[begin, end) /= by (the division of a mean, after a cross-process sum).
 void DivideOnHost(DType dtype, void* data, int64_t begin, int64_t end, int64_t by);
 
-// A backend's collectives exchange `Staged` tensors: dense buffers that every member's thread
-// (and, across processes, the network engine) can address. The CPU backend stages in place;
-// a GPU backend may stage through host memory.
 template <>
 struct CollectiveKernels<Cpu> {
   using P = Cpu::Primitive;
@@ -58,6 +53,6 @@ struct CollectiveKernels<Cpu> {
   static void CopyInto(DType dtype, const void* from, void* to, int64_t at, int64_t count);
 };
 
-}  // namespace kiln::distributed
+}  // namespace kiln
 
-#endif  // KILN_DISTRIBUTED_COLLECTIVE_KERNELS_H_
+#endif  // KILN_BACKENDS_CPU_COLLECTIVE_KERNELS_H_

@@ -1,15 +1,16 @@
-// Collectives on Vulkan devices, staged through host memory: each member downloads its input,
+// The Vulkan backend's collective kernels (backends/collective_kernels.h), staged through host
+// memory: each member downloads its input,
 // the members reduce their chunks on the host (in member order, as on the CPU), and each
 // uploads the result to its own device. Virtual devices are separate logical devices that
 // cannot read each other's memory, and host staging is also what a cross-process engine
 // (Gloo) needs.
-#ifndef KILN_DISTRIBUTED_VULKAN_COLLECTIVES_H_
-#define KILN_DISTRIBUTED_VULKAN_COLLECTIVES_H_
+#ifndef KILN_BACKENDS_VULKAN_COLLECTIVE_KERNELS_H_
+#define KILN_BACKENDS_VULKAN_COLLECTIVE_KERNELS_H_
 
+#include "backends/cpu/collective_kernels.h"
 #include "backends/vulkan/vulkan_backend.h"
-#include "distributed/collective_kernels.h"
 
-namespace kiln::distributed {
+namespace kiln {
 
 template <>
 struct CollectiveKernels<Vulkan> {
@@ -44,6 +45,6 @@ struct CollectiveKernels<Vulkan> {
   }
 };
 
-}  // namespace kiln::distributed
+}  // namespace kiln
 
-#endif  // KILN_DISTRIBUTED_VULKAN_COLLECTIVES_H_
+#endif  // KILN_BACKENDS_VULKAN_COLLECTIVE_KERNELS_H_

@@ -1,10 +1,10 @@
 #include <cstring>
 #include <type_traits>
 
+#include "backends/cpu/collective_kernels.h"
 #include "backends/cpu/strided.h"
-#include "distributed/collective_kernels.h"
 
-namespace kiln::distributed {
+namespace kiln {
 
 namespace {
 
@@ -83,4 +83,4 @@ void CollectiveKernels<Cpu>::CopyInto(DType dtype, const void* from, void* to, i
   if (count > 0) std::memcpy(static_cast<std::byte*>(to) + at * es, from, count * es);
 }
 
-}  // namespace kiln::distributed
+}  // namespace kiln
