@@ -1,10 +1,9 @@
 #include "backends/vulkan/context.h"
 
-#include <cstdlib>
 #include <cstring>
+#include <optional>
 #include <unordered_map>
 
-#include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "backends/vulkan/shaders.h"
 #include "tensor/error.h"
@@ -12,26 +11,12 @@
 namespace kiln::vulkan {
 namespace {
 
-constexpr int64_t kBlockBytes = int64_t{64} << 20;
 // Dispatches per command buffer: enough to amortise a submit, few enough that freed memory
 // comes back soon and the device starts early.
 constexpr int kBatch = 64;
 // Submissions the host may run ahead of the device before it waits.
 constexpr size_t kMaxInFlight = 8;
 constexpr uint32_t kParamsBytes = 128;  // Vulkan's guaranteed push-constant space
-
-// Size classes: four per power of two from 256 bytes (at most 25% slack), so freed chunks
-// fit later requests of nearby sizes.
-int64_t SizeClass(int64_t bytes) {
-  int64_t c = 256;
-  while (c < bytes) c <<= 1;
-  if (c <= 1024) return c;
-  const int64_t quarter = c / 8;  // c/2 < bytes <= c: try c/2 + k * c/8
-  for (int64_t k = 1; k < 4; ++k) {
-    if (c / 2 + k * quarter >= bytes) return c / 2 + k * quarter;
-  }
-  return c;
-}
 
 std::optional<uint32_t> FindMemoryType(const VkPhysicalDeviceMemoryProperties& props, uint32_t allowed,
                                        VkMemoryPropertyFlags want) {
@@ -58,8 +43,6 @@ int KernelId(absl::string_view name) {
   if (it == ids.end()) ThrowIfError(absl::InternalError(absl::StrCat("no Vulkan kernel ", name)));
   return it->second;
 }
-
-Chunk::~Chunk() { context_->Release(block_, offset_, bytes_); }
 
 absl::StatusOr<std::unique_ptr<Context>> Context::Create(VkPhysicalDevice physical, bool force_staging) {
   const Functions& vk = Vk();
@@ -157,130 +140,29 @@ absl::StatusOr<std::unique_ptr<Context>> Context::Create(VkPhysicalDevice physic
   if (!staging_type) staging_type = FindMemoryType(memory, ~0u, host);
   if (!staging_type) return absl::UnavailableError(absl::StrCat(c->name_, " has no host-visible memory"));
   c->mapped_ = unified && unified_type && !force_staging;
-  if (const char* limit = std::getenv("KILN_VULKAN_MEMORY_LIMIT_MB"); limit != nullptr && *limit != '\0') {
-    int64_t mib = 0;
-    if (!absl::SimpleAtoi(limit, &mib) || mib < 1 || mib > (int64_t{1} << 40)) {
-      return absl::InvalidArgumentError(
-          absl::StrCat("KILN_VULKAN_MEMORY_LIMIT_MB='", limit,
-                       "' is not a positive number of MiB; set it to e.g. 4096 or unset it"));
-    }
-    c->memory_limit_ = mib << 20;
-  }
-  c->device_pool_.memory_type = c->mapped_ ? *unified_type : local_type.value_or(*staging_type);
-  c->device_pool_.host_visible = c->mapped_;
-  c->staging_pool_.memory_type = *staging_type;
-  c->staging_pool_.host_visible = true;
+  const absl::StatusOr<int64_t> limit = MemoryLimitFromEnv();
+  if (!limit.ok()) return limit.status();
+  c->device_pool_ = MemoryPool(c.get(), c->device_, c->mapped_ ? *unified_type : local_type.value_or(*staging_type),
+                               c->mapped_, *limit);
+  c->staging_pool_ = MemoryPool(c.get(), c->device_, *staging_type, /*host_visible=*/true);
   return c;
 }
 
-int64_t Context::Held(const Pool& pool) {
-  int64_t held = 0;
-  for (const auto& b : pool.blocks) held += b->size;
-  return held;
-}
-
-Block* Context::NewBlock(Pool& pool, int64_t size) {
-  if (&pool == &device_pool_ && Held(pool) + size > memory_limit_) return nullptr;
-  const Functions& vk = Vk();
-  auto block = std::make_unique<Block>();
-  block->size = size;
-  VkBufferCreateInfo info{.sType = VK_STRUCTURE_TYPE_BUFFER_CREATE_INFO,
-                          .size = static_cast<VkDeviceSize>(size),
-                          .usage = VK_BUFFER_USAGE_STORAGE_BUFFER_BIT | VK_BUFFER_USAGE_TRANSFER_SRC_BIT |
-                                   VK_BUFFER_USAGE_TRANSFER_DST_BIT | VK_BUFFER_USAGE_SHADER_DEVICE_ADDRESS_BIT,
-                          .sharingMode = VK_SHARING_MODE_EXCLUSIVE};
-  ThrowIfFailed(vk.vkCreateBuffer(device_, &info, nullptr, &block->buffer), "vkCreateBuffer");
-  VkMemoryRequirements req;
-  vk.vkGetBufferMemoryRequirements(device_, block->buffer, &req);
-  VkMemoryAllocateFlagsInfo flags{.sType = VK_STRUCTURE_TYPE_MEMORY_ALLOCATE_FLAGS_INFO,
-                                  .flags = VK_MEMORY_ALLOCATE_DEVICE_ADDRESS_BIT};
-  VkMemoryAllocateInfo alloc{.sType = VK_STRUCTURE_TYPE_MEMORY_ALLOCATE_INFO,
-                             .pNext = &flags,
-                             .allocationSize = req.size,
-                             .memoryTypeIndex = pool.memory_type};
-  const VkResult r = vk.vkAllocateMemory(device_, &alloc, nullptr, &block->memory);
-  if (r == VK_ERROR_OUT_OF_DEVICE_MEMORY || r == VK_ERROR_OUT_OF_HOST_MEMORY) {
-    vk.vkDestroyBuffer(device_, block->buffer, nullptr);
-    return nullptr;
-  }
-  ThrowIfFailed(r, "vkAllocateMemory");
-  ThrowIfFailed(vk.vkBindBufferMemory(device_, block->buffer, block->memory, 0), "vkBindBufferMemory");
-  VkBufferDeviceAddressInfo address{.sType = VK_STRUCTURE_TYPE_BUFFER_DEVICE_ADDRESS_INFO, .buffer = block->buffer};
-  block->address = vk.vkGetBufferDeviceAddress(device_, &address);
-  if (pool.host_visible) {
-    void* p = nullptr;
-    ThrowIfFailed(vk.vkMapMemory(device_, block->memory, 0, VK_WHOLE_SIZE, 0, &p), "vkMapMemory");
-    block->mapped = static_cast<std::byte*>(p);
-  }
-  pool.blocks.push_back(std::move(block));
-  return pool.blocks.back().get();
-}
-
-void Context::ReleaseCached(Pool& pool) {
-  const Functions& vk = Vk();
-  for (auto& [size, spans] : pool.free) {
-    std::erase_if(spans, [&](const Span& span) {
-      Block* block = span.block;
-      if (span.offset != 0 || block->size != size || block == pool.current) return false;
-      vk.vkDestroyBuffer(device_, block->buffer, nullptr);
-      vk.vkFreeMemory(device_, block->memory, nullptr);
-      std::erase_if(pool.blocks, [&](const std::unique_ptr<Block>& b) { return b.get() == block; });
-      return true;
-    });
-  }
-}
-
-void Context::Reclaim(Pool& pool) {
-  Poll();
-  auto& pending = pool.pending;
-  size_t kept = 0;
-  for (Pending& p : pending) {
-    if (p.after <= completed_) {
-      pool.free[p.size_class].push_back(p.span);
-    } else {
-      pending[kept++] = p;
-    }
-  }
-  pending.resize(kept);
-}
-
-std::shared_ptr<Chunk> Context::Carve(Block* block, int64_t size) {
-  const int64_t offset = block->used;
-  block->used += size;
-  return std::make_shared<Chunk>(this, block, offset, size);
-}
-
-std::shared_ptr<Chunk> Context::AllocateFrom(Pool& pool, int64_t bytes) {
-  const int64_t size = SizeClass(bytes);
+std::shared_ptr<Chunk> Context::AllocateFrom(MemoryPool& pool, int64_t bytes) {
   for (int attempt = 0; attempt < 3; ++attempt) {
-    Reclaim(pool);
-    if (auto it = pool.free.find(size); it != pool.free.end() && !it->second.empty()) {
-      const Span span = it->second.back();
-      it->second.pop_back();
-      return std::make_shared<Chunk>(this, span.block, span.offset, size);
-    }
-    if (size > kBlockBytes / 2) {  // a block of its own
-      if (Block* block = NewBlock(pool, size)) return Carve(block, size);
-    } else {
-      if (pool.current == nullptr || pool.current->size - pool.current->used < size) {
-        pool.current = NewBlock(pool, kBlockBytes);
-      }
-      if (pool.current != nullptr) return Carve(pool.current, size);
-    }
+    Poll();
+    if (std::shared_ptr<Chunk> chunk = pool.TryAllocate(bytes, completed_)) return chunk;
     // Out of device memory: first wait for the queued work, whose freed chunks can then be
     // reused; then also give back the cached blocks of other sizes.
     Submit();
     if (!in_flight_.empty()) WaitFor(in_flight_.back().seq);
     if (attempt == 1) {
-      Reclaim(pool);
-      ReleaseCached(pool);
+      Poll();
+      pool.Reclaim(completed_);
+      pool.ReleaseCached();
     }
   }
-  const bool limited = &pool == &device_pool_ && memory_limit_ != std::numeric_limits<int64_t>::max();
-  ThrowIfError(absl::ResourceExhaustedError(absl::StrCat(
-      "vulkan: out of memory on ", name_, " allocating ", bytes, " bytes (", Held(pool),
-      " bytes held by kiln's tensors and cache",
-      limited ? absl::StrCat("; KILN_VULKAN_MEMORY_LIMIT_MB=", memory_limit_ >> 20, " caps it") : "", ")")));
+  ThrowIfError(pool.OutOfMemory(name_, bytes));
   return nullptr;
 }
 
@@ -291,16 +173,16 @@ std::shared_ptr<Chunk> Context::Allocate(int64_t bytes) {
 
 int64_t Context::reserved_bytes() {
   std::lock_guard lock(mu_);
-  return Held(device_pool_);
+  return device_pool_.held();
 }
 
 void Context::Release(Block* block, int64_t offset, int64_t bytes) {
   std::lock_guard lock(mu_);
-  Pool& pool = block->mapped && !mapped_ ? staging_pool_ : device_pool_;
+  MemoryPool& pool = block->mapped && !mapped_ ? staging_pool_ : device_pool_;
   // Work recorded so far may still read it: free after the batch it is in (or, with nothing
   // recorded, after the last submission).
   const uint64_t after = open_ != VK_NULL_HANDLE ? next_seq_ : next_seq_ - 1;
-  pool.pending.push_back({{block, offset}, bytes, after});
+  pool.Release(block, offset, bytes, after);
 }
 
 Groups Context::Linear(int64_t items) const { return Exact(std::min<int64_t>(items, fill_groups_ * 256), 256); }

@@ -1,67 +1,25 @@
 // Context: one kiln Vulkan device (a logical device and its queue) and everything that runs on
 // it. Kernels are recorded into a command buffer that is submitted in batches, with a barrier
 // between dependent dispatches, not submitted and waited for one at a time; the host waits
-// only when it reads a result. Memory comes from large blocks carved into size classes;
-// a freed range is reused once the GPU work that may still touch it has completed.
+// only when it reads a result. Memory comes from two pools (memory_pool.h): device memory, and
+// host-visible staging memory for a device that does not share memory with the host.
 #ifndef KILN_BACKENDS_VULKAN_CONTEXT_H_
 #define KILN_BACKENDS_VULKAN_CONTEXT_H_
 
-#include <cstddef>
 #include <cstdint>
 #include <deque>
-#include <limits>
-#include <map>
 #include <memory>
 #include <mutex>
-#include <optional>
 #include <string>
-#include <utility>
 #include <vector>
 
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
+#include "backends/vulkan/memory_pool.h"
 #include "backends/vulkan/vk.h"
 #include "backends/vulkan/vulkan_device.h"
 
 namespace kiln::vulkan {
-
-class Context;
-
-// One device allocation, cut into chunks; a device address covers it whole.
-struct Block {
-  VkDeviceMemory memory = VK_NULL_HANDLE;
-  VkBuffer buffer = VK_NULL_HANDLE;
-  uint64_t address = 0;
-  std::byte* mapped = nullptr;  // host view, when the memory is host-visible
-  int64_t size = 0, used = 0;
-};
-
-// A tensor's memory: `bytes` at `offset` of a block. Freed (for reuse) when the last tensor
-// viewing it goes and the work queued before that has run.
-class Chunk {
- public:
-  Chunk(Context* context, Block* block, int64_t offset, int64_t bytes)
-      : context_(context), block_(block), offset_(offset), bytes_(bytes) {}
-  ~Chunk();
-  Chunk(const Chunk&) = delete;
-  Chunk& operator=(const Chunk&) = delete;
-
-  Context& context() const { return *context_; }
-  uint64_t address() const { return block_->address + offset_; }
-  VkBuffer buffer() const { return block_->buffer; }
-  int64_t offset() const { return offset_; }
-  int64_t bytes() const { return bytes_; }
-  std::byte* mapped() const { return block_->mapped ? block_->mapped + offset_ : nullptr; }
-
-  // [min, max] of the values an integer tensor was created with on the host, if known: index
-  // and divisor checks then need no round trip to the device.
-  std::optional<std::pair<int64_t, int64_t>> known_range;
-
- private:
-  Context* context_;
-  Block* block_;
-  int64_t offset_, bytes_;
-};
 
 // Workgroup counts for `items` invocations in groups of `per_group`, spilling into y past the
 // device's x limit (kernels rebuild the linear index; see common.glsl).
@@ -111,38 +69,15 @@ class Context {
   Context& operator=(const Context&) = delete;
 
  private:
-  struct Span {
-    Block* block;
-    int64_t offset;
-  };
-  struct Pending {
-    Span span;
-    int64_t size_class;
-    uint64_t after;  // reusable once submission `after` has completed
-  };
   struct Submission {
     uint64_t seq;
     VkCommandBuffer commands;
     VkFence fence;
   };
-  struct Pool {
-    uint32_t memory_type = 0;
-    bool host_visible = false;
-    std::vector<std::unique_ptr<Block>> blocks;
-    Block* current = nullptr;                   // the shared block new chunks are carved from
-    std::map<int64_t, std::vector<Span>> free;  // by size class
-    std::vector<Pending> pending;
-  };
 
-  std::shared_ptr<Chunk> AllocateFrom(Pool& pool, int64_t bytes);
-  // Null when the device is out of memory or the device pool would pass memory_limit_.
-  Block* NewBlock(Pool& pool, int64_t size);
-  // Gives the device back the cached blocks that held one large chunk each and are free now,
-  // so that memory cached for one size can serve another (out of memory only).
-  void ReleaseCached(Pool& pool);
-  static int64_t Held(const Pool& pool);
-  std::shared_ptr<Chunk> Carve(Block* block, int64_t size);
-  void Reclaim(Pool& pool);
+  // From `pool`, waiting for queued work and giving cached blocks back when it is full; throws
+  // ResourceExhausted when that does not help. Here, not in the pool: only the context can wait.
+  std::shared_ptr<Chunk> AllocateFrom(MemoryPool& pool, int64_t bytes);
   VkCommandBuffer Open();
   void Barrier(VkCommandBuffer commands, bool to_host);
   void Submit();
@@ -162,8 +97,7 @@ class Context {
   uint32_t max_groups_x_ = 65535, max_groups_y_ = 65535;
   int64_t fill_groups_ = 1024;  // workgroups that keep every core of the device busy
   bool mapped_ = false;         // device memory is host-visible: transfers are plain copies
-  int64_t memory_limit_ = std::numeric_limits<int64_t>::max();  // device pool, bytes
-  Pool device_pool_, staging_pool_;
+  MemoryPool device_pool_, staging_pool_;
 
   VkCommandBuffer open_ = VK_NULL_HANDLE;
   int open_ops_ = 0;
