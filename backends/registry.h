@@ -8,6 +8,9 @@
 // Backend concept, a Device constructible from an index, a Primitive, and
 //   static const char* Name();                    // "cpu": the backend part of "cpu:0"
 //   static absl::Status CheckDevice(const Device&);  // OK, or why the device does not exist
+//   static absl::Status Available();              // whether the backend can run here at all
+//   static absl::StatusOr<std::vector<Device>> EnsureDevices(int n);  // the first n, made if
+//                                                 // the backend can (logical devices)
 //   static constexpr bool kDeviceOwnsAProcess;    // a device serves one process (a GPU)
 #ifndef KILN_BACKENDS_REGISTRY_H_
 #define KILN_BACKENDS_REGISTRY_H_
@@ -17,8 +20,10 @@
 #include <tuple>
 #include <type_traits>
 #include <variant>
+#include <vector>
 
 #include "absl/status/status.h"
+#include "absl/status/statusor.h"
 #include "backends/cpu/collective_kernels.h"
 #include "backends/cpu/cpu_backend.h"
 #ifdef KILN_WITH_VULKAN
@@ -36,6 +41,8 @@ concept RegisteredBackend = requires(const typename B::Device& d) {
   typename B::Primitive;
   { B::Name() } -> std::convertible_to<const char*>;
   { B::CheckDevice(d) } -> std::same_as<absl::Status>;
+  { B::Available() } -> std::same_as<absl::Status>;
+  { B::EnsureDevices(1) } -> std::same_as<absl::StatusOr<std::vector<typename B::Device>>>;
   { B::kDeviceOwnsAProcess } -> std::convertible_to<bool>;
   typename B::Device;
   requires std::constructible_from<typename B::Device, int>;

@@ -73,13 +73,35 @@ struct ConfigNames {
   }
 };
 
-// Devices a backend-generic test needs beyond the default one.
-//   Second(), Missing(), kMissingMessage: for the conformance and error suites.
+// Devices a backend-generic test needs beyond the default one, from the backend's own
+// enumeration (backends/registry.h), so a registered backend needs nothing here.
+//   Second(), Missing(), MissingMessage(): for the conformance and error suites.
 //   Provide(n): makes sure at least n devices of the backend exist and returns the first n,
 //     distinct and in index order (the distributed suite's group members); a backend that
 //     cannot provide n throws kiln::Error, which fails the test rather than skipping it.
+//   Shortage(n): why this machine cannot give n devices ("" when it can): only backends
+//     whose devices are hardware (a GPU each) run short; their tests skip then.
 template <class B>
-struct TestDevices;
+struct TestDevices {
+  using Device = typename B::Device;
+  static absl::Status Available() { return B::Available(); }
+  static std::vector<Device> Provide(int n) {
+    auto devices = B::EnsureDevices(n);
+    ThrowIfError(devices.status());
+    return *std::move(devices);
+  }
+  static std::string Shortage(int n) {
+    if constexpr (B::kDeviceOwnsAProcess) {
+      const auto devices = B::EnsureDevices(n);
+      return devices.ok() ? "" : std::string(devices.status().message());
+    } else {
+      return "";
+    }
+  }
+  static Device Second() { return Provide(2)[1]; }
+  static Device Missing() { return Device(99); }
+  static std::string MissingMessage() { return std::string(B::CheckDevice(Missing()).message()); }
+};
 
 template <class B>
 struct TestDevices<Autodiff<B>> : TestDevices<B> {};
@@ -138,9 +160,10 @@ struct TestDevices<Cpu> {
     return CpuDevice(1);
   }
   static CpuDevice Missing() { return CpuDevice(99); }
-  static constexpr const char* kMissingMessage =
-      "cpu:99 does not exist: this process has 2 logical CPU devices (cpu:0..cpu:1); set "
-      "KILN_CPU_DEVICES or call kiln::cpu::Configure for more";
+  static std::string MissingMessage() {
+    return "cpu:99 does not exist: this process has 2 logical CPU devices (cpu:0..cpu:1); set "
+           "KILN_CPU_DEVICES or call kiln::cpu::Configure for more";
+  }
 };
 
 template <>
@@ -152,53 +175,8 @@ struct TestDevices<Dispatch> {
   }
   static DispatchDevice Second() { return TestDevices<Cpu>::Second(); }
   static DispatchDevice Missing() { return TestDevices<Cpu>::Missing(); }
-  static constexpr const char* kMissingMessage =
-      "cpu:99 does not exist: this process has 2 logical CPU devices (cpu:0..cpu:1); set "
-      "KILN_CPU_DEVICES or call kiln::cpu::Configure for more";
+  static std::string MissingMessage() { return TestDevices<Cpu>::MissingMessage(); }
 };
-
-#ifdef KILN_WITH_VULKAN
-template <>
-struct TestDevices<Vulkan> {
-  using Device = VulkanDevice;
-  static absl::Status Available() { return vulkan::Available(); }
-  // Virtual devices on the first physical device (enough of them are configured).
-  static std::vector<Device> Provide(int n) {
-    if (*vulkan::DeviceCount() < n) ThrowIfError(vulkan::Configure({.virtual_devices = n}));
-    std::vector<Device> out;
-    for (int i = 0; i < n; ++i) out.push_back(VulkanDevice(i));
-    return out;
-  }
-  static VulkanDevice Second() { return Provide(2)[1]; }
-  static VulkanDevice Missing() { return VulkanDevice(99); }
-  static constexpr const char* kMissingMessage =
-      "vulkan:99 does not exist: this process has 2 Vulkan devices (vulkan:0..vulkan:1); set "
-      "KILN_VULKAN_VIRTUAL_DEVICES or call kiln::vulkan::Configure for more";
-};
-#endif
-
-#ifdef KILN_WITH_CUDA
-template <>
-struct TestDevices<Cuda> {
-  using Device = CudaDevice;
-  static absl::Status Available() { return cuda::Available(); }
-  static std::string Shortage(int n) {
-    const int count = cuda::DeviceCount();
-    return count >= n ? "" : absl::StrFormat("needs %d CUDA devices; this machine has %d", n, count);
-  }
-  // cuda:0 .. cuda:n-1 (fixtures skip first where there are fewer GPUs: see Shortage).
-  static std::vector<Device> Provide(int n) {
-    std::vector<Device> out;
-    for (int i = 0; i < n; ++i) out.push_back(CudaDevice(i));
-    return out;
-  }
-  static CudaDevice Second() { return CudaDevice(1); }
-  static CudaDevice Missing() { return CudaDevice(99); }
-  static inline const std::string kMissingMessage =
-      absl::StrFormat("cuda:99 does not exist: this machine has %d CUDA device%s (cuda:0..cuda:%d)",
-                      cuda::DeviceCount(), cuda::DeviceCount() == 1 ? "" : "s", cuda::DeviceCount() - 1);
-};
-#endif
 
 }  // namespace kiln::testing
 

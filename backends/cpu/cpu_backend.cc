@@ -69,4 +69,13 @@ Cpu::Primitive Cpu::slice(const Primitive& p, int64_t dim, int64_t start, int64_
   return strided::Slice(p, dim, start, end, step);
 }
 
+absl::StatusOr<std::vector<CpuDevice>> Cpu::EnsureDevices(int n) {
+  if (cpu::DeviceCount() < n) {
+    if (absl::Status s = cpu::Configure({.devices = n}); !s.ok()) return s;
+  }
+  std::vector<CpuDevice> out;
+  for (int i = 0; i < n; ++i) out.push_back(CpuDevice(i));
+  return out;
+}
+
 }  // namespace kiln

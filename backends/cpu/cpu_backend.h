@@ -3,6 +3,9 @@
 #ifndef KILN_BACKENDS_CPU_CPU_BACKEND_H_
 #define KILN_BACKENDS_CPU_CPU_BACKEND_H_
 
+#include <vector>
+
+#include "absl/status/statusor.h"
 #include "absl/types/span.h"
 #include "backends/cpu/cpu_device.h"
 #include "backends/cpu/strided_tensor.h"
@@ -16,8 +19,11 @@ struct Cpu {
   using Primitive = cpu::StridedTensor;
 
   static const char* Name() { return "cpu"; }
-  static absl::Status CheckDevice(const Device& d) { return cpu::CheckDevice(d); }
   // Logical devices exist once cpu::Configure (or the environment) made them.
+  static absl::Status CheckDevice(const Device& d) { return cpu::CheckDevice(d); }
+  static absl::Status Available() { return absl::OkStatus(); }
+  // cpu:0..cpu:n-1, made if there are fewer (the cores shared fairly among them).
+  static absl::StatusOr<std::vector<Device>> EnsureDevices(int n);
   static constexpr bool kDeviceOwnsAProcess = false;
 
   static const Shape& shape(const Primitive& p) { return p.shape; }

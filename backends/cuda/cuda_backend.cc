@@ -4,6 +4,7 @@
 #include <cstring>
 #include <memory>
 
+#include "absl/strings/str_format.h"
 #include "backends/cuda/kernels/kernels.h"
 #include "backends/cuda/launch.h"
 #include "tensor/strided_view.h"
@@ -153,6 +154,16 @@ Cuda::Primitive Cuda::expand(const Primitive& p, const Shape& shape) { return st
 
 Cuda::Primitive Cuda::slice(const Primitive& p, int64_t dim, int64_t start, int64_t end, int64_t step) {
   return strided::Slice(p, dim, start, end, step);
+}
+
+absl::StatusOr<std::vector<CudaDevice>> Cuda::EnsureDevices(int n) {
+  const int count = cuda::DeviceCount();
+  if (count < n) {
+    return absl::ResourceExhaustedError(absl::StrFormat("needs %d CUDA devices; this machine has %d", n, count));
+  }
+  std::vector<CudaDevice> out;
+  for (int i = 0; i < n; ++i) out.push_back(CudaDevice(i));
+  return out;
 }
 
 }  // namespace kiln

@@ -5,6 +5,9 @@
 #ifndef KILN_BACKENDS_CUDA_CUDA_BACKEND_H_
 #define KILN_BACKENDS_CUDA_CUDA_BACKEND_H_
 
+#include <vector>
+
+#include "absl/status/statusor.h"
 #include "absl/types/span.h"
 #include "backends/cuda/cuda_device.h"
 #include "backends/cuda/strided_tensor.h"
@@ -19,6 +22,9 @@ struct Cuda {
 
   static const char* Name() { return "cuda"; }
   static absl::Status CheckDevice(const Device& d) { return cuda::CheckDevice(d); }
+  static absl::Status Available() { return cuda::Available(); }
+  // cuda:0..cuda:n-1; GPUs cannot be made, so fewer is ResourceExhausted naming how many there are.
+  static absl::StatusOr<std::vector<Device>> EnsureDevices(int n);
   // A GPU serves one process: under a launcher each process takes its own (see distributed/).
   static constexpr bool kDeviceOwnsAProcess = true;
 

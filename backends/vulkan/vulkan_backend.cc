@@ -158,4 +158,15 @@ Vulkan::Primitive Vulkan::cat(absl::Span<const Primitive> parts, int64_t dim) {
 
 void Vulkan::synchronize(const Device& device) { Context::Of(device).Finish(); }
 
+absl::StatusOr<std::vector<VulkanDevice>> Vulkan::EnsureDevices(int n) {
+  absl::StatusOr<int> count = vulkan::DeviceCount();
+  if (!count.ok()) return count.status();
+  if (*count < n) {
+    if (absl::Status s = vulkan::Configure({.virtual_devices = n}); !s.ok()) return s;
+  }
+  std::vector<VulkanDevice> out;
+  for (int i = 0; i < n; ++i) out.push_back(VulkanDevice(i));
+  return out;
+}
+
 }  // namespace kiln

@@ -6,6 +6,9 @@
 #ifndef KILN_BACKENDS_VULKAN_VULKAN_BACKEND_H_
 #define KILN_BACKENDS_VULKAN_VULKAN_BACKEND_H_
 
+#include <vector>
+
+#include "absl/status/statusor.h"
 #include "absl/types/span.h"
 #include "backends/vulkan/vulkan_device.h"
 #include "backends/vulkan/vulkan_tensor.h"
@@ -20,6 +23,9 @@ struct Vulkan {
 
   static const char* Name() { return "vulkan"; }
   static absl::Status CheckDevice(const Device& d) { return vulkan::CheckDevice(d); }
+  static absl::Status Available() { return vulkan::Available(); }
+  // vulkan:0..vulkan:n-1, as virtual devices on the first physical device if there are fewer.
+  static absl::StatusOr<std::vector<Device>> EnsureDevices(int n);
   static constexpr bool kDeviceOwnsAProcess = false;
 
   static const Shape& shape(const Primitive& p) { return p.shape; }

@@ -68,7 +68,7 @@ TYPED_TEST(Errors, DifferentDevicesAreRejected) {
   EXPECT_EQ((a - b.to(a.device())).to_data().ToDoubles(), (std::vector<double>{0, 0}));
   EXPECT_EQ(a.to(second).device(), second);
   this->ExpectError([&] { (void)Tn::zeros({1}, DType::kF32, TestDevices<TypeParam>::Missing()); }, kInvalid,
-                    TestDevices<TypeParam>::kMissingMessage);
+                    TestDevices<TypeParam>::MissingMessage());
 }
 
 TYPED_TEST(Errors, DimsOutOfRange) {
