@@ -1,4 +1,4 @@
-#include "distributed/gloo_process_group.h"
+#include "distributed/gloo/gloo_process_group.h"
 
 #include <signal.h>
 
@@ -11,11 +11,11 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "distributed/collective_kernels.h"
-#include "distributed/fnv1a.h"
-#include "distributed/gloo_mesh.h"
-#include "distributed/gloo_store.h"
-#include "distributed/rank_list.h"
-#include "distributed/run_token.h"
+#include "distributed/gloo/mesh.h"
+#include "distributed/process/fnv1a.h"
+#include "distributed/process/rank_list.h"
+#include "distributed/process/rendezvous_store.h"
+#include "distributed/process/run_token.h"
 #include "distributed/timeout.h"
 #include "gloo/allgather.h"
 #include "gloo/broadcast.h"

@@ -1,13 +1,13 @@
 // GlooProcessGroup: a ProcessGroup over Gloo's TCP transport (Debian's libgloo). Ranks meet
-// at a rendezvous store (gloo_store.h), connect a full mesh, and run on host buffers: an
+// at a rendezvous store (distributed/process/rendezvous_store.h), connect a full mesh, and run on host buffers: an
 // all-reduce and a reduce-scatter of kiln's own on Gloo's registered buffers (each rank
 // reduces its part and streams it to the others; a separate input is read in place, so a kept
 // input costs no copy; the first segments travel with the agreement on the call), Gloo's
 // binomial-tree broadcast and ring all-gather. Every operation, the rendezvous included, has a
 // deadline (`timeout`), so a rank that died or became unreachable gives the others
 // DeadlineExceeded or Unavailable naming the ranks, never a hang.
-#ifndef KILN_DISTRIBUTED_GLOO_PROCESS_GROUP_H_
-#define KILN_DISTRIBUTED_GLOO_PROCESS_GROUP_H_
+#ifndef KILN_DISTRIBUTED_GLOO_GLOO_PROCESS_GROUP_H_
+#define KILN_DISTRIBUTED_GLOO_GLOO_PROCESS_GROUP_H_
 
 #include <array>
 #include <chrono>
@@ -18,8 +18,8 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
-#include "distributed/launch_env.h"
-#include "distributed/process_group.h"
+#include "distributed/process/launch_env.h"
+#include "distributed/process/process_group.h"
 
 namespace gloo {
 class Context;
@@ -36,8 +36,8 @@ struct ProcessGroupOptions {
   std::string rendezvous;  // file:///shared/dir or redis://host:port
   std::string run_id;      // keys of this run in the store (empty: a shared default)
   std::string host;        // address to listen on (empty: this machine's hostname)
-  // The run's secret, which every connection proves (gloo_mesh.h); empty: derived from the
-  // run id and the rendezvous address (run_token.h says what that does and does not keep out).
+  // The run's secret, which every connection proves (mesh.h); empty: derived from the
+  // run id and the rendezvous address (distributed/process/run_token.h says what that does and does not keep out).
   std::string run_token;
   // The deadline of the rendezvous and of every collective.
   std::chrono::milliseconds timeout{std::chrono::seconds(60)};
@@ -51,7 +51,7 @@ class GlooProcessGroup : public ProcessGroup {
   static constexpr int kMaxWorldSize = 65536;
 
   // Joins the run: InvalidArgument for a world size below 1, a rank out of range or a bad
-  // address; the store's errors (gloo_store.h); DeadlineExceeded naming the ranks that did
+  // address; the store's errors (distributed/process/rendezvous_store.h); DeadlineExceeded naming the ranks that did
   // not join within the timeout; FailedPrecondition when this rank's key is already in the
   // store (a duplicate rank, or an earlier run with the same store and run id).
   static absl::StatusOr<std::shared_ptr<GlooProcessGroup>> Connect(const ProcessGroupOptions& options);
@@ -146,4 +146,4 @@ class GlooProcessGroup : public ProcessGroup {
 
 }  // namespace kiln::distributed
 
-#endif  // KILN_DISTRIBUTED_GLOO_PROCESS_GROUP_H_
+#endif  // KILN_DISTRIBUTED_GLOO_GLOO_PROCESS_GROUP_H_
