@@ -211,7 +211,7 @@ void BM_NcclAllReduce(benchmark::State& state) {
     for (const CudaDevice& d : devices) cuda::Synchronize(d);
   };
   auto run = [&] {
-    auto out = group.AllReduce(absl::MakeConstSpan(inputs), distributed::ReduceOp::kSum);
+    auto out = group.AllReduce(absl::MakeConstSpan(inputs), ReduceOp::kSum);
     if (!out.ok()) {
       state.SkipWithError(std::string(out.status().message()).c_str());
       return false;
