@@ -26,9 +26,9 @@
 #include <vector>
 
 #include "distributed/device_group.h"
-#include "distributed/gloo_process_group.h"
-#include "distributed/launch_env.h"
+#include "distributed/gloo/gloo_process_group.h"
 #include "distributed/member_threads.h"
+#include "distributed/process/launch_env.h"
 #include "gloo/allreduce.h"
 #include "gloo/allreduce_halving_doubling.h"
 #include "gloo/allreduce_ring.h"

@@ -1,7 +1,7 @@
-// The argument checks and call descriptions that every DeviceGroup<B> shares (the generic
-// group and the NCCL one, cuda_group.h), so that every backend rejects the same input with the
-// same message and describes a call the same way: across processes those descriptions are
-// compared, so they must not depend on the backend.
+// The argument checks and call descriptions of the DeviceGroup<B> front end and its engines,
+// so that every backend rejects the same input with the same message and describes a call the
+// same way: across processes those descriptions are compared, so they must not depend on the
+// backend.
 #ifndef KILN_DISTRIBUTED_COLLECTIVE_CHECKS_H_
 #define KILN_DISTRIBUTED_COLLECTIVE_CHECKS_H_
 

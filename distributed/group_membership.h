@@ -7,7 +7,7 @@
 #include <memory>
 #include <vector>
 
-#include "distributed/process_group.h"
+#include "distributed/process/process_group.h"
 
 namespace kiln::distributed {
 

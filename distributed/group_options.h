@@ -10,14 +10,14 @@
 
 #include "absl/status/statusor.h"
 #include "absl/strings/str_cat.h"
-#include "distributed/process_group.h"
+#include "distributed/process/process_group.h"
 
 namespace kiln::distributed {
 
 struct GroupOptions {
   // How long a member waits for the others at each meeting before the group gives up.
   std::chrono::milliseconds timeout{std::chrono::seconds(60)};
-  // Set: this group is one process's part of a world (process_group.h). Its collectives then
+  // Set: this group is one process's part of a world (distributed/process/process_group.h). Its collectives then
   // run over every member of every process: global member p * size() + r is local member r
   // of rank p, every process must have the same number of local devices, and roots and
   // reduce-scatter parts count global members.

@@ -12,7 +12,7 @@
 #include "absl/status/statusor.h"
 #include "absl/types/span.h"
 #include "backends/dispatch/dispatch_device.h"
-#include "distributed/launch_env.h"
+#include "distributed/process/launch_env.h"
 
 namespace kiln::distributed {
 

@@ -3,7 +3,7 @@
 //
 //   ./bazelw run //examples:train -- --model=mlp --epochs=10
 //
-// Under a launcher (tools/launch, srun, mpirun; see distributed/launch_env.h) every process
+// Under a launcher (tools/launch, srun, mpirun; see distributed/process/launch_env.h) every process
 // trains data-parallel over its --devices and joins the others through a Gloo process group:
 // the global batch is split over every device of every process. CPU and Vulkan tensors cross
 // processes through Gloo; CUDA tensors through one NCCL communicator over every GPU, the Gloo
@@ -27,11 +27,11 @@
 #include "backends/dispatch/dispatch_backend.h"
 #include "data/idx.h"
 #include "distributed/data_parallel.h"
-#include "distributed/gloo_process_group.h"
+#include "distributed/gloo/gloo_process_group.h"
 #include "distributed/group.h"
-#include "distributed/launch_env.h"
 #include "distributed/own_devices.h"
-#include "distributed/settings_agreement.h"
+#include "distributed/process/launch_env.h"
+#include "distributed/process/settings_agreement.h"
 #include "examples/command_line.h"
 #include "examples/progress.h"
 #include "examples/train_flags.h"

@@ -10,7 +10,7 @@
 
 #include "absl/strings/match.h"
 #include "absl/strings/string_view.h"
-#include "distributed/launch_env.h"
+#include "distributed/process/launch_env.h"
 
 namespace {
 

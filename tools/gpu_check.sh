@@ -23,7 +23,7 @@ tests=(
   tests/autodiff/gradcheck_test
   tests/distributed/autodiff_collectives_test tests/distributed/collectives_test
   tests/distributed/data_parallel_test tests/distributed/gradient_sync_test tests/distributed/group_test
-  tests/distributed/process_group_test
+  tests/distributed/gloo/process_group_test
 )
 if [[ "${1:-}" == --list-tests ]]; then printf '%s\n' "${tests[@]}"; exit 0; fi
 # Only the CUDA cases of the shared suites (typed names: cuda_f32, autodiff_cuda_f64, cuda).
@@ -72,7 +72,7 @@ fi
 
 run_test() {  # one gtest binary: its log and JUnit XML under $logs
   local t=$1 name=${1//\//_} extra=()
-  [[ "$t" == tests/distributed/process_group_test ]] && extra=("$bin/tests/distributed/process_group_worker")
+  [[ "$t" == tests/distributed/gloo/process_group_test ]] && extra=("$bin/tests/distributed/gloo/process_group_worker")
   local tmp
   tmp=$(mktemp -d)
   TEST_TMPDIR=$tmp KILN_REQUIRE_ALL_BACKENDS=1 timeout 300 "$bin/$t" "${extra[@]}" --gtest_filter="$filter" \

@@ -17,7 +17,7 @@ targets=(
   //bench:cuda_bench //examples:train //tools:launch
 )
 ./bazelw build --config=cuda "${targets[@]}"
-programs=(bench/cuda_bench examples/train tools/launch tests/distributed/process_group_worker)
+programs=(bench/cuda_bench examples/train tools/launch tests/distributed/gloo/process_group_worker)
 for t in $(tools/gpu_check.sh --list-tests); do programs+=("$t"); done
 
 rm -rf "$pack"

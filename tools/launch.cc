@@ -41,7 +41,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/string_view.h"
 #include "absl/strings/strip.h"
-#include "distributed/launch_env.h"
+#include "distributed/process/launch_env.h"
 
 namespace {
 

@@ -12,7 +12,6 @@ namespace kiln {
 namespace {
 
 using distributed::DeviceGroup;
-
 using T = Tensor<Cuda>;
 
 TEST(Nccl, WithoutAGpuEveryEntryPointIsAStatus) {

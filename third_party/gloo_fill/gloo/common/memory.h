@@ -1,6 +1,6 @@
 // Debian's libgloo-dev (0.0~git20220518) installs gloo/transport/tcp/pair.h and context.h,
 // which include gloo/common/memory.h, but not that header itself. kiln needs the TCP pair's
-// declaration (distributed/gloo_mesh.cc), which holds these two pointer boxes as members, so
+// declaration (distributed/gloo/mesh.cc), which holds these two pointer boxes as members, so
 // they are declared here with the library's layout: a std::shared_ptr and a std::weak_ptr.
 // Only the layout matters: kiln calls none of their members; the library's own code does.
 #pragma once

@@ -3,7 +3,7 @@
 // first connection to arrive at a rank's listening port as the peer, and a peer that sends
 // malformed frames can end the process from Gloo's event loop, so a stranger on the network
 // must never become one: here a connection counts only after an HMAC challenge-response
-// (run_token.h) naming the run's world size and both ranks. A connection that fails it is
+// (distributed/process/run_token.h) naming the run's world size and both ranks. A connection that fails it is
 // logged and closed, and the port keeps listening for the real peer until the deadline.
 //
 // Builds on the transport of Debian's libgloo (0.0~git20220518): the listening and connecting

@@ -1,6 +1,6 @@
 // Reading a rank's place from the environment: kiln's, Open MPI's and Slurm's variables, their
 // precedence, their limits, and every malformed setting named in its error.
-#include "distributed/launch_env.h"
+#include "distributed/process/launch_env.h"
 
 #include <gtest/gtest.h>
 

@@ -1,19 +1,20 @@
 // ProcessGroup: the cross-process stage of a device group. `world_size` processes, each
 // driving a DeviceGroup of local devices, join one process group; a collective over the world
 // reduces over each process's local devices first, then runs the process group's collective
-// on the staged buffer, then hands the result back to every local device (device_group.h).
+// on the staged buffer, then hands the result back to every local device
+// (distributed/device_group.h).
 //
-// An engine implements this interface on host buffers: Gloo over TCP (gloo_process_group.h).
-// CUDA device groups use a process group differently: to meet, to agree on each call and to
-// hand out NCCL's unique id (Agree, Broadcast), while NCCL moves the data between every GPU of
-// every process (cuda_group.h).
+// An engine implements this interface on host buffers: Gloo over TCP
+// (distributed/gloo/gloo_process_group.h). CUDA device groups use a process group differently:
+// to meet, to agree on each call and to hand out NCCL's unique id (Agree, Broadcast), while
+// NCCL moves the data between every GPU of every process (distributed/nccl_engine.h).
 //
 // Every rank must make the same calls in the same order (as with NCCL or torch.distributed).
 // Each call is compared across the ranks before any of its data reaches a tensor. After a
 // failed collective (a peer gone, a timeout) the process group is unusable: every later call
 // returns the same status.
-#ifndef KILN_DISTRIBUTED_PROCESS_GROUP_H_
-#define KILN_DISTRIBUTED_PROCESS_GROUP_H_
+#ifndef KILN_DISTRIBUTED_PROCESS_PROCESS_GROUP_H_
+#define KILN_DISTRIBUTED_PROCESS_PROCESS_GROUP_H_
 
 #include <cstdint>
 #include <string>
@@ -59,4 +60,4 @@ class ProcessGroup {
 
 }  // namespace kiln::distributed
 
-#endif  // KILN_DISTRIBUTED_PROCESS_GROUP_H_
+#endif  // KILN_DISTRIBUTED_PROCESS_PROCESS_GROUP_H_

@@ -1,15 +1,15 @@
 // The settings that change a run's math (flags, hyper-parameters, sizes), compared across
 // every rank of a process group before the first step: ranks started with different flags
 // would otherwise train on, each its own way, and some even report a result.
-#ifndef KILN_DISTRIBUTED_SETTINGS_AGREEMENT_H_
-#define KILN_DISTRIBUTED_SETTINGS_AGREEMENT_H_
+#ifndef KILN_DISTRIBUTED_PROCESS_SETTINGS_AGREEMENT_H_
+#define KILN_DISTRIBUTED_PROCESS_SETTINGS_AGREEMENT_H_
 
 #include <string>
 #include <utility>
 #include <vector>
 
 #include "absl/status/status.h"
-#include "distributed/process_group.h"
+#include "distributed/process/process_group.h"
 
 namespace kiln::distributed {
 
@@ -25,4 +25,4 @@ absl::Status AgreeOnSettings(ProcessGroup& group, const Settings& settings);
 
 }  // namespace kiln::distributed
 
-#endif  // KILN_DISTRIBUTED_SETTINGS_AGREEMENT_H_
+#endif  // KILN_DISTRIBUTED_PROCESS_SETTINGS_AGREEMENT_H_

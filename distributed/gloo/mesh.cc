@@ -1,4 +1,4 @@
-#include "distributed/gloo_mesh.h"
+#include "distributed/gloo/mesh.h"
 
 #include <fcntl.h>
 #include <sys/epoll.h>
@@ -13,7 +13,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/string_view.h"
-#include "distributed/run_token.h"
+#include "distributed/process/run_token.h"
 #include "gloo/common/error.h"
 #include "gloo/transport/tcp/address.h"
 #include "gloo/transport/tcp/context.h"

@@ -1,8 +1,8 @@
 // FNV-1a, 64 bits: the hash ranks compare calls and settings by (identical on every rank and
 // platform, unlike std::hash). Not a defence against a chosen collision: the ranks are
 // trusted once they have proven the run token.
-#ifndef KILN_DISTRIBUTED_FNV1A_H_
-#define KILN_DISTRIBUTED_FNV1A_H_
+#ifndef KILN_DISTRIBUTED_PROCESS_FNV1A_H_
+#define KILN_DISTRIBUTED_PROCESS_FNV1A_H_
 
 #include <cstdint>
 
@@ -18,4 +18,4 @@ inline uint64_t Fnv1a(absl::string_view s) {
 
 }  // namespace kiln::distributed
 
-#endif  // KILN_DISTRIBUTED_FNV1A_H_
+#endif  // KILN_DISTRIBUTED_PROCESS_FNV1A_H_

@@ -2,8 +2,8 @@
 // rendezvous address, read from the environment that a launcher set. kiln's own launcher
 // (tools/launch) sets KILN_*; `srun` (Slurm) and `mpirun` (Open MPI) set their own variables,
 // which are understood too, so cluster users launch with the tools they already have.
-#ifndef KILN_DISTRIBUTED_LAUNCH_ENV_H_
-#define KILN_DISTRIBUTED_LAUNCH_ENV_H_
+#ifndef KILN_DISTRIBUTED_PROCESS_LAUNCH_ENV_H_
+#define KILN_DISTRIBUTED_PROCESS_LAUNCH_ENV_H_
 
 #include <functional>
 #include <optional>
@@ -71,4 +71,4 @@ absl::Status CheckRendezvousAddress(const std::string& address);
 
 }  // namespace kiln::distributed
 
-#endif  // KILN_DISTRIBUTED_LAUNCH_ENV_H_
+#endif  // KILN_DISTRIBUTED_PROCESS_LAUNCH_ENV_H_

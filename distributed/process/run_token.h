@@ -1,8 +1,8 @@
 // The run's secret and the proofs made with it: every connection of a process group proves
 // that it knows the token (KILN_RUN_TOKEN, made by tools/launch or the user's launcher) with
 // an HMAC-SHA256 over a fresh challenge, so the token itself never crosses the network.
-#ifndef KILN_DISTRIBUTED_RUN_TOKEN_H_
-#define KILN_DISTRIBUTED_RUN_TOKEN_H_
+#ifndef KILN_DISTRIBUTED_PROCESS_RUN_TOKEN_H_
+#define KILN_DISTRIBUTED_PROCESS_RUN_TOKEN_H_
 
 #include <array>
 #include <cstddef>
@@ -31,4 +31,4 @@ std::string DefaultRunToken(absl::string_view run_id, absl::string_view rendezvo
 
 }  // namespace kiln::distributed
 
-#endif  // KILN_DISTRIBUTED_RUN_TOKEN_H_
+#endif  // KILN_DISTRIBUTED_PROCESS_RUN_TOKEN_H_

@@ -17,9 +17,9 @@
 
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
-#include "distributed/gloo_mesh.h"
-#include "distributed/gloo_process_group.h"
-#include "distributed/gloo_store.h"
+#include "distributed/gloo/gloo_process_group.h"
+#include "distributed/gloo/mesh.h"
+#include "distributed/process/rendezvous_store.h"
 #include "gloo/broadcast.h"
 #include "gloo/transport/tcp/address.h"
 #include "gloo/transport/tcp/device.h"

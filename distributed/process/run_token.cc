@@ -1,4 +1,4 @@
-#include "distributed/run_token.h"
+#include "distributed/process/run_token.h"
 
 #include <openssl/crypto.h>
 #include <openssl/evp.h>

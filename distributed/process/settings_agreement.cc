@@ -1,4 +1,4 @@
-#include "distributed/settings_agreement.h"
+#include "distributed/process/settings_agreement.h"
 
 #include <cstring>
 #include <map>
@@ -7,7 +7,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
-#include "distributed/fnv1a.h"
+#include "distributed/process/fnv1a.h"
 
 namespace kiln::distributed {
 namespace {

@@ -1,7 +1,7 @@
 // Ranks as a message names them: all of a few, or the first few and how many more, so that a
 // world of a million ranks cannot make a megabyte-long error line.
-#ifndef KILN_DISTRIBUTED_RANK_LIST_H_
-#define KILN_DISTRIBUTED_RANK_LIST_H_
+#ifndef KILN_DISTRIBUTED_PROCESS_RANK_LIST_H_
+#define KILN_DISTRIBUTED_PROCESS_RANK_LIST_H_
 
 #include <string>
 
@@ -19,4 +19,4 @@ inline std::string RankList(absl::Span<const int> ranks, size_t shown = 8) {
 
 }  // namespace kiln::distributed
 
-#endif  // KILN_DISTRIBUTED_RANK_LIST_H_
+#endif  // KILN_DISTRIBUTED_PROCESS_RANK_LIST_H_

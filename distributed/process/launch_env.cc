@@ -1,4 +1,4 @@
-#include "distributed/launch_env.h"
+#include "distributed/process/launch_env.h"
 
 #include <cstdint>
 #include <cstdlib>

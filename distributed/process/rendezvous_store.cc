@@ -1,4 +1,4 @@
-#include "distributed/gloo_store.h"
+#include "distributed/process/rendezvous_store.h"
 
 #include <fcntl.h>
 #include <sys/stat.h>
@@ -11,7 +11,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/string_view.h"
 #include "absl/strings/strip.h"
-#include "distributed/launch_env.h"
+#include "distributed/process/launch_env.h"
 #include "gloo/common/error.h"
 #include "gloo/rendezvous/file_store.h"
 #include "gloo/rendezvous/redis_store.h"

@@ -3,8 +3,8 @@
 // Keys live under a prefix per run, so runs that share a store do not read each other's keys.
 // Adds what Gloo's Store lacks for a clear rendezvous: a presence check, to name the ranks
 // that never joined.
-#ifndef KILN_DISTRIBUTED_GLOO_STORE_H_
-#define KILN_DISTRIBUTED_GLOO_STORE_H_
+#ifndef KILN_DISTRIBUTED_PROCESS_RENDEZVOUS_STORE_H_
+#define KILN_DISTRIBUTED_PROCESS_RENDEZVOUS_STORE_H_
 
 #include <chrono>
 #include <functional>
@@ -48,4 +48,4 @@ class RendezvousStore : public gloo::rendezvous::Store {
 
 }  // namespace kiln::distributed
 
-#endif  // KILN_DISTRIBUTED_GLOO_STORE_H_
+#endif  // KILN_DISTRIBUTED_PROCESS_RENDEZVOUS_STORE_H_

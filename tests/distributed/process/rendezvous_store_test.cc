@@ -9,7 +9,7 @@
 
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
-#include "distributed/gloo_process_group.h"
+#include "distributed/gloo/gloo_process_group.h"
 #include "tests/distributed/rank_processes.h"
 
 namespace kiln::distributed {

@@ -5,8 +5,8 @@
 #include <future>
 
 #include "absl/strings/str_cat.h"
-#include "distributed/gloo_process_group.h"
-#include "distributed/settings_agreement.h"
+#include "distributed/gloo/gloo_process_group.h"
+#include "distributed/process/settings_agreement.h"
 
 namespace kiln::distributed {
 namespace {
