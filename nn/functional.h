@@ -1,0 +1,202 @@
+// nn::functional: the layers of a transformer as free functions on Tensor<B>, usable with
+// weights the caller holds; the modules call these. Each is composed of Tensor<B> operations,
+// so it runs, and differentiates, on every backend (plain, Autodiff<B>, Dispatch). Argument
+// errors are kiln::Error naming the shapes.
+#ifndef KILN_NN_FUNCTIONAL_H_
+#define KILN_NN_FUNCTIONAL_H_
+
+#include <cmath>
+#include <numbers>
+#include <optional>
+
+#include "tensor/random.h"
+#include "tensor/tensor.h"
+
+namespace kiln::nn::functional {
+
+// y = x weight^T + bias: x [..., in], weight [out, in] (PyTorch's layout), bias [out].
+template <Backend B>
+Tensor<B> linear(const Tensor<B>& x, const Tensor<B>& weight, const Tensor<B>* bias = nullptr) {
+  if (weight.rank() != 2 || x.rank() < 1 || x.size(-1) != weight.size(1) ||
+      (bias != nullptr && (bias->rank() != 1 || bias->size(0) != weight.size(0)))) {
+    ThrowInvalidArgument("linear: x %s, weight %s%s do not fit (x [..., in], weight [out, in], bias [out])",
+                         x.Describe(), weight.Describe(), bias ? ", bias " + bias->Describe() : std::string());
+  }
+  Tensor<B> y =
+      x.rank() == 2 ? x.matmul(weight.transpose(0, 1)) : x.reshape({-1, x.size(-1)}).matmul(weight.transpose(0, 1));
+  if (bias != nullptr) y = y + *bias;
+  if (x.rank() == 2) return y;
+  Dims dims(x.shape().dims().begin(), x.shape().dims().end());
+  dims.back() = weight.size(0);
+  return y.reshape(dims);
+}
+
+// The rows of weight [vocab, dim] at ids (integers of any shape): ids.shape + [dim]. An id
+// outside [0, vocab) is an error naming it. The gradient of weight sums the rows of repeated
+// ids (a scatter-add).
+template <Backend B>
+Tensor<B> embedding(const Tensor<B>& ids, const Tensor<B>& weight) {
+  if (weight.rank() != 2 || IsFloating(ids.dtype())) {
+    ThrowInvalidArgument("embedding: needs integer ids and a weight [vocab, dim], got ids %s and weight %s",
+                         ids.Describe(), weight.Describe());
+  }
+  Dims dims(ids.shape().dims().begin(), ids.shape().dims().end());
+  dims.push_back(weight.size(1));
+  return weight.index_select(0, ids.reshape({-1})).reshape(dims);
+}
+
+namespace internal {
+// The dims a norm reduces: the last normalized.size() dims of x, which must be `normalized`.
+inline std::vector<int64_t> NormDims(const Shape& x, const Dims& normalized, const char* what) {
+  const int64_t k = static_cast<int64_t>(normalized.size());
+  bool fits = k >= 1 && x.rank() >= k;
+  for (int64_t i = 0; fits && i < k; ++i) fits = x[x.rank() - k + i] == normalized[i];
+  if (!fits) {
+    ThrowInvalidArgument("%s: the last dims of x %s are not the normalized shape %s", what, x.ToString(),
+                         Shape(normalized).ToString());
+  }
+  std::vector<int64_t> dims;
+  for (int64_t i = x.rank() - k; i < x.rank(); ++i) dims.push_back(i);
+  return dims;
+}
+
+template <Backend B>
+void CheckAffine(const char* what, const Tensor<B>* t, const Dims& normalized) {
+  if (t != nullptr && t->shape() != Shape(normalized)) {
+    ThrowInvalidArgument("%s: %s does not match the normalized shape %s", what, t->Describe(),
+                         Shape(normalized).ToString());
+  }
+}
+}  // namespace internal
+
+// (x - mean) / sqrt(var + eps) * weight + bias over the last dims (`normalized`, which weight
+// and bias have when given), the variance biased (as PyTorch's layer_norm).
+template <Backend B>
+Tensor<B> layer_norm(const Tensor<B>& x, const Dims& normalized, const Tensor<B>* weight = nullptr,
+                     const Tensor<B>* bias = nullptr, double eps = 1e-5) {
+  const std::vector<int64_t> dims = internal::NormDims(x.shape(), normalized, "layer_norm");
+  internal::CheckAffine("layer_norm weight", weight, normalized);
+  internal::CheckAffine("layer_norm bias", bias, normalized);
+  const Tensor<B> centred = x - x.mean(dims, /*keepdim=*/true);
+  Tensor<B> y = centred / ((centred * centred).mean(dims, true) + eps).sqrt();
+  if (weight != nullptr) y = y * *weight;
+  if (bias != nullptr) y = y + *bias;
+  return y;
+}
+
+// x / sqrt(mean(x^2) + eps) * weight over the last dims (Zhang & Sennrich's RMSNorm).
+template <Backend B>
+Tensor<B> rms_norm(const Tensor<B>& x, const Dims& normalized, const Tensor<B>* weight = nullptr, double eps = 1e-6) {
+  const std::vector<int64_t> dims = internal::NormDims(x.shape(), normalized, "rms_norm");
+  internal::CheckAffine("rms_norm weight", weight, normalized);
+  Tensor<B> y = x / ((x * x).mean(dims, true) + eps).sqrt();
+  if (weight != nullptr) y = y * *weight;
+  return y;
+}
+
+// GELU in the tanh form (GPT-2's; PyTorch's approximate="tanh"). The exact erf form needs an
+// erf kernel on every backend and is not here yet.
+template <Backend B>
+Tensor<B> gelu_tanh(const Tensor<B>& x) {
+  const double c = std::sqrt(2.0 / std::numbers::pi);
+  return 0.5 * x * (1 + (c * (x + 0.044715 * x.pow(3))).tanh());
+}
+
+// Zeroes each element with probability p and scales the rest by 1 / (1 - p) when training;
+// the mask comes from `gen` (drawn in f32 on the host, so every backend draws the same).
+template <Backend B>
+Tensor<B> dropout(const Tensor<B>& x, double p, bool training, Generator& gen) {
+  if (!(p >= 0 && p < 1)) ThrowInvalidArgument("dropout: p = %g must be in [0, 1)", p);
+  if (!training || p == 0) return x;
+  const auto keep = Tensor<B>::uniform(x.shape(), 0, 1, gen, DType::kF32, x.device()).ge(p);
+  return Tensor<B>::where(keep, x / (1 - p), x.scalar_like(0));
+}
+
+// What scaled_dot_product_attention is asked to do besides softmax(q k^T / sqrt(d)) v.
+template <Backend B>
+struct AttentionOptions {
+  bool causal = false;              // position i sees positions <= i
+  const Tensor<B>* mask = nullptr;  // bool (true: attend) or additive, broadcast to [b, h, s, s]
+  double dropout = 0;               // on the attention weights, when training
+  bool training = false;
+  Generator* gen = nullptr;     // needed for dropout
+  std::optional<double> scale;  // default 1 / sqrt(head_dim)
+};
+
+// q, k, v [batch, heads, seq, head_dim] (k and v may have their own seq length).
+template <Backend B>
+Tensor<B> scaled_dot_product_attention(const Tensor<B>& q, const Tensor<B>& k, const Tensor<B>& v,
+                                       const AttentionOptions<B>& o = {}) {
+  if (q.rank() != 4 || k.rank() != 4 || v.rank() != 4 || k.shape() != v.shape() || q.size(0) != k.size(0) ||
+      q.size(1) != k.size(1) || q.size(3) != k.size(3)) {
+    ThrowInvalidArgument("scaled_dot_product_attention: q %s, k %s, v %s are not [batch, heads, seq, head_dim] alike",
+                         q.Describe(), k.Describe(), v.Describe());
+  }
+  const int64_t sq = q.size(2), sk = k.size(2);
+  const double scale = o.scale.value_or(1.0 / std::sqrt(static_cast<double>(q.size(3))));
+  Tensor<B> scores = q.matmul(k.transpose(2, 3)) * scale;  // [b, h, sq, sk]
+  if (o.causal) {
+    // Position i of the query sees key positions <= i + (sk - sq) (the query ends the keys).
+    const Tensor<B> rows = Tensor<B>::arange(sq, DType::kI64, q.device()).reshape({sq, 1});
+    const Tensor<B> cols = Tensor<B>::arange(sk, DType::kI64, q.device()).reshape({1, sk});
+    scores = scores.masked_fill(cols.gt(rows + (sk - sq)), -INFINITY);
+  }
+  if (o.mask != nullptr) {
+    const Shape want({scores.size(0), scores.size(1), sq, sk});
+    const Shape& m = o.mask->shape();
+    bool broadcasts = m.rank() <= 4;
+    for (int64_t i = 0; broadcasts && i < m.rank(); ++i) {
+      const int64_t d = m[m.rank() - 1 - i];
+      broadcasts = d == 1 || d == want[3 - i];
+    }
+    if (!broadcasts) {
+      ThrowInvalidArgument("scaled_dot_product_attention: mask %s does not broadcast to the scores %s",
+                           o.mask->Describe(), want.ToString());
+    }
+    scores = o.mask->dtype() == DType::kBool ? Tensor<B>::where(*o.mask, scores, scores.scalar_like(-INFINITY))
+                                             : scores + *o.mask;
+  }
+  Tensor<B> weights = scores.softmax(3);
+  if (o.dropout > 0 && o.training) {
+    if (o.gen == nullptr) ThrowInvalidArgument("scaled_dot_product_attention: dropout needs a generator");
+    weights = dropout(weights, o.dropout, true, *o.gen);
+  }
+  return weights.matmul(v);
+}
+
+enum class Reduction { kMean, kSum };
+
+struct CrossEntropyOptions {
+  Reduction reduction = Reduction::kMean;
+  int64_t ignore_index = -100;  // targets equal to it count for nothing (nor in the mean)
+  double label_smoothing = 0;   // in [0, 1]: the target mixes one-hot with uniform
+};
+
+// Cross-entropy from logits [N, C] and class ids [N] (in [0, C) or ignore_index), as PyTorch's
+// cross_entropy: -((1 - s) log p[y] + s mean_c log p[c]) per row, then the mean over the rows
+// that are not ignored (or the sum).
+template <Backend B>
+Tensor<B> cross_entropy(const Tensor<B>& logits, const Tensor<B>& targets, const CrossEntropyOptions& o = {}) {
+  if (logits.rank() != 2 || targets.rank() != 1 || targets.size(0) != logits.size(0) || IsFloating(targets.dtype())) {
+    ThrowInvalidArgument("cross_entropy: needs logits [N, C] and integer targets [N], got %s and %s", logits.Describe(),
+                         targets.Describe());
+  }
+  if (!(o.label_smoothing >= 0 && o.label_smoothing <= 1)) {
+    ThrowInvalidArgument("cross_entropy: label_smoothing %g must be in [0, 1]", o.label_smoothing);
+  }
+  const Tensor<B> keep = targets.ne(o.ignore_index);
+  // Ignored rows look up class 0, then count for nothing.
+  const Tensor<B> safe = Tensor<B>::where(keep, targets, targets.scalar_like(0));
+  const Tensor<B> logp = logits.log_softmax(1);
+  Tensor<B> loss = -logp.gather(1, safe.unsqueeze(1)).squeeze(1);
+  if (o.label_smoothing > 0) {
+    loss = (1 - o.label_smoothing) * loss - o.label_smoothing * logp.mean({1});
+  }
+  loss = Tensor<B>::where(keep, loss, loss.scalar_like(0));
+  if (o.reduction == Reduction::kSum) return loss.sum();
+  return loss.sum() / keep.to(logits.dtype()).sum();
+}
+
+}  // namespace kiln::nn::functional
+
+#endif  // KILN_NN_FUNCTIONAL_H_
