@@ -6,7 +6,9 @@
 
 #include "absl/strings/match.h"
 #include "backends/cpu/cpu_backend.h"
+#include "nn/embedding.h"
 #include "nn/functional.h"
+#include "nn/norm.h"
 #include "tests/autodiff/gradcheck.h"
 
 namespace kiln::nn::functional {
@@ -223,6 +225,25 @@ TEST(Functional, CrossEntropyWithIgnoredRowsAndLabelSmoothing) {
   }
   EXPECT_EQ(ErrorOf([&] { (void)cross_entropy(F64(logits), F64(Uniform({4}, 0, 1, 1))); }),
             "cross_entropy: needs logits [N, C] and integer targets [N], got f64[4,3] on cpu:0 and f64[4] on cpu:0");
+}
+
+// The modules call the functions with their own parameters, under PyTorch's names.
+TEST(Functional, ModulesAreTheFunctionsWithParameters) {
+  Generator gen(4);
+  Embedding<AD> table(10, 4, gen, {.init_std = 0.02, .dtype = DType::kF64});
+  LayerNorm<AD> ln({4}, {.dtype = DType::kF64});
+  RMSNorm<AD> rms({4}, {.eps = 1e-6, .dtype = DType::kF64});
+  const T ids = T::from_vector<int64_t>({3, 3, 7}, {3});
+  const T x = table(ids);
+  ExpectNear(V(x), V(embedding(ids, table.weight())), 0);
+  ExpectNear(V(ln(x)), V(layer_norm(x, {4})));
+  ExpectNear(V(rms(x)), V(rms_norm(x, {4})));
+  std::vector<std::string> names;
+  for (auto& [name, p] : ln.named_parameters()) names.push_back(name);
+  EXPECT_EQ(names, (std::vector<std::string>{"weight", "bias"}));
+  double sq = 0;
+  for (double v : V(table.weight())) sq += v * v;
+  EXPECT_NEAR(std::sqrt(sq / 40), 0.02, 0.006);  // the asked-for spread
 }
 
 }  // namespace
