@@ -14,6 +14,7 @@
 #include "distributed/autodiff_group.h"
 #include "distributed/gradient_sync.h"
 #include "distributed/member_threads.h"
+#include "nn/clip.h"
 #include "nn/module.h"
 #include "nn/optim.h"
 
@@ -48,6 +49,15 @@ class DataParallel {
   nn::Module<AD>& replica(int member) { return *replicas_[member]; }
   nn::Optimizer<B>& optimizer(int member) { return *optimizers_[member]; }
   GradientSync<B>& sync(int member) { return *syncs_[member]; }
+  // Clips the synced gradients to a global L2 norm of max_norm before every step (0: off).
+  // Every replica, on every rank, holds the same synced gradients, so all scale alike and the
+  // replicas stay bit-identical.
+  void set_clip_grad_norm(double max_norm) {
+    if (!(max_norm >= 0 && std::isfinite(max_norm))) {
+      ThrowInvalidArgument("DataParallel: clip_grad_norm %g must be >= 0", max_norm);
+    }
+    clip_grad_norm_ = max_norm;
+  }
 
   // One step on the global batch (x, y on any device); returns the mean loss over the batch.
   // Across processes (a group with a process group) every process passes the same global
@@ -74,6 +84,7 @@ class DataParallel {
       const auto local = (weight == 1.0 ? l : l * weight).backward();
       absl::StatusOr<Gradients<B>> synced = syncs_[r]->Finish(local);
       if (!synced.ok()) return synced.status();
+      if (clip_grad_norm_ > 0) nn::ClipGradNorm(*replicas_[r], *synced, clip_grad_norm_);
       optimizers_[r]->step(*replicas_[r], *synced);
       if (group_->processes() > 1) {  // the other processes' shares of the loss
         auto sum =
@@ -123,6 +134,7 @@ class DataParallel {
   std::shared_ptr<DeviceGroup<AD>> group_;
   std::vector<std::unique_ptr<nn::Module<AD>>> replicas_;
   std::vector<std::unique_ptr<nn::Optimizer<B>>> optimizers_;
+  double clip_grad_norm_ = 0;
   std::vector<std::unique_ptr<GradientSync<B>>> syncs_;
   MemberThreads threads_;
 };

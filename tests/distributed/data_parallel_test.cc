@@ -50,7 +50,7 @@ Tensor<Autodiff<B>> Loss(nn::Module<Autodiff<B>>& m, const Tensor<Autodiff<B>>& 
 // Trains on `devices` devices (reached through MakeGroup, as --devices is) and on one device,
 // from the same start on the same global batches of `batch` samples.
 template <class B>
-void ExpectMatchesSingleDevice(int devices, int64_t batch) {
+void ExpectMatchesSingleDevice(int devices, int64_t batch, double clip = 0) {
   using ADB = Autodiff<B>;
   using AD = Tensor<ADB>;
   const auto d = TestDevices<B>::Provide(devices);
@@ -67,6 +67,7 @@ void ExpectMatchesSingleDevice(int devices, int64_t batch) {
                                     [] { return std::make_unique<nn::Sgd<B>>(0.1, nn::SgdOptions{.momentum = 0.9}); },
                                     {.bucket_bytes = 256});
   ASSERT_TRUE(dp.ok()) << dp.status();
+  if (clip > 0) (*dp)->set_clip_grad_norm(clip);
 
   for (int step = 0; step < 6; ++step) {
     Generator data(50 + step);
@@ -76,7 +77,9 @@ void ExpectMatchesSingleDevice(int devices, int64_t batch) {
     ASSERT_TRUE(loss.ok()) << loss.status();
     const AD l = Loss<B>(*single, AD::from_inner(x), AD::from_inner(y));
     EXPECT_NEAR(*loss, l.template item<double>(), 1e-12);
-    single_opt.step(*single, l.backward());
+    auto grads = l.backward();
+    if (clip > 0) EXPECT_GT(nn::ClipGradNorm(*single, grads, clip), clip) << "clipping must be active here";
+    single_opt.step(*single, grads);
 
     const auto reference = Flat<B>(*single);
     const auto first = Flat<B>((*dp)->replica(0));
@@ -104,6 +107,12 @@ TYPED_TEST(DataParallelTest, MatchesSingleDeviceTrainingOn3DevicesWithUnevenShar
 }
 
 TYPED_TEST(DataParallelTest, MatchesSingleDeviceTrainingOn4Devices) { ExpectMatchesSingleDevice<TypeParam>(4, 16); }
+
+// Clipping the synced gradients scales every replica by one factor: still bit-identical, and
+// the single-device run clipped the same way.
+TYPED_TEST(DataParallelTest, ClipsTheGlobalGradientNormLikeOneDevice) {
+  ExpectMatchesSingleDevice<TypeParam>(3, 13, /*clip=*/0.05);
+}
 
 TYPED_TEST(DataParallelTest, RejectsABatchTooSmallToSplit) {
   using B = TypeParam;

@@ -6,8 +6,10 @@
 
 #include "absl/strings/match.h"
 #include "backends/cpu/cpu_backend.h"
+#include "nn/clip.h"
 #include "nn/embedding.h"
 #include "nn/functional.h"
+#include "nn/linear.h"
 #include "nn/norm.h"
 #include "tests/autodiff/gradcheck.h"
 
@@ -225,6 +227,38 @@ TEST(Functional, CrossEntropyWithIgnoredRowsAndLabelSmoothing) {
   }
   EXPECT_EQ(ErrorOf([&] { (void)cross_entropy(F64(logits), F64(Uniform({4}, 0, 1, 1))); }),
             "cross_entropy: needs logits [N, C] and integer targets [N], got f64[4,3] on cpu:0 and f64[4] on cpu:0");
+}
+
+TEST(Functional, ClipGradNormScalesToTheGlobalNorm) {
+  Generator gen(8);
+  Linear<AD> layer(3, 2, gen, {.dtype = DType::kF64});
+  const T x = F64(Uniform({4, 3}, -1, 1, 17));
+  auto grads = (layer(x) * 10).sum().backward();
+  double sq = 0;
+  std::vector<std::vector<double>> before;
+  for (auto& [name, p] : layer.named_parameters()) {
+    before.push_back(grads.get(*p)->to_data().ToDoubles());
+    for (double v : before.back()) sq += v * v;
+  }
+  EXPECT_NEAR(ClipGradNorm(layer, grads, 0.5), std::sqrt(sq), 1e-9);
+  double after = 0;
+  size_t i = 0;
+  for (auto& [name, p] : layer.named_parameters()) {
+    const auto g = grads.get(*p)->to_data().ToDoubles();
+    for (size_t j = 0; j < g.size(); ++j) {
+      EXPECT_NEAR(g[j], before[i][j] * 0.5 / (std::sqrt(sq) + 1e-6), 1e-12);
+      after += g[j] * g[j];
+    }
+    ++i;
+  }
+  EXPECT_NEAR(std::sqrt(after), 0.5, 1e-6);
+  // Below the bound nothing changes.
+  auto small = (layer(x) * 1e-3).sum().backward();
+  const auto untouched = small.get(layer.weight())->to_data().ToDoubles();
+  ClipGradNorm(layer, small, 100.0);
+  EXPECT_EQ(small.get(layer.weight())->to_data().ToDoubles(), untouched);
+  EXPECT_EQ(ErrorOf([&] { ClipGradNorm(layer, small, std::nan("")); }),
+            "ClipGradNorm: max_norm nan must be a positive number");
 }
 
 // The modules call the functions with their own parameters, under PyTorch's names.
