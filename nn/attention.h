@@ -1,0 +1,59 @@
+// CausalSelfAttention: multi-head self-attention over [batch, seq, dim] where position i sees
+// positions <= i (GPT's), with one fused qkv projection and the heads made by reshape and
+// permute; then the output projection. Parameters under PyTorch-like names: qkv.weight
+// [3*dim, dim] (rows: q, k, v), qkv.bias, proj.weight, proj.bias.
+#ifndef KILN_NN_ATTENTION_H_
+#define KILN_NN_ATTENTION_H_
+
+#include "nn/functional.h"
+#include "nn/linear.h"
+#include "nn/module.h"
+
+namespace kiln::nn {
+
+struct AttentionModuleOptions {
+  double dropout = 0;  // on the attention weights and the output, when training
+  bool bias = true;
+  DType dtype = DType::kF32;
+};
+
+template <Backend B>
+class CausalSelfAttention : public Module<B> {
+ public:
+  CausalSelfAttention(int64_t dim, int64_t heads, Generator& gen, AttentionModuleOptions options = {},
+                      const typename B::Device& device = {})
+      : dim_(dim), heads_(heads), dropout_(options.dropout), gen_(gen.NextU64()) {
+    if (dim < 1 || heads < 1 || dim % heads != 0) {
+      ThrowInvalidArgument("CausalSelfAttention: %d heads do not divide the width %d", heads, dim);
+    }
+    const LinearOptions linear{.bias = options.bias, .dtype = options.dtype};
+    qkv_ = this->add_child("qkv", std::make_unique<Linear<B>>(dim, 3 * dim, gen, linear, device));
+    proj_ = this->add_child("proj", std::make_unique<Linear<B>>(dim, dim, gen, linear, device));
+  }
+
+  Tensor<B> forward(const Tensor<B>& x) override {
+    if (x.rank() != 3 || x.size(2) != dim_) {
+      ThrowInvalidArgument("CausalSelfAttention(%d): input %s must be [batch, seq, %d]", dim_, x.Describe(), dim_);
+    }
+    const int64_t b = x.size(0), s = x.size(1), hd = dim_ / heads_;
+    // [b, s, 3*d] -> [3, b, heads, s, hd]
+    const Tensor<B> qkv = this->child(qkv_)(x).reshape({b, s, 3, heads_, hd}).permute({2, 0, 3, 1, 4});
+    const functional::AttentionOptions<B> attention{
+        .causal = true, .dropout = dropout_, .training = this->is_training(), .gen = &gen_};
+    const Tensor<B> y = functional::scaled_dot_product_attention(
+        qkv.slice(0, 0, 1).squeeze(0), qkv.slice(0, 1, 2).squeeze(0), qkv.slice(0, 2, 3).squeeze(0), attention);
+    const Tensor<B> merged = y.permute({0, 2, 1, 3}).reshape({b, s, dim_});
+    return functional::dropout(this->child(proj_)(merged), dropout_, this->is_training(), gen_);
+  }
+  std::unique_ptr<Module<B>> clone() const override { return this->template CloneAs<CausalSelfAttention>(); }
+
+ private:
+  int64_t dim_, heads_;
+  double dropout_;
+  Generator gen_;
+  size_t qkv_ = 0, proj_ = 0;
+};
+
+}  // namespace kiln::nn
+
+#endif  // KILN_NN_ATTENTION_H_

@@ -1,0 +1,43 @@
+// TransformerBlock: GPT-2's pre-LN block over [batch, seq, dim]:
+//   x + attention(ln_1(x)), then + mlp(ln_2(x)) with mlp = fc (dim -> 4 dim), GELU (tanh), proj.
+#ifndef KILN_NN_TRANSFORMER_BLOCK_H_
+#define KILN_NN_TRANSFORMER_BLOCK_H_
+
+#include "nn/attention.h"
+#include "nn/functional.h"
+#include "nn/linear.h"
+#include "nn/norm.h"
+
+namespace kiln::nn {
+
+template <Backend B>
+class TransformerBlock : public Module<B> {
+ public:
+  TransformerBlock(int64_t dim, int64_t heads, Generator& gen, AttentionModuleOptions options = {},
+                   const typename B::Device& device = {})
+      : dropout_(options.dropout), gen_(gen.NextU64()) {
+    const NormOptions norm{.dtype = options.dtype};
+    const LinearOptions linear{.bias = options.bias, .dtype = options.dtype};
+    ln_1_ = this->add_child("ln_1", std::make_unique<LayerNorm<B>>(Dims{dim}, norm, device));
+    attn_ = this->add_child("attn", std::make_unique<CausalSelfAttention<B>>(dim, heads, gen, options, device));
+    ln_2_ = this->add_child("ln_2", std::make_unique<LayerNorm<B>>(Dims{dim}, norm, device));
+    fc_ = this->add_child("mlp.fc", std::make_unique<Linear<B>>(dim, 4 * dim, gen, linear, device));
+    proj_ = this->add_child("mlp.proj", std::make_unique<Linear<B>>(4 * dim, dim, gen, linear, device));
+  }
+
+  Tensor<B> forward(const Tensor<B>& x) override {
+    const Tensor<B> h = x + this->child(attn_)(this->child(ln_1_)(x));
+    const Tensor<B> m = this->child(proj_)(functional::gelu_tanh(this->child(fc_)(this->child(ln_2_)(h))));
+    return h + functional::dropout(m, dropout_, this->is_training(), gen_);
+  }
+  std::unique_ptr<Module<B>> clone() const override { return this->template CloneAs<TransformerBlock>(); }
+
+ private:
+  double dropout_;
+  Generator gen_;
+  size_t ln_1_ = 0, attn_ = 0, ln_2_ = 0, fc_ = 0, proj_ = 0;
+};
+
+}  // namespace kiln::nn
+
+#endif  // KILN_NN_TRANSFORMER_BLOCK_H_
