@@ -34,6 +34,7 @@
 #include "distributed/process/settings_agreement.h"
 #include "examples/command_line.h"
 #include "examples/progress.h"
+#include "examples/run_setup.h"
 #include "examples/train_flags.h"
 #include "nn/activation.h"
 #include "nn/checkpoint.h"
@@ -45,38 +46,6 @@
 
 namespace kiln {
 namespace {
-
-struct UsageError {
-  std::string message;
-};
-
-// --devices, parsed once: under a launcher each process takes its own GPUs (own_devices.h),
-// the logical CPU devices listed are made to exist (the cores shared among those listed and
-// the processes on this machine), and the list is validated as a whole.
-std::vector<DispatchDevice> ParseDevices(const std::string& spec, int threads_flag,
-                                         const distributed::LaunchEnv* launch) {
-  auto parsed = DispatchDevice::ParseList(spec);
-  if (!parsed.ok()) throw UsageError{absl::StrCat("--devices=", spec, ": ", parsed.status().message())};
-  std::vector<DispatchDevice> devices = *std::move(parsed);
-  if (launch != nullptr) {
-    auto own = distributed::OwnDevices(devices, *launch);
-    if (!own.ok()) throw UsageError{absl::StrCat("--devices=", spec, ": ", own.status().message())};
-    devices = *std::move(own);
-  }
-  int highest = 0;
-  for (const DispatchDevice& d : devices) {
-    if (const auto* cpu = std::get_if<CpuDevice>(&d.plain().variant())) highest = std::max(highest, cpu->index());
-  }
-  const int listed = static_cast<int>(devices.size()) * (launch ? launch->local_world_size : 1);
-  const int threads = threads_flag > 0 ? threads_flag : std::max(1, cpu::HardwareThreads() / listed);
-  if (absl::Status s = cpu::Configure({.devices = highest + 1, .threads_per_device = threads}); !s.ok()) {
-    throw UsageError{absl::StrCat("--devices=", spec, ": ", s.message())};
-  }
-  if (absl::Status s = distributed::ValidateDevices(devices, distributed::GroupOp::kGradientSync); !s.ok()) {
-    throw UsageError{absl::StrCat("--devices=", spec, ": ", s.message())};
-  }
-  return devices;
-}
 
 template <Backend B>
 std::unique_ptr<nn::Sequential<Autodiff<B>>> BuildModel(const std::string& kind, Generator& gen,
@@ -261,44 +230,19 @@ int TrainOn(const TrainConfig& c, const std::shared_ptr<distributed::DeviceGroup
 }
 
 int Train(const TrainConfig& c) {
-  // A launcher's environment makes this process one rank of several.
-  const auto launch = distributed::ReadLaunchEnv();
-  if (!launch.ok()) throw UsageError{std::string(launch.status().message())};
-  if (!c.checkpoint.empty()) {
-    if (absl::Status s = nn::CheckWritable(c.checkpoint); !s.ok()) {
-      throw UsageError{absl::StrCat("--checkpoint=", c.checkpoint, ": ", s.message())};
-    }
-  }
-  const std::vector<DispatchDevice> devices =
-      ParseDevices(c.devices, c.threads, launch->has_value() ? &**launch : nullptr);
-  distributed::GroupOptions group_options{
-      .timeout = std::chrono::milliseconds(static_cast<int64_t>(c.collective_timeout_s * 1000))};
-  int rank = 0, processes = 1;
-  if (launch->has_value()) {
-    auto world =
-        distributed::GlooProcessGroup::Connect(distributed::ProcessGroupOptions::From(**launch, group_options.timeout));
-    if (!world.ok()) {
-      std::fprintf(stderr, "train: %s\n", std::string(world.status().message()).c_str());
-      return 1;
-    }
-    // Ranks started with different flags would each train their own way.
-    distributed::Settings settings = MathSettings(c);
-    settings.emplace_back("devices per process", absl::StrCat(devices.size()));
-    if (absl::Status s = distributed::AgreeOnSettings(**world, settings); !s.ok()) {
-      if (s.code() == absl::StatusCode::kInvalidArgument) throw UsageError{std::string(s.message())};
-      std::fprintf(stderr, "train: %s\n", std::string(s.message()).c_str());
-      return 1;
-    }
-    group_options.process_group = *world;
-    rank = (*world)->rank();
-    processes = (*world)->world_size();
-  }
+  const Run run = SetUpRun({.devices = c.devices,
+                            .threads = c.threads,
+                            .collective_timeout_s = c.collective_timeout_s,
+                            .checkpoint = c.checkpoint},
+                           MathSettings(c));
+  const std::vector<DispatchDevice>& devices = run.devices;
+  const int rank = run.rank, processes = run.processes;
   const int64_t members = static_cast<int64_t>(devices.size()) * processes;
   if (c.batch_size < members) {
     throw UsageError{absl::StrCat("--batch_size=", c.batch_size, " is smaller than the ", members, " devices")};
   }
   // The list is one backend (validated): train with that backend's tensors.
-  const auto trained = distributed::MakeTrainingGroup(devices, group_options, [&](auto group) {
+  const auto trained = distributed::MakeTrainingGroup(devices, run.group_options, [&](auto group) {
     return TrainOn<typename std::decay_t<decltype(*group)>::Inner>(c, group, rank, processes);
   });
   if (!trained.ok()) throw UsageError{std::string(trained.status().message())};
@@ -323,6 +267,9 @@ int main(int argc, char** argv) {
   } catch (const kiln::UsageError& e) {
     std::fprintf(stderr, "train: %s\n", e.message.c_str());
     return 2;
+  } catch (const kiln::RunFailure& e) {
+    std::fprintf(stderr, "train: %s\n", e.message.c_str());
+    return 1;
   } catch (const kiln::Error& e) {
     std::fprintf(stderr, "train: %s\n", e.what());
     return 2;

@@ -5,6 +5,7 @@
 
 #include "backends/cpu/cpu_backend.h"
 #include "nn/attention.h"
+#include "nn/gpt.h"
 #include "nn/transformer_block.h"
 #include "tests/autodiff/gradcheck.h"
 
@@ -94,6 +95,55 @@ TEST(TransformerBlock, GradientsAndNames) {
   // Every parameter gets a gradient.
   const auto grads = block(T::from_data(Uniform({2, 3, 4}, -1, 1, 28))).sum().backward();
   for (auto& [name, p] : block.named_parameters()) EXPECT_TRUE(grads.contains(*p)) << name;
+}
+
+// The head is the token embedding: one parameter, whose gradient sums both uses (checked by
+// finite differences on the parameter itself), stored once.
+TEST(Gpt, TiedEmbeddingGradientSumsBothUses) {
+  Generator gen(29);
+  Gpt<AD> gpt({.vocab = 7, .context = 4, .layers = 1, .heads = 2, .width = 4, .dtype = DType::kF64}, gen);
+  int wte = 0;
+  for (auto& [name, p] : gpt.named_parameters()) wte += name == "wte.weight";
+  EXPECT_EQ(wte, 1);
+  EXPECT_EQ(gpt.named_parameters().size(), 2 + 12 + 2u);  // wte, wpe, one block, ln_f
+  const T ids = T::from_vector<int64_t>({1, 6, 6, 2, 0, 3}, {2, 3});
+  const T targets = T::from_vector<int64_t>({6, 6, 2, 0, 3, 1}, {6});
+  auto loss = [&] { return functional::cross_entropy(gpt(ids).reshape({-1, 7}), targets); };
+  Tensor<AD>* weight = nullptr;
+  for (auto& [name, p] : gpt.named_parameters()) {
+    if (name == "wte.weight") weight = p;
+  }
+  const auto analytic = loss().backward().get(*weight)->to_data().ToDoubles();
+  const TensorData base = weight->to_data();
+  for (int64_t j = 0; j < base.numel(); j += 3) {
+    auto at = [&](double delta) {
+      TensorData moved = base;
+      moved.mutable_values<double>()[j] += delta;
+      *weight = weight->with_value(Tensor<Cpu>::from_data(moved));
+      NoGradScope no_grad;
+      return loss().item<double>();
+    };
+    const double numeric = (at(1e-6) - at(-1e-6)) / 2e-6;
+    EXPECT_NEAR(analytic[j], numeric, 1e-6 * (1 + std::abs(numeric))) << j;
+  }
+  *weight = weight->with_value(Tensor<Cpu>::from_data(base));
+}
+
+TEST(Gpt, BadInputIsNamed) {
+  Generator gen(30);
+  Gpt<AD> gpt({.vocab = 7, .context = 4, .layers = 1, .heads = 2, .width = 4}, gen);
+  auto message = [&](const T& ids) {
+    try {
+      (void)gpt(ids);
+    } catch (const Error& e) {
+      return std::string(e.status().message());
+    }
+    return std::string("no error");
+  };
+  EXPECT_EQ(message(T::zeros({1, 5}, DType::kI64)),
+            "Gpt: a sequence of 5 tokens is longer than the positional table of 4");
+  EXPECT_EQ(message(T::zeros({1, 3})), "Gpt: needs integer token ids [batch, seq], got f32[1,3] on cpu:0");
+  EXPECT_NE(message(T::from_vector<int64_t>({1, 7}, {1, 2})), "no error");  // an id past the vocabulary
 }
 
 }  // namespace

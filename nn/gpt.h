@@ -1,0 +1,78 @@
+// GPT: a decoder-only transformer over token ids [batch, seq] -> logits [batch, seq, vocab]:
+// token and learned position embeddings, pre-LN TransformerBlocks, a final LayerNorm, and an
+// output head tied to the token embedding (one parameter used twice: its gradient sums both
+// uses, gradient sync syncs it once, checkpoints store it once). Parameter names follow
+// nanoGPT's: wte.weight, wpe.weight, h.N.*, ln_f.*.
+#ifndef KILN_NN_GPT_H_
+#define KILN_NN_GPT_H_
+
+#include <string>
+
+#include "absl/strings/str_cat.h"
+#include "nn/embedding.h"
+#include "nn/functional.h"
+#include "nn/norm.h"
+#include "nn/transformer_block.h"
+
+namespace kiln::nn {
+
+struct GptConfig {
+  int64_t vocab = 256;
+  int64_t context = 64;  // the longest sequence (the positional table's size)
+  int64_t layers = 4;
+  int64_t heads = 4;
+  int64_t width = 128;
+  double dropout = 0;
+  DType dtype = DType::kF32;
+};
+
+template <Backend B>
+class Gpt : public Module<B> {
+ public:
+  Gpt(const GptConfig& c, Generator& gen, const typename B::Device& device = {}) : config_(c) {
+    if (c.vocab < 1 || c.context < 1 || c.layers < 0) {
+      ThrowInvalidArgument("Gpt: vocab %d, context %d and layers %d must be positive", c.vocab, c.context, c.layers);
+    }
+    const EmbeddingOptions init{.init_std = 0.02, .dtype = c.dtype};
+    wte_ = this->add_child("wte", std::make_unique<Embedding<B>>(c.vocab, c.width, gen, init, device));
+    wpe_ = this->add_child("wpe", std::make_unique<Embedding<B>>(c.context, c.width, gen, init, device));
+    for (int64_t i = 0; i < c.layers; ++i) {
+      blocks_.push_back(this->add_child(
+          absl::StrCat("h.", i),
+          std::make_unique<TransformerBlock<B>>(
+              c.width, c.heads, gen, AttentionModuleOptions{.dropout = c.dropout, .dtype = c.dtype}, device)));
+    }
+    ln_f_ =
+        this->add_child("ln_f", std::make_unique<LayerNorm<B>>(Dims{c.width}, NormOptions{.dtype = c.dtype}, device));
+  }
+
+  // ids: integers [batch, seq] in [0, vocab), seq <= context.
+  Tensor<B> forward(const Tensor<B>& ids) override {
+    if (ids.rank() != 2 || IsFloating(ids.dtype())) {
+      ThrowInvalidArgument("Gpt: needs integer token ids [batch, seq], got %s", ids.Describe());
+    }
+    const int64_t seq = ids.size(1);
+    if (seq > config_.context) {
+      ThrowInvalidArgument("Gpt: a sequence of %d tokens is longer than the positional table of %d", seq,
+                           config_.context);
+    }
+    const Tensor<B> positions = Tensor<B>::arange(seq, DType::kI64, ids.device());
+    Tensor<B> h = this->child(wte_)(ids) + this->child(wpe_)(positions);
+    for (size_t i : blocks_) h = this->child(i)(h);
+    h = this->child(ln_f_)(h);
+    return functional::linear(h, token_embedding());  // the tied head
+  }
+  std::unique_ptr<Module<B>> clone() const override { return this->template CloneAs<Gpt>(); }
+
+  const GptConfig& config() const { return config_; }
+  const Tensor<B>& token_embedding() { return static_cast<Embedding<B>&>(this->child(wte_)).weight(); }
+
+ private:
+  GptConfig config_;
+  size_t wte_ = 0, wpe_ = 0, ln_f_ = 0;
+  std::vector<size_t> blocks_;
+};
+
+}  // namespace kiln::nn
+
+#endif  // KILN_NN_GPT_H_
