@@ -6,6 +6,7 @@
 #define KILN_NN_OPTIM_H_
 
 #include <cmath>
+#include <functional>
 #include <map>
 #include <string>
 #include <vector>
@@ -121,7 +122,21 @@ struct AdamWOptions {
   double beta2 = 0.999;
   double eps = 1e-8;
   double weight_decay = 0.01;
+  // Parameter groups: which parameters (by path) take the weight decay; unset: all. E.g.
+  // DecayOnlyMatrices leaves biases, norms and embeddings undecayed, as GPT training does.
+  std::function<bool(const std::string& path)> decays;
 };
+
+// Decay the weights of linear layers only: paths ending in ".weight" that are not of a norm
+// (ln_*, *norm*) or an embedding (wte, wpe, *embed*).
+inline bool DecayOnlyMatrices(const std::string& path) {
+  const auto ends = [&](const char* s) {
+    const std::string t = s;
+    return path.size() >= t.size() && path.compare(path.size() - t.size(), t.size(), t) == 0;
+  };
+  const auto has = [&](const char* s) { return path.find(s) != std::string::npos; };
+  return ends(".weight") && !has("ln_") && !has("norm") && !has("wte") && !has("wpe") && !has("embed");
+}
 
 // Loshchilov & Hutter: Adam with weight decay applied to the parameter, not the gradient.
 template <Backend B>
@@ -145,7 +160,8 @@ class AdamW : public Optimizer<B> {
     this->SetSlot("exp_avg_sq", path, v);
     const double t = static_cast<double>(this->steps_);
     const double c1 = 1 - std::pow(o_.beta1, t), c2 = 1 - std::pow(o_.beta2, t);
-    const Tensor<B> decayed = p * (1 - this->lr_ * o_.weight_decay);
+    const double decay = o_.decays && !o_.decays(path) ? 0 : o_.weight_decay;
+    const Tensor<B> decayed = decay == 0 ? p : p * (1 - this->lr_ * decay);
     return decayed - (this->lr_ / c1) * m / ((v / c2).sqrt() + o_.eps);
   }
 

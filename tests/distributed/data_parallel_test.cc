@@ -11,6 +11,8 @@
 
 #include "distributed/group.h"
 #include "nn/activation.h"
+#include "nn/functional.h"
+#include "nn/gpt.h"
 #include "nn/linear.h"
 #include "nn/loss.h"
 #include "nn/sequential.h"
@@ -112,6 +114,54 @@ TYPED_TEST(DataParallelTest, MatchesSingleDeviceTrainingOn4Devices) { ExpectMatc
 // the single-device run clipped the same way.
 TYPED_TEST(DataParallelTest, ClipsTheGlobalGradientNormLikeOneDevice) {
   ExpectMatchesSingleDevice<TypeParam>(3, 13, /*clip=*/0.05);
+}
+
+// A tied-embedding GPT (f64) trained data-parallel equals one device on the same global
+// batches; replicas bit-identical after every step.
+template <class B>
+void ExpectGptMatchesSingleDevice(int devices) {
+  using ADB = Autodiff<B>;
+  using AD = Tensor<ADB>;
+  const auto d = TestDevices<B>::Provide(devices);
+  Generator gen(7);
+  const nn::Gpt<ADB> model({.vocab = 11, .context = 5, .layers = 2, .heads = 2, .width = 4, .dtype = DType::kF64}, gen,
+                           d[0]);
+  auto single = model.clone();
+  // SGD: Adam would divide roundoff-sized gradients by their own size and so magnify the
+  // summation-order differences this compares.
+  nn::Sgd<B> single_opt(0.1, {.momentum = 0.9});
+  auto group = std::make_shared<DeviceGroup<ADB>>(d);
+  auto dp = DataParallel<B>::Create(model, group,
+                                    [] { return std::make_unique<nn::Sgd<B>>(0.1, nn::SgdOptions{.momentum = 0.9}); },
+                                    {.bucket_bytes = 512});
+  ASSERT_TRUE(dp.ok()) << dp.status();
+  (*dp)->set_clip_grad_norm(0.5);
+  const auto loss = [](nn::Module<ADB>& m, const AD& x, const AD& y) {
+    const AD logits = m(x);
+    return nn::functional::cross_entropy(logits.reshape({-1, 11}), y.reshape({-1}));
+  };
+  for (int step = 0; step < 4; ++step) {
+    Generator data(70 + step);
+    const auto x = Tensor<B>::uniform({6, 5}, 0, 11, data, DType::kF64, d[0]).to(DType::kI64);
+    const auto y = Tensor<B>::uniform({6, 5}, 0, 11, data, DType::kF64, d[0]).to(DType::kI64);
+    auto l = (*dp)->Step(x, y, loss);
+    ASSERT_TRUE(l.ok()) << l.status();
+    const AD ls = loss(*single, AD::from_inner(x), AD::from_inner(y));
+    EXPECT_NEAR(*l, ls.template item<double>(), 1e-12);
+    auto grads = ls.backward();
+    nn::ClipGradNorm(*single, grads, 0.5);
+    single_opt.step(*single, grads);
+    const auto reference = Flat<B>(*single), first = Flat<B>((*dp)->replica(0));
+    for (size_t i = 0; i < reference.size(); ++i) {
+      ASSERT_NEAR(first[i], reference[i], 1e-12 * (1 + std::abs(reference[i]))) << "step " << step;
+    }
+    for (int r = 1; r < devices; ++r) ASSERT_EQ(Flat<B>((*dp)->replica(r)), first) << "replica " << r;
+  }
+}
+
+TYPED_TEST(DataParallelTest, GptMatchesSingleDeviceOn2And3Devices) {
+  ExpectGptMatchesSingleDevice<TypeParam>(2);
+  ExpectGptMatchesSingleDevice<TypeParam>(3);
 }
 
 TYPED_TEST(DataParallelTest, RejectsABatchTooSmallToSplit) {

@@ -348,4 +348,21 @@ TEST_F(CheckpointTest, StepCountsStopAtTheirBound) {
 }
 
 }  // namespace
+// Parameter groups: the decay applies only where the predicate says so.
+TEST(AdamW, WeightDecayFollowsTheParameterGroups) {
+  EXPECT_TRUE(DecayOnlyMatrices("h.0.mlp.fc.weight"));
+  EXPECT_FALSE(DecayOnlyMatrices("h.0.mlp.fc.bias"));
+  EXPECT_FALSE(DecayOnlyMatrices("h.0.ln_1.weight"));
+  EXPECT_FALSE(DecayOnlyMatrices("wte.weight"));
+  Generator gen(3);
+  Linear<Autodiff<Cpu>> layer(2, 2, gen, {.dtype = DType::kF64});
+  const Tensor<Autodiff<Cpu>> x = Tensor<Autodiff<Cpu>>::ones({1, 2}, DType::kF64);
+  // A zero gradient isolates the decay: Adam's step is 0, decay shrinks by lr * wd.
+  auto grads = (layer(x) * 0).sum().backward();
+  const auto w0 = layer.weight().to_data().ToDoubles();
+  AdamW<Cpu> opt(0.1, {.weight_decay = 0.5, .decays = [](const std::string& path) { return path == "bias"; }});
+  opt.step(layer, grads);
+  EXPECT_EQ(layer.weight().to_data().ToDoubles(), w0);  // not in the decayed group
+}
+
 }  // namespace kiln::nn
