@@ -1,0 +1,40 @@
+#!/usr/bin/env bash
+# examples/gpt as a user runs it: bad input exits 2 with a message, a short run on the real
+# corpus ends in one JSON line, the same seed gives the same result, and sampling prints text.
+set -uo pipefail
+gpt="$1"
+tmp="${TEST_TMPDIR:-$(mktemp -d)}"
+failures=0
+fail() { echo "FAIL: $*"; failures=$((failures + 1)); }
+
+expect_error() {
+  local want="$1"; shift
+  local err status
+  err=$("$gpt" "$@" 2>&1 >/dev/null); status=$?
+  [[ $status -eq 2 ]] || fail "$* exited $status, not 2 ($err)"
+  [[ "$err" == *"$want"* ]] || fail "$*: stderr '$err' lacks '$want'"
+}
+
+expect_error "--heads=3: must divide --width=128" --heads=3
+expect_error "--lr=nan: expected a number in (0, 10]" --lr=nan
+expect_error "--context=1: expected 2..16384" --context=1
+expect_error "--batch_size needs a value" --batch_size
+expect_error "cannot open the corpus folder $tmp/none" --data_dir="$tmp/none"
+mkdir -p "$tmp/empty"
+expect_error "$tmp/empty holds no plain text file" --data_dir="$tmp/empty"
+expect_error "is smaller than the 2 devices" --batch_size=1 --devices=cpu:0,cpu:1
+
+small=(--steps=3 --batch_size=4 --context=16 --layers=1 --heads=2 --width=16 --eval_batches=1 --threads=1)
+out1=$("$gpt" "${small[@]}" --sample=20 --prompt="Q: " 2>&1) || fail "short run exited $?: $out1"
+last=$(echo "$out1" | tail -n 1)
+[[ "$last" == '{"val_loss":'*'"val_bits_per_byte":'*'"tokens_per_sec":'*'"steps":3,"devices":["cpu:0"]}' ]] ||
+  fail "last line is not the JSON summary: $last"
+echo "$out1" | grep -q '^Q: ' || fail "no sample after the prompt: $out1"
+out2=$("$gpt" "${small[@]}" 2>&1)
+strip() { echo "$1" | tail -n 1 | sed 's/"tokens_per_sec":[0-9.]*,//'; }
+[[ "$(strip "$out1")" == "$(strip "$out2")" ]] || fail "same seed, different results: $(strip "$out1") vs $(strip "$out2")"
+out3=$("$gpt" "${small[@]}" --devices=cpu:0,cpu:1 2>&1) || fail "two-device run exited $?: $out3"
+[[ "$(echo "$out3" | tail -n 1)" == *'"devices":["cpu:0","cpu:1"]}' ]] || fail "two-device summary: $(echo "$out3" | tail -n 1)"
+
+if ((failures)); then echo "$failures failed"; exit 1; fi
+echo "all gpt_test checks passed"
