@@ -25,6 +25,8 @@ typename Autodiff<B>::Primitive Autodiff<B>::unary(UnaryOp op, const Primitive& 
       case UnaryOp::kTanh: return {Mul(g, Sub(Const(1, yv), Mul(yv, yv)))};
       case UnaryOp::kSigmoid: return {Mul(g, Mul(yv, Sub(Const(1, yv), yv)))};
       case UnaryOp::kRelu: return {B::where(B::binary(BinaryOp::kGt, xv, Zero(xv)), g, Zero(g))};
+      case UnaryOp::kErf:  // 2 / sqrt(pi) exp(-x^2)
+        return {Mul(g, Mul(Const(1.1283791670955126, xv), B::unary(UnaryOp::kExp, Neg(Mul(xv, xv)))))};
     }
     return {std::nullopt};
   });

@@ -12,6 +12,7 @@ const char* OpName(UnaryOp op) {
     case UnaryOp::kTanh: return "tanh";
     case UnaryOp::kSigmoid: return "sigmoid";
     case UnaryOp::kRelu: return "relu";
+    case UnaryOp::kErf: return "erf";
   }
   return "?";
 }

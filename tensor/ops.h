@@ -5,7 +5,7 @@
 
 namespace kiln {
 
-enum class UnaryOp { kNeg, kAbs, kExp, kLog, kSqrt, kTanh, kSigmoid, kRelu };
+enum class UnaryOp { kNeg, kAbs, kExp, kLog, kSqrt, kTanh, kSigmoid, kRelu, kErf };
 
 // Arithmetic ops keep the operands' dtype; comparisons give bool.
 enum class BinaryOp {

@@ -103,6 +103,7 @@ class Tensor {
   Tensor tanh() const { return unary(UnaryOp::kTanh); }
   Tensor sigmoid() const { return unary(UnaryOp::kSigmoid); }
   Tensor relu() const { return unary(UnaryOp::kRelu); }
+  Tensor erf() const { return unary(UnaryOp::kErf); }
   Tensor pow(Scalar exponent) const { return binary(BinaryOp::kPow, exponent); }
   Tensor pow(const Tensor& exponent) const { return binary(BinaryOp::kPow, exponent); }
   Tensor maximum(const Tensor& o) const { return binary(BinaryOp::kMaximum, o); }

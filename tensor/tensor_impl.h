@@ -71,7 +71,14 @@ Tensor<B> Tensor<B>::matmul(const Tensor& o) const {
   if (!shapes.out) {
     ThrowInvalidArgument("matmul: %s; got %s and %s", shapes.problem, Describe(), o.Describe());
   }
-  Tensor out(B::matmul(a.p_, b.p_));
+  Tensor out;
+  if (a.rank() > 2 && b.rank() == 2) {
+    // [..., m, k] x [k, n] is one [(...m), k] x [k, n] GEMM: one large product instead of a
+    // batch of small ones, and the weight's gradient comes out summed, not per batch.
+    out = Tensor(B::matmul(B::reshape(a.p_, Shape({a.numel() / a.size(-1), a.size(-1)})), b.p_)).reshape(shapes.out->dims());
+  } else {
+    out = Tensor(B::matmul(a.p_, b.p_));
+  }
   if (vector_b) out = out.squeeze(-1);
   if (vector_a) out = out.squeeze(vector_b ? -1 : -2);
   return out;

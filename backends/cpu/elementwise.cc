@@ -86,6 +86,7 @@ StridedTensor UnaryFloat(UnaryOp op, const StridedTensor& x) {
     case UnaryOp::kSigmoid: return MapFloat<T>(x, [](const auto& a) { return a.logistic(); });
     case UnaryOp::kRelu:  // NaN stays NaN, as in PyTorch
       return MapFloat<T>(x, [](const auto& a) { return (a < T(0)).select(T(0), a); });
+    case UnaryOp::kErf: return MapScalar<T>(x, [](T a) { return std::erf(a); });
   }
   return x;
 }

@@ -29,6 +29,7 @@ TYPED_TEST(GradCheckTest, UnaryOps) {
   this->Check([](const Args& a) { return a[0].tanh(); }, {x});
   this->Check([](const Args& a) { return a[0].sigmoid(); }, {x});
   this->Check([](const Args& a) { return a[0].relu(); }, {x});
+  this->Check([](const Args& a) { return a[0].erf(); }, {x});
   this->Check([](const Args& a) { return a[0].clamp(-0.5, 1.0); }, {x});
 }
 

@@ -27,6 +27,7 @@ TYPED_TEST(Elementwise, UnaryOpsMatchTheStandardLibrary) {
       {"tanh", [](const Tn& t) { return t.tanh(); }, [](double x) { return std::tanh(x); }, -4, 4},
       {"sigmoid", [](const Tn& t) { return t.sigmoid(); }, [](double x) { return 1 / (1 + std::exp(-x)); }, -9, 9},
       {"relu", [](const Tn& t) { return t.relu(); }, [](double x) { return x > 0 ? x : 0; }, -2, 2},
+      {"erf", [](const Tn& t) { return t.erf(); }, [](double x) { return std::erf(x); }, -4, 4},
   };
   for (const Case& c : cases) {
     SCOPED_TRACE(c.name);
