@@ -160,6 +160,40 @@ struct Autodiff {
                   [dim, idx](const P& g, uint32_t) { return Grads{B::gather(g, dim, idx)}; });
   }
 
+  // ---- Fused kernels (tensor/fused_ops.h), where B has them: B's forward, recorded with B's
+  // fused backward (autodiff_fused.h). Their *_backward forms compute without recording.
+  static Primitive softmax_last(const Primitive& x, bool log, bool causal) requires FusedSoftmax<B>;
+  static Primitive softmax_last_backward(const Primitive& y, const Primitive& gy, bool log,
+                                         bool causal) requires FusedSoftmax<B> {
+    return {B::softmax_last_backward(y.value, gy.value, log, causal), nullptr};
+  }
+  static NormForward<Primitive> norm_last(const Primitive& x, const Primitive* weight, const Primitive* bias,
+                                          double eps, bool rms) requires FusedNorm<B>;
+  static NormBackward<Primitive> norm_last_backward(const Primitive& gy, const Primitive& x, const Primitive* weight,
+                                                    const Primitive& mean, const Primitive& rstd, bool rms,
+                                                    bool bias_grad) requires FusedNorm<B> {
+    const auto g = B::norm_last_backward(gy.value, x.value, weight ? &weight->value : nullptr, mean.value, rstd.value,
+                                         rms, bias_grad);
+    return {{g.x_grad, nullptr}, {g.weight_grad, nullptr}, {g.bias_grad, nullptr}};
+  }
+  static Primitive gelu(const Primitive& x, bool tanh) requires FusedGelu<B> {
+    const P xv = x.value;
+    return Record(B::gelu(xv, tanh), {x},
+                  [xv, tanh](const P& g, uint32_t) { return Grads{B::gelu_backward(xv, g, tanh)}; });
+  }
+  static Primitive gelu_backward(const Primitive& x, const Primitive& gy, bool tanh) requires FusedGelu<B> {
+    return {B::gelu_backward(x.value, gy.value, tanh), nullptr};
+  }
+  static CrossEntropyForward<Primitive> cross_entropy_rows(const Primitive& logits, const Primitive& targets,
+                                                           int64_t ignore_index,
+                                                           double smoothing) requires FusedCrossEntropy<B>;
+  static Primitive cross_entropy_rows_backward(const Primitive& logits, const Primitive& targets, const Primitive& lse,
+                                               const Primitive& g, int64_t ignore_index,
+                                               double smoothing) requires FusedCrossEntropy<B> {
+    return {B::cross_entropy_rows_backward(logits.value, targets.value, lse.value, g.value, ignore_index, smoothing),
+            nullptr};
+  }
+
   // ---- Recording ops defined elsewhere (e.g. differentiable collectives) -------------------
   // Wraps `value` in a node whose inputs are `inputs`' nodes, when gradients are recorded and
   // at least one input has a node; otherwise returns it untracked. `backward` gets the output's
@@ -215,6 +249,7 @@ struct Autodiff {
 
 }  // namespace kiln
 
-#include "autodiff/autodiff_ops.h"  // IWYU pragma: export
+#include "autodiff/autodiff_fused.h"  // IWYU pragma: export
+#include "autodiff/autodiff_ops.h"    // IWYU pragma: export
 
 #endif  // KILN_AUTODIFF_AUTODIFF_H_

@@ -1,7 +1,8 @@
 // nn::functional: the layers of a transformer as free functions on Tensor<B>, usable with
 // weights the caller holds; the modules call these. Each is composed of Tensor<B> operations,
-// so it runs, and differentiates, on every backend (plain, Autodiff<B>, Dispatch). Argument
-// errors are kiln::Error naming the shapes.
+// so it runs, and differentiates, on every backend (plain, Autodiff<B>, Dispatch), and takes a
+// backend's fused kernel where it has one (tensor/fused.h: softmax, norms, GELU, cross-entropy).
+// Argument errors are kiln::Error naming the shapes.
 #ifndef KILN_NN_FUNCTIONAL_H_
 #define KILN_NN_FUNCTIONAL_H_
 
@@ -67,6 +68,18 @@ void CheckAffine(const char* what, const Tensor<B>* t, const Dims& normalized) {
                          Shape(normalized).ToString());
   }
 }
+
+// The norm over the last normalized.size() dims as one row each (the fused kernel's form).
+template <Backend B>
+Tensor<B> NormOverRows(const Tensor<B>& x, const Dims& normalized, const Tensor<B>* weight, const Tensor<B>* bias,
+                       double eps, bool rms) {
+  if (normalized.size() == 1) return fused::norm_last(x, weight, bias, eps, rms).y;
+  int64_t n = 1;
+  for (int64_t d : normalized) n *= d;
+  const Tensor<B> w = weight ? weight->reshape({n}) : Tensor<B>(), b = bias ? bias->reshape({n}) : Tensor<B>();
+  return fused::norm_last(x.reshape({-1, n}), weight ? &w : nullptr, bias ? &b : nullptr, eps, rms)
+      .y.reshape(x.shape().dims());
+}
 }  // namespace internal
 
 // (x - mean) / sqrt(var + eps) * weight + bias over the last dims (`normalized`, which weight
@@ -74,32 +87,27 @@ void CheckAffine(const char* what, const Tensor<B>* t, const Dims& normalized) {
 template <Backend B>
 Tensor<B> layer_norm(const Tensor<B>& x, const Dims& normalized, const Tensor<B>* weight = nullptr,
                      const Tensor<B>* bias = nullptr, double eps = 1e-5) {
-  const std::vector<int64_t> dims = internal::NormDims(x.shape(), normalized, "layer_norm");
+  internal::NormDims(x.shape(), normalized, "layer_norm");
   internal::CheckAffine("layer_norm weight", weight, normalized);
   internal::CheckAffine("layer_norm bias", bias, normalized);
-  const Tensor<B> centred = x - x.mean(dims, /*keepdim=*/true);
-  Tensor<B> y = centred / ((centred * centred).mean(dims, true) + eps).sqrt();
-  if (weight != nullptr) y = y * *weight;
-  if (bias != nullptr) y = y + *bias;
-  return y;
+  return internal::NormOverRows(x, normalized, weight, bias, eps, /*rms=*/false);
 }
 
 // x / sqrt(mean(x^2) + eps) * weight over the last dims (Zhang & Sennrich's RMSNorm).
 template <Backend B>
 Tensor<B> rms_norm(const Tensor<B>& x, const Dims& normalized, const Tensor<B>* weight = nullptr, double eps = 1e-6) {
-  const std::vector<int64_t> dims = internal::NormDims(x.shape(), normalized, "rms_norm");
+  internal::NormDims(x.shape(), normalized, "rms_norm");
   internal::CheckAffine("rms_norm weight", weight, normalized);
-  Tensor<B> y = x / ((x * x).mean(dims, true) + eps).sqrt();
-  if (weight != nullptr) y = y * *weight;
-  return y;
+  return internal::NormOverRows<B>(x, normalized, weight, nullptr, eps, /*rms=*/true);
 }
 
-// GELU in the tanh form (GPT-2's; PyTorch's approximate="tanh"). The exact erf form needs an
-// erf kernel on every backend and is not here yet.
+enum class GeluApproximation { kNone, kTanh };
+
+// GELU: exact, 0.5 x (1 + erf(x / sqrt 2)), or in the tanh form (GPT-2's; PyTorch's
+// approximate="tanh").
 template <Backend B>
-Tensor<B> gelu_tanh(const Tensor<B>& x) {
-  const double c = std::sqrt(2.0 / std::numbers::pi);
-  return 0.5 * x * (1 + (c * (x + 0.044715 * x.pow(3))).tanh());
+Tensor<B> gelu(const Tensor<B>& x, GeluApproximation approximate = GeluApproximation::kNone) {
+  return fused::gelu(x, approximate == GeluApproximation::kTanh);
 }
 
 // Zeroes each element with probability p and scales the rest by 1 / (1 - p) when training;
@@ -135,12 +143,6 @@ Tensor<B> scaled_dot_product_attention(const Tensor<B>& q, const Tensor<B>& k, c
   const int64_t sq = q.size(2), sk = k.size(2);
   const double scale = o.scale.value_or(1.0 / std::sqrt(static_cast<double>(q.size(3))));
   Tensor<B> scores = q.matmul(k.transpose(2, 3)) * scale;  // [b, h, sq, sk]
-  if (o.causal) {
-    // Position i of the query sees key positions <= i + (sk - sq) (the query ends the keys).
-    const Tensor<B> rows = Tensor<B>::arange(sq, DType::kI64, q.device()).reshape({sq, 1});
-    const Tensor<B> cols = Tensor<B>::arange(sk, DType::kI64, q.device()).reshape({1, sk});
-    scores = scores.masked_fill(cols.gt(rows + (sk - sq)), -INFINITY);
-  }
   if (o.mask != nullptr) {
     const Shape want({scores.size(0), scores.size(1), sq, sk});
     const Shape& m = o.mask->shape();
@@ -156,7 +158,8 @@ Tensor<B> scaled_dot_product_attention(const Tensor<B>& q, const Tensor<B>& k, c
     scores = o.mask->dtype() == DType::kBool ? Tensor<B>::where(*o.mask, scores, scores.scalar_like(-INFINITY))
                                              : scores + *o.mask;
   }
-  Tensor<B> weights = scores.softmax(3);
+  // Causal: position i of the query sees key positions <= i + (sk - sq) (the query ends the keys).
+  Tensor<B> weights = fused::softmax_last(scores, /*log=*/false, o.causal);
   if (o.dropout > 0 && o.training) {
     if (o.gen == nullptr) ThrowInvalidArgument("scaled_dot_product_attention: dropout needs a generator");
     weights = dropout(weights, o.dropout, true, *o.gen);
@@ -184,17 +187,9 @@ Tensor<B> cross_entropy(const Tensor<B>& logits, const Tensor<B>& targets, const
   if (!(o.label_smoothing >= 0 && o.label_smoothing <= 1)) {
     ThrowInvalidArgument("cross_entropy: label_smoothing %g must be in [0, 1]", o.label_smoothing);
   }
-  const Tensor<B> keep = targets.ne(o.ignore_index);
-  // Ignored rows look up class 0, then count for nothing.
-  const Tensor<B> safe = Tensor<B>::where(keep, targets, targets.scalar_like(0));
-  const Tensor<B> logp = logits.log_softmax(1);
-  Tensor<B> loss = -logp.gather(1, safe.unsqueeze(1)).squeeze(1);
-  if (o.label_smoothing > 0) {
-    loss = (1 - o.label_smoothing) * loss - o.label_smoothing * logp.mean({1});
-  }
-  loss = Tensor<B>::where(keep, loss, loss.scalar_like(0));
+  const Tensor<B> loss = fused::cross_entropy_rows(logits, targets, o.ignore_index, o.label_smoothing).loss;
   if (o.reduction == Reduction::kSum) return loss.sum();
-  return loss.sum() / keep.to(logits.dtype()).sum();
+  return loss.sum() / targets.ne(o.ignore_index).to(logits.dtype()).sum();
 }
 
 }  // namespace kiln::nn::functional

@@ -27,7 +27,8 @@ class TransformerBlock : public Module<B> {
 
   Tensor<B> forward(const Tensor<B>& x) override {
     const Tensor<B> h = x + this->child(attn_)(this->child(ln_1_)(x));
-    const Tensor<B> m = this->child(proj_)(functional::gelu_tanh(this->child(fc_)(this->child(ln_2_)(h))));
+    const Tensor<B> m = this->child(proj_)(
+        functional::gelu(this->child(fc_)(this->child(ln_2_)(h)), functional::GeluApproximation::kTanh));
     return h + functional::dropout(m, dropout_, this->is_training(), gen_);
   }
   std::unique_ptr<Module<B>> clone() const override { return this->template CloneAs<TransformerBlock>(); }

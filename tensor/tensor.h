@@ -182,16 +182,10 @@ class Tensor {
   // Index (i64) of the first largest element along `dim`; argmax() is over the flattened tensor.
   Tensor argmax(int64_t dim, bool keepdim = false) const;
   Tensor argmax() const { return reshape({-1}).argmax(0); }
-  // Numerically stable: the maximum along `dim` is subtracted first.
-  Tensor softmax(int64_t dim) const {
-    const Tensor shifted = *this - max({dim}, true).detach();
-    const Tensor e = shifted.exp();
-    return e / e.sum({dim}, true);
-  }
-  Tensor log_softmax(int64_t dim) const {
-    const Tensor shifted = *this - max({dim}, true).detach();
-    return shifted - shifted.exp().sum({dim}, true).log();
-  }
+  // Numerically stable: the maximum along `dim` is subtracted first. Over the last dim, B's
+  // fused kernel where it has one (tensor/fused.h).
+  Tensor softmax(int64_t dim) const { return Softmax(dim, false); }
+  Tensor log_softmax(int64_t dim) const { return Softmax(dim, true); }
 
   // ---- Linear algebra and layout ----------------------------------------------------------
   // NumPy rules: 1-D operands become a row (left) or a column (right) and that dim is dropped.
@@ -293,6 +287,7 @@ class Tensor {
   }
 
  private:
+  Tensor Softmax(int64_t dim, bool log) const;
   Tensor unary(UnaryOp op) const {
     if (NeedsFloating(op) && !IsFloating(dtype())) {
       ThrowInvalidArgument("%s: needs a floating dtype, got %s; convert with .to(DType::kF32)", OpName(op), Describe());
@@ -372,5 +367,6 @@ Tensor<B> operator-(const Tensor<B>& a) {
 }  // namespace kiln
 
 #include "tensor/tensor_impl.h"  // IWYU pragma: export
+#include "tensor/fused.h"        // IWYU pragma: export
 
 #endif  // KILN_TENSOR_TENSOR_H_

@@ -55,6 +55,30 @@ Tensor<B> Tensor<B>::argmax(int64_t dim, bool keepdim) const {
   return Tensor(B::argmax(p_, d, keepdim));
 }
 
+namespace fused {
+template <Backend B>
+Tensor<B> softmax_last(const Tensor<B>& x, bool log, bool causal);  // tensor/fused.h
+}  // namespace fused
+
+namespace internal {
+// softmax (log: log-softmax) along `dim` from plain ops.
+template <Backend B>
+Tensor<B> ComposedSoftmax(const Tensor<B>& x, int64_t dim, bool log) {
+  const Tensor<B> shifted = x - x.max({dim}, true).detach();
+  if (log) return shifted - shifted.exp().sum({dim}, true).log();
+  const Tensor<B> e = shifted.exp();
+  return e / e.sum({dim}, true);
+}
+}  // namespace internal
+
+template <Backend B>
+Tensor<B> Tensor<B>::Softmax(int64_t dim, bool log) const {
+  if (IsFloating(dtype()) && rank() >= 1 && NormalizeDim(dim, rank(), shape(), "softmax") == rank() - 1) {
+    return fused::softmax_last(*this, log, false);
+  }
+  return internal::ComposedSoftmax(*this, dim, log);
+}
+
 template <Backend B>
 Tensor<B> Tensor<B>::matmul(const Tensor& o) const {
   CheckSameDevice("matmul", o);
@@ -75,7 +99,8 @@ Tensor<B> Tensor<B>::matmul(const Tensor& o) const {
   if (a.rank() > 2 && b.rank() == 2) {
     // [..., m, k] x [k, n] is one [(...m), k] x [k, n] GEMM: one large product instead of a
     // batch of small ones, and the weight's gradient comes out summed, not per batch.
-    out = Tensor(B::matmul(B::reshape(a.p_, Shape({a.numel() / a.size(-1), a.size(-1)})), b.p_)).reshape(shapes.out->dims());
+    out = Tensor(B::matmul(B::reshape(a.p_, Shape({a.numel() / a.size(-1), a.size(-1)})), b.p_))
+              .reshape(shapes.out->dims());
   } else {
     out = Tensor(B::matmul(a.p_, b.p_));
   }

@@ -10,6 +10,7 @@
 #include "backends/cpu/cpu_device.h"
 #include "backends/cpu/strided_tensor.h"
 #include "tensor/backend.h"
+#include "tensor/fused_ops.h"
 #include "tensor/tensor.h"
 
 namespace kiln {
@@ -54,11 +55,27 @@ struct Cpu {
   static Primitive index_select(const Primitive& p, int64_t dim, const Primitive& index);
   static Primitive scatter_add(const Primitive& src, int64_t dim, const Primitive& index, const Shape& shape);
 
+  // Fused kernels (tensor/fused_ops.h; backends/cpu/fused.cc).
+  static Primitive softmax_last(const Primitive& x, bool log, bool causal);
+  static Primitive softmax_last_backward(const Primitive& y, const Primitive& gy, bool log, bool causal);
+  static NormForward<Primitive> norm_last(const Primitive& x, const Primitive* weight, const Primitive* bias,
+                                          double eps, bool rms);
+  static NormBackward<Primitive> norm_last_backward(const Primitive& gy, const Primitive& x, const Primitive* weight,
+                                                    const Primitive& mean, const Primitive& rstd, bool rms,
+                                                    bool bias_grad);
+  static Primitive gelu(const Primitive& x, bool tanh);
+  static Primitive gelu_backward(const Primitive& x, const Primitive& gy, bool tanh);
+  static CrossEntropyForward<Primitive> cross_entropy_rows(const Primitive& logits, const Primitive& targets,
+                                                           int64_t ignore_index, double smoothing);
+  static Primitive cross_entropy_rows_backward(const Primitive& logits, const Primitive& targets, const Primitive& lse,
+                                               const Primitive& g, int64_t ignore_index, double smoothing);
+
   // A row-major copy when `p` is a non-contiguous view; `p` itself otherwise.
   static Primitive contiguous(const Primitive& p);
 };
 
 static_assert(Backend<Cpu>);
+static_assert(FusedSoftmax<Cpu> && FusedNorm<Cpu> && FusedGelu<Cpu> && FusedCrossEntropy<Cpu>);
 
 using CpuTensor = Tensor<Cpu>;
 

@@ -151,9 +151,112 @@ struct Dispatch {
   static Primitive scatter_add(const Primitive& src, int64_t dim, const Primitive& index, const Shape& s) {
     return Map(src, [&](auto b, const auto& x) { return decltype(b)::type::scatter_add(x, dim, Same(x, index), s); });
   }
+
+  // Fused kernels: the backend's own where it has one, else its composition (tensor/fused.h),
+  // so Autodiff<Dispatch> always differentiates them in one step.
+  static Primitive softmax_last(const Primitive& p, bool log, bool causal) {
+    return Map(p, [&](auto b, const auto& x) {
+      using Bx = typename decltype(b)::type;
+      if constexpr (FusedSoftmax<Bx>)
+        return Bx::softmax_last(x, log, causal);
+      else
+        return fused::composed::Softmax(Tensor<Bx>(x), log, causal).primitive();
+    });
+  }
+  static Primitive softmax_last_backward(const Primitive& y, const Primitive& gy, bool log, bool causal) {
+    return Map(y, [&](auto b, const auto& x) {
+      using Bx = typename decltype(b)::type;
+      if constexpr (FusedSoftmax<Bx>)
+        return Bx::softmax_last_backward(x, Same(x, gy), log, causal);
+      else
+        return fused::composed::SoftmaxBackward(Tensor<Bx>(x), Tensor<Bx>(Same(x, gy)), log, causal).primitive();
+    });
+  }
+  static NormForward<Primitive> norm_last(const Primitive& p, const Primitive* weight, const Primitive* bias,
+                                          double eps, bool rms) {
+    return Visit(p, [&](auto b, const auto& x) -> NormForward<Primitive> {
+      using Bx = typename decltype(b)::type;
+      using Px = std::decay_t<decltype(x)>;
+      const Px* w = weight ? &Same(x, *weight) : nullptr;
+      const Px* bi = bias ? &Same(x, *bias) : nullptr;
+      if constexpr (FusedNorm<Bx>) {
+        auto f = Bx::norm_last(x, w, bi, eps, rms);
+        return {Wrap(f.y), Wrap(f.mean), Wrap(f.rstd)};
+      } else {
+        const Tensor<Bx> tw = w ? Tensor<Bx>(*w) : Tensor<Bx>(), tb = bi ? Tensor<Bx>(*bi) : Tensor<Bx>();
+        auto f = fused::composed::Norm(Tensor<Bx>(x), w ? &tw : nullptr, bi ? &tb : nullptr, eps, rms);
+        return {Wrap(f.y.primitive()), Wrap(f.mean.primitive()), Wrap(f.rstd.primitive())};
+      }
+    });
+  }
+  static NormBackward<Primitive> norm_last_backward(const Primitive& gy, const Primitive& p, const Primitive* weight,
+                                                    const Primitive& mean, const Primitive& rstd, bool rms,
+                                                    bool bias_grad) {
+    return Visit(p, [&](auto b, const auto& x) -> NormBackward<Primitive> {
+      using Bx = typename decltype(b)::type;
+      using Px = std::decay_t<decltype(x)>;
+      const Px* w = weight ? &Same(x, *weight) : nullptr;
+      if constexpr (FusedNorm<Bx>) {
+        auto d = Bx::norm_last_backward(Same(x, gy), x, w, Same(x, mean), Same(x, rstd), rms, bias_grad);
+        return {Wrap(d.x_grad), Wrap(d.weight_grad), Wrap(d.bias_grad)};
+      } else {
+        const Tensor<Bx> tw = w ? Tensor<Bx>(*w) : Tensor<Bx>();
+        auto d = fused::composed::NormGrad(Tensor<Bx>(Same(x, gy)), Tensor<Bx>(x), w ? &tw : nullptr,
+                                           Tensor<Bx>(Same(x, mean)), Tensor<Bx>(Same(x, rstd)), rms, bias_grad);
+        return {Wrap(d.x_grad.primitive()), Wrap(d.weight_grad.primitive()), Wrap(d.bias_grad.primitive())};
+      }
+    });
+  }
+  static Primitive gelu(const Primitive& p, bool tanh) {
+    return Map(p, [&](auto b, const auto& x) {
+      using Bx = typename decltype(b)::type;
+      if constexpr (FusedGelu<Bx>)
+        return Bx::gelu(x, tanh);
+      else
+        return fused::composed::Gelu(Tensor<Bx>(x), tanh).primitive();
+    });
+  }
+  static Primitive gelu_backward(const Primitive& p, const Primitive& gy, bool tanh) {
+    return Map(p, [&](auto b, const auto& x) {
+      using Bx = typename decltype(b)::type;
+      if constexpr (FusedGelu<Bx>)
+        return Bx::gelu_backward(x, Same(x, gy), tanh);
+      else
+        return fused::composed::GeluBackward(Tensor<Bx>(x), Tensor<Bx>(Same(x, gy)), tanh).primitive();
+    });
+  }
+  static CrossEntropyForward<Primitive> cross_entropy_rows(const Primitive& logits, const Primitive& targets,
+                                                           int64_t ignore_index, double smoothing) {
+    return Visit(logits, [&](auto b, const auto& x) -> CrossEntropyForward<Primitive> {
+      using Bx = typename decltype(b)::type;
+      if constexpr (FusedCrossEntropy<Bx>) {
+        auto f = Bx::cross_entropy_rows(x, Same(x, targets), ignore_index, smoothing);
+        return {Wrap(f.loss), Wrap(f.lse)};
+      } else {
+        auto f =
+            fused::composed::CrossEntropyRows(Tensor<Bx>(x), Tensor<Bx>(Same(x, targets)), ignore_index, smoothing);
+        return {Wrap(f.loss.primitive()), Wrap(f.lse.primitive())};
+      }
+    });
+  }
+  static Primitive cross_entropy_rows_backward(const Primitive& logits, const Primitive& targets, const Primitive& lse,
+                                               const Primitive& g, int64_t ignore_index, double smoothing) {
+    return Map(logits, [&](auto b, const auto& x) {
+      using Bx = typename decltype(b)::type;
+      if constexpr (FusedCrossEntropy<Bx>) {
+        return Bx::cross_entropy_rows_backward(x, Same(x, targets), Same(x, lse), Same(x, g), ignore_index, smoothing);
+      } else {
+        return fused::composed::CrossEntropyRowsBackward(Tensor<Bx>(x), Tensor<Bx>(Same(x, targets)),
+                                                         Tensor<Bx>(Same(x, lse)), Tensor<Bx>(Same(x, g)), ignore_index,
+                                                         smoothing)
+            .primitive();
+      }
+    });
+  }
 };
 
 static_assert(Backend<Dispatch>);
+static_assert(FusedSoftmax<Dispatch> && FusedNorm<Dispatch> && FusedGelu<Dispatch> && FusedCrossEntropy<Dispatch>);
 
 }  // namespace kiln
 

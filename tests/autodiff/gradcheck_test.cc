@@ -2,6 +2,7 @@
 // composite graphs (MLP loss, diamond, residual, shared weights).
 #include "tests/autodiff/gradcheck.h"
 
+#include "tensor/fused.h"
 #include "tests/backends.h"
 
 namespace kiln::testing {
@@ -176,6 +177,63 @@ TYPED_TEST(GradCheckTest, DiamondResidualAndSharedWeights) {
   this->Check([](const Args& v) { return v[1].matmul(v[0]) + v[1]; }, {x, w});
   // Shared weights: the same W applied twice.
   this->Check([](const Args& v) { return v[1].matmul(v[1].matmul(v[0]).sigmoid()); }, {x, w});
+}
+
+TYPED_TEST(GradCheckTest, FusedOps) {
+  using Args = typename TestFixture::Args;
+  const auto x = Uniform({2, 3, 5}, -2, 2, 21);
+  const auto w = Uniform({5}, 0.5, 1.5, 22), b = Uniform({5}, -1, 1, 23);
+  this->Check([](const Args& a) { return fused::softmax_last(a[0], false, false); }, {x});
+  this->Check([](const Args& a) { return fused::softmax_last(a[0], true, false); }, {x});
+  this->Check([](const Args& a) { return fused::softmax_last(a[0], false, true); }, {x});
+  this->Check([](const Args& a) { return fused::norm_last(a[0], &a[1], &a[2], 1e-5, false).y; }, {x, w, b});
+  this->Check([](const Args& a) { return fused::norm_last(a[0], nullptr, nullptr, 1e-5, false).y; }, {x});
+  this->Check([](const Args& a) { return fused::norm_last(a[0], &a[1], nullptr, 1e-6, true).y; }, {x, w});
+  this->Check([](const Args& a) { return fused::gelu(a[0], false); }, {x});
+  this->Check([](const Args& a) { return fused::gelu(a[0], true); }, {x});
+  const auto logits = Uniform({4, 6}, -2, 2, 24);
+  for (double s : {0.0, 0.2}) {
+    this->Check(
+        [s](const Args& a) {
+          const auto ids = TestFixture::AD::from_vector(std::vector<int64_t>{5, -100, 0, 2}, {4});
+          return fused::cross_entropy_rows(a[0], ids, -100, s).loss;
+        },
+        {logits});
+  }
+}
+
+// A fused kernel's gradient is its composition's (the composition recorded op by op).
+TYPED_TEST(GradCheckTest, FusedGradientsEqualTheirComposition) {
+  using AD = typename TestFixture::AD;
+  using Fn = std::function<AD(const AD&, bool composed)>;
+  const AD w = AD::from_data(Uniform({7}, 0.5, 1.5, 31));
+  const AD ids = AD::from_vector(std::vector<int64_t>{6, 0, -100, 3, 3, 1}, {6});
+  const std::vector<std::pair<const char*, Fn>> cases = {
+      {"log_softmax causal",
+       [](const AD& x, bool c) {
+         return c ? fused::composed::Softmax(x, true, true) : fused::softmax_last(x, true, true);
+       }},
+      {"layer_norm",
+       [&](const AD& x, bool c) {
+         return c ? fused::composed::Norm(x, &w, &w, 1e-5, false).y : fused::norm_last(x, &w, &w, 1e-5, false).y;
+       }},
+      {"gelu", [](const AD& x, bool c) { return c ? fused::composed::Gelu(x, false) : fused::gelu(x, false); }},
+      {"cross_entropy", [&](const AD& x, bool c) {
+         return c ? fused::composed::CrossEntropyRows(x, ids, -100, 0.1).loss
+                  : fused::cross_entropy_rows(x, ids, -100, 0.1).loss;
+       }}};
+  for (const auto& [name, f] : cases) {
+    SCOPED_TRACE(name);
+    const AD x = AD::from_data(Uniform({6, 7}, -2, 2, 32)).require_grad();
+    const AD r = AD::from_data(Uniform({6, 7}, 0.5, 1.5, 33));
+    const auto weight = [&](const AD& y) {
+      return y.rank() == 1 ? y * r.sum({1}) : y.masked_fill(y.eq(-INFINITY), 0) * r;
+    };
+    const auto fused_grad = *weight(f(x, false)).sum().backward().get(x);
+    const auto composed_grad = *weight(f(x, true)).sum().backward().get(x);
+    const std::vector<double> got = fused_grad.to_data().ToDoubles(), want = composed_grad.to_data().ToDoubles();
+    for (size_t i = 0; i < want.size(); ++i) EXPECT_NEAR(got[i], want[i], 1e-12 * (1 + std::abs(want[i]))) << i;
+  }
 }
 
 }  // namespace

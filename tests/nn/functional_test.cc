@@ -117,14 +117,17 @@ TEST(Functional, LayerNormAndRmsNorm) {
             "layer_norm weight: f64[3,4] on cpu:0 does not match the normalized shape [4]");
 }
 
-TEST(Functional, GeluTanh) {
+TEST(Functional, GeluExactAndTanh) {
   const TensorData x = Uniform({7}, -3, 3, 12);
-  std::vector<double> want;
+  std::vector<double> exact, tanh_form;
   for (double v : x.ToDoubles()) {
-    want.push_back(0.5 * v * (1 + std::tanh(std::sqrt(2 / M_PI) * (v + 0.044715 * v * v * v))));
+    exact.push_back(0.5 * v * (1 + std::erf(v / std::sqrt(2.0))));
+    tanh_form.push_back(0.5 * v * (1 + std::tanh(std::sqrt(2 / M_PI) * (v + 0.044715 * v * v * v))));
   }
-  ExpectNear(V(gelu_tanh(F64(x))), want);
-  GradCheck<Cpu>([](const Args& a) { return gelu_tanh(a[0]); }, {x});
+  ExpectNear(V(gelu(F64(x))), exact);
+  ExpectNear(V(gelu(F64(x), GeluApproximation::kTanh)), tanh_form);
+  GradCheck<Cpu>([](const Args& a) { return gelu(a[0]); }, {x});
+  GradCheck<Cpu>([](const Args& a) { return gelu(a[0], GeluApproximation::kTanh); }, {x});
 }
 
 TEST(Functional, DropoutKeepsExpectationAndIsOffOutsideTraining) {

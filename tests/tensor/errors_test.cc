@@ -77,7 +77,7 @@ TYPED_TEST(Errors, DimsOutOfRange) {
   this->ExpectError([&] { (void)a.sum({2}); }, kRange,
                     "sum: dim 2 is out of range for shape [2,3] (rank 2; valid dims are -2..1)");
   this->ExpectError([&] { (void)a.softmax(-3); }, kRange,
-                    "max: dim -3 is out of range for shape [2,3] (rank 2; valid dims are -2..1)");
+                    "softmax: dim -3 is out of range for shape [2,3] (rank 2; valid dims are -2..1)");
   this->ExpectError([&] { (void)a.transpose(0, 5); }, kRange,
                     "transpose: dim 5 is out of range for shape [2,3] (rank 2; valid dims are -2..1)");
   this->ExpectError([&] { (void)a.sum({1, -1}); }, kInvalid, "sum: dims [1,-1] name dim 1 twice (shape [2,3])");

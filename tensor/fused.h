@@ -1,0 +1,192 @@
+// The fused operations of tensor/fused_ops.h on Tensor<B>: arguments checked once here, then
+// B's fused kernel where it has one, else the composition of plain ops below (which is also
+// the reference the kernels are tested against). Gradients: Autodiff<B> differentiates a fused
+// kernel with B's fused backward, and records the composition otherwise.
+#ifndef KILN_TENSOR_FUSED_H_
+#define KILN_TENSOR_FUSED_H_
+
+#include <cmath>
+#include <numbers>
+#include <type_traits>
+#include <vector>
+
+#include "tensor/fused_ops.h"
+#include "tensor/tensor.h"
+
+namespace kiln::fused {
+
+namespace composed {
+
+// Columns a causal mask hides (true) for [.., sq, sk] scores: j > i + (sk - sq).
+template <Backend B>
+Tensor<B> CausalMask(const Tensor<B>& x) {
+  const int64_t sq = x.size(-2), sk = x.size(-1);
+  const Tensor<B> rows = Tensor<B>::arange(sq, DType::kI64, x.device()).reshape({sq, 1});
+  const Tensor<B> cols = Tensor<B>::arange(sk, DType::kI64, x.device()).reshape({1, sk});
+  return cols.gt(rows + (sk - sq));
+}
+
+template <Backend B>
+Tensor<B> Softmax(const Tensor<B>& x, bool log, bool causal) {
+  if (x.size(-1) == 0) return x;  // rows of nothing (max has no identity)
+  const Tensor<B> in = causal ? x.masked_fill(CausalMask(x), -INFINITY) : x;
+  return internal::ComposedSoftmax(in, in.rank() - 1, log);
+}
+
+template <Backend B>
+Tensor<B> SoftmaxBackward(const Tensor<B>& y, const Tensor<B>& gy, bool log, bool causal) {
+  const Tensor<B> gx = log ? gy - y.exp() * gy.sum({-1}, true) : y * (gy - (gy * y).sum({-1}, true));
+  return causal ? gx.masked_fill(CausalMask(y), 0) : gx;
+}
+
+template <Backend B>
+NormForward<Tensor<B>> Norm(const Tensor<B>& x, const std::type_identity_t<Tensor<B>>* weight,
+                            const std::type_identity_t<Tensor<B>>* bias, double eps, bool rms) {
+  const Tensor<B> mean = rms ? Tensor<B>() : x.mean({-1});
+  const Tensor<B> centred = rms ? x : x - mean.unsqueeze(-1);
+  const Tensor<B> rstd = 1 / ((centred * centred).mean({-1}) + eps).sqrt();
+  Tensor<B> y = centred * rstd.unsqueeze(-1);
+  if (weight != nullptr) y = y * *weight;
+  if (bias != nullptr) y = y + *bias;
+  return {y, rms ? rstd : mean, rstd};
+}
+
+template <Backend B>
+NormBackward<Tensor<B>> NormGrad(const Tensor<B>& gy, const Tensor<B>& x, const std::type_identity_t<Tensor<B>>* weight,
+                                 const Tensor<B>& mean, const Tensor<B>& rstd, bool rms, bool bias_grad) {
+  const Tensor<B> s = rstd.unsqueeze(-1);
+  const Tensor<B> xhat = (rms ? x : x - mean.unsqueeze(-1)) * s;
+  const Tensor<B> g = weight != nullptr ? gy * *weight : gy;
+  Tensor<B> inner = g - xhat * (g * xhat).mean({-1}, true);
+  if (!rms) inner = inner - g.mean({-1}, true);
+  NormBackward<Tensor<B>> out{s * inner, {}, {}};
+  std::vector<int64_t> rows(x.rank() - 1);
+  for (int64_t d = 0; d + 1 < x.rank(); ++d) rows[d] = d;
+  const auto over_rows = [&](const Tensor<B>& t) { return rows.empty() ? t : t.sum(rows); };
+  if (weight != nullptr) out.weight_grad = over_rows(gy * xhat);
+  if (bias_grad) out.bias_grad = over_rows(gy);
+  return out;
+}
+
+inline constexpr double kSqrt2OverPi = 0.79788456080286535588;
+inline constexpr double kGeluCubic = 0.044715;
+
+template <Backend B>
+Tensor<B> Gelu(const Tensor<B>& x, bool tanh) {
+  if (tanh) return 0.5 * x * (1 + (kSqrt2OverPi * (x + kGeluCubic * x * x * x)).tanh());
+  return 0.5 * x * (1 + (x * (std::numbers::sqrt2 / 2)).erf());
+}
+
+template <Backend B>
+Tensor<B> GeluBackward(const Tensor<B>& x, const Tensor<B>& gy, bool tanh) {
+  if (tanh) {
+    const Tensor<B> t = (kSqrt2OverPi * (x + kGeluCubic * x * x * x)).tanh();
+    return gy * (0.5 * (1 + t) + 0.5 * x * (1 - t * t) * kSqrt2OverPi * (1 + 3 * kGeluCubic * x * x));
+  }
+  const double inv_sqrt_2pi = 0.5 * std::numbers::inv_sqrtpi * std::numbers::sqrt2;
+  return gy * (0.5 * (1 + (x * (std::numbers::sqrt2 / 2)).erf()) + x * inv_sqrt_2pi * (-0.5 * x * x).exp());
+}
+
+template <Backend B>
+CrossEntropyForward<Tensor<B>> CrossEntropyRows(const Tensor<B>& logits, const Tensor<B>& targets, int64_t ignore_index,
+                                                double smoothing) {
+  const Tensor<B> keep = targets.ne(ignore_index);
+  // Ignored rows look up class 0, then count for nothing.
+  const Tensor<B> safe = Tensor<B>::where(keep, targets, targets.scalar_like(0));
+  const Tensor<B> m = logits.max({1}, true).detach();
+  const Tensor<B> lse = (logits - m).exp().sum({1}).log() + m.squeeze(1);
+  Tensor<B> loss = lse - (1 - smoothing) * logits.gather(1, safe.unsqueeze(1)).squeeze(1);
+  if (smoothing != 0) loss = loss - smoothing * logits.mean({1});
+  return {Tensor<B>::where(keep, loss, loss.scalar_like(0)), lse};
+}
+
+template <Backend B>
+Tensor<B> CrossEntropyRowsBackward(const Tensor<B>& logits, const Tensor<B>& targets, const Tensor<B>& lse,
+                                   const Tensor<B>& g, int64_t ignore_index, double smoothing) {
+  const int64_t classes = logits.size(1);
+  const Tensor<B> keep = targets.ne(ignore_index).unsqueeze(1);
+  const Tensor<B> ids = Tensor<B>::arange(classes, DType::kI64, logits.device()).reshape({1, classes});
+  const Tensor<B> onehot = ids.eq(targets.unsqueeze(1)).to(logits.dtype());
+  const Tensor<B> gx =
+      g.unsqueeze(1) * ((logits - lse.unsqueeze(1)).exp() - (1 - smoothing) * onehot - smoothing / classes);
+  return Tensor<B>::where(keep, gx, gx.scalar_like(0));
+}
+
+}  // namespace composed
+
+// softmax (log: log-softmax) over the last dim; causal: over [.., sq, sk] scores, row i sees
+// columns j <= i + (sk - sq).
+template <Backend B>
+Tensor<B> softmax_last(const Tensor<B>& x, bool log, bool causal) {
+  if (!IsFloating(x.dtype()) || x.rank() < (causal ? 2 : 1)) {
+    ThrowInvalidArgument("%s: needs a floating tensor of rank >= %d, got %s", log ? "log_softmax" : "softmax",
+                         causal ? 2 : 1, x.Describe());
+  }
+  if constexpr (FusedSoftmax<B>) {
+    return Tensor<B>(B::softmax_last(x.primitive(), log, causal));
+  } else {
+    return composed::Softmax(x, log, causal);
+  }
+}
+
+// Layer norm (rms: RMSNorm) over the last dim, with optional weight and bias of that dim's size.
+// Returns y and the per-row statistics.
+template <Backend B>
+NormForward<Tensor<B>> norm_last(const Tensor<B>& x, const std::type_identity_t<Tensor<B>>* weight,
+                                 const std::type_identity_t<Tensor<B>>* bias, double eps, bool rms) {
+  const char* what = rms ? "rms_norm" : "layer_norm";
+  if (!IsFloating(x.dtype()) || x.rank() < 1) {
+    ThrowInvalidArgument("%s: needs a floating tensor of rank >= 1, got %s", what, x.Describe());
+  }
+  for (const Tensor<B>* p : {weight, bias}) {
+    if (p != nullptr && (p->shape() != Shape({x.size(-1)}) || p->dtype() != x.dtype() || p->device() != x.device())) {
+      ThrowInvalidArgument("%s: weight and bias must be %s[%d] on %s like the last dim of x, got %s", what,
+                           DTypeName(x.dtype()), x.size(-1), x.device().ToString(), p->Describe());
+    }
+  }
+  if (!(eps >= 0)) ThrowInvalidArgument("%s: eps %g must be >= 0", what, eps);
+  if constexpr (FusedNorm<B>) {
+    const auto f = B::norm_last(x.primitive(), weight ? &weight->primitive() : nullptr,
+                                bias ? &bias->primitive() : nullptr, eps, rms);
+    return {Tensor<B>(f.y), Tensor<B>(f.mean), Tensor<B>(f.rstd)};
+  } else {
+    return composed::Norm(x, weight, bias, eps, rms);
+  }
+}
+
+// GELU, exact (erf) or in the tanh form.
+template <Backend B>
+Tensor<B> gelu(const Tensor<B>& x, bool tanh = false) {
+  if (!IsFloating(x.dtype())) ThrowInvalidArgument("gelu: needs a floating tensor, got %s", x.Describe());
+  if constexpr (FusedGelu<B>) {
+    return Tensor<B>(B::gelu(x.primitive(), tanh));
+  } else {
+    return composed::Gelu(x, tanh);
+  }
+}
+
+// Per-row cross-entropy of logits [N, C] against integer targets [N] (see fused_ops.h).
+template <Backend B>
+CrossEntropyForward<Tensor<B>> cross_entropy_rows(const Tensor<B>& logits, const Tensor<B>& targets,
+                                                  int64_t ignore_index = -100, double smoothing = 0) {
+  if (logits.rank() != 2 || !IsFloating(logits.dtype()) || targets.rank() != 1 || IsFloating(targets.dtype()) ||
+      targets.dtype() == DType::kBool || targets.size(0) != logits.size(0) || targets.device() != logits.device() ||
+      (logits.size(1) == 0 && logits.size(0) > 0)) {
+    ThrowInvalidArgument("cross_entropy: needs logits [N, C >= 1] and integer targets [N] on one device, got %s and %s",
+                         logits.Describe(), targets.Describe());
+  }
+  if (!(smoothing >= 0 && smoothing <= 1)) {
+    ThrowInvalidArgument("cross_entropy: label_smoothing %g must be in [0, 1]", smoothing);
+  }
+  const Tensor<B> ids = targets.to(DType::kI64);
+  if constexpr (FusedCrossEntropy<B>) {
+    const auto f = B::cross_entropy_rows(logits.primitive(), ids.primitive(), ignore_index, smoothing);
+    return {Tensor<B>(f.loss), Tensor<B>(f.lse)};
+  } else {
+    return composed::CrossEntropyRows(logits, ids, ignore_index, smoothing);
+  }
+}
+
+}  // namespace kiln::fused
+
+#endif  // KILN_TENSOR_FUSED_H_

@@ -1,0 +1,211 @@
+// Conformance: the fused operations (tensor/fused.h) on every backend, against references
+// computed loop by loop in f64 and against their composition of plain ops; on a backend without
+// a fused kernel the two are the same code, and the reference still holds.
+#include <cmath>
+#include <limits>
+#include <optional>
+
+#include "tensor/fused.h"
+#include "tests/tensor/conformance.h"
+
+namespace kiln::testing {
+namespace {
+
+constexpr double kInf = std::numeric_limits<double>::infinity();
+
+// Row r of `x` (the last dim) as its first element's flat offset and the row's width.
+int64_t Width(const Ref& x) { return x.shape.back(); }
+int64_t RowCount(const Ref& x) { return Width(x) == 0 ? 0 : static_cast<int64_t>(x.v.size()) / Width(x); }
+
+Ref RefSoftmax(const Ref& x, bool log, bool causal) {
+  Ref y{x.shape, x.v};
+  const int64_t n = Width(x), sq = causal ? x.shape[x.shape.size() - 2] : 1;
+  for (int64_t r = 0; r < RowCount(x); ++r) {
+    const int64_t keep = causal ? std::clamp<int64_t>(r % sq + n - sq + 1, 0, n) : n;
+    double* row = y.v.data() + r * n;
+    double m = -kInf, sum = 0;
+    for (int64_t j = 0; j < keep; ++j) m = std::max(m, row[j]);
+    for (int64_t j = 0; j < keep; ++j) sum += std::exp(row[j] - m);
+    for (int64_t j = 0; j < n; ++j) {
+      if (keep == 0) {
+        row[j] = NAN;
+      } else if (j >= keep) {
+        row[j] = log ? -kInf : 0;
+      } else {
+        row[j] = log ? row[j] - m - std::log(sum) : std::exp(row[j] - m) / sum;
+      }
+    }
+  }
+  return y;
+}
+
+struct RefNormOut {
+  Ref y, mean, rstd;
+};
+RefNormOut RefNorm(const Ref& x, const std::vector<double>* w, const std::vector<double>* b, double eps, bool rms) {
+  const int64_t n = Width(x), rows = RowCount(x);
+  const Index outer(x.shape.begin(), x.shape.end() - 1);
+  RefNormOut out{{x.shape, x.v}, {outer, std::vector<double>(rows)}, {outer, std::vector<double>(rows)}};
+  for (int64_t r = 0; r < rows; ++r) {
+    const double* in = x.v.data() + r * n;
+    double mean = 0, var = 0;
+    if (!rms) {
+      for (int64_t j = 0; j < n; ++j) mean += in[j] / n;
+    }
+    for (int64_t j = 0; j < n; ++j) var += (in[j] - mean) * (in[j] - mean) / n;
+    const double rstd = 1 / std::sqrt(var + eps);
+    out.mean.v[r] = rms ? rstd : mean;
+    out.rstd.v[r] = rstd;
+    for (int64_t j = 0; j < n; ++j) {
+      out.y.v[r * n + j] = (in[j] - mean) * rstd * (w ? (*w)[j] : 1) + (b ? (*b)[j] : 0);
+    }
+  }
+  return out;
+}
+
+double RefGelu(double x, bool tanh) {
+  if (tanh) return 0.5 * x * (1 + std::tanh(std::sqrt(2 / M_PI) * (x + 0.044715 * x * x * x)));
+  return 0.5 * x * (1 + std::erf(x / std::sqrt(2.0)));
+}
+
+// Per-row loss and log-sum-exp.
+std::pair<Ref, Ref> RefCrossEntropy(const Ref& logits, const std::vector<int64_t>& y, int64_t ignore, double s) {
+  const int64_t n = Width(logits), rows = RowCount(logits);
+  Ref loss{{rows}, std::vector<double>(rows)}, lse = loss;
+  for (int64_t r = 0; r < rows; ++r) {
+    const double* x = logits.v.data() + r * n;
+    double m = -kInf, sum = 0, total = 0;
+    for (int64_t j = 0; j < n; ++j) m = std::max(m, x[j]);
+    for (int64_t j = 0; j < n; ++j) sum += std::exp(x[j] - m), total += x[j];
+    lse.v[r] = m + std::log(sum);
+    loss.v[r] = y[r] == ignore ? 0 : lse.v[r] - (1 - s) * x[y[r]] - s / n * total;
+  }
+  return {loss, lse};
+}
+
+template <class C>
+class Fused : public Conformance<C> {};
+TYPED_TEST_SUITE(Fused, FloatConfigs, ConfigNames);
+
+TYPED_TEST(Fused, SoftmaxAndLogSoftmaxWithACausalMask) {
+  using Tn = typename TestFixture::Tn;
+  struct Case {
+    Shape shape;
+    bool causal;
+  };
+  // sq < sk (the query ends the keys), sq > sk (rows with nothing to see are NaN), a long row,
+  // and an empty one.
+  const Case cases[] = {{{3, 5, 7}, false}, {{2, 3, 6, 9}, true}, {{2, 9, 6}, true},
+                        {{2, 5000}, false}, {{0, 7}, false},      {{4, 0}, false}};
+  for (const Case& c : cases) {
+    for (bool log : {false, true}) {
+      SCOPED_TRACE(c.shape.ToString() + (log ? " log" : "") + (c.causal ? " causal" : ""));
+      const Tn x = this->Random(c.shape, -4, 4);
+      const Ref want = RefSoftmax(this->R(x), log, c.causal);
+      this->ExpectClose(fused::softmax_last(x, log, c.causal), want, 4);
+      this->ExpectClose(fused::composed::Softmax(x, log, c.causal), want, 4);
+      this->ExpectClose(fused::softmax_last(this->Strided(x), log, c.causal), want, 4);
+    }
+  }
+  // Tensor::softmax over the last dim takes the same path.
+  const Tn x = this->Random({4, 6});
+  this->ExpectClose(x.softmax(-1), RefSoftmax(this->R(x), false, false), 4);
+  this->ExpectClose(x.transpose(0, 1).log_softmax(1), RefSoftmax(this->R(x.transpose(0, 1)), true, false), 4);
+}
+
+TYPED_TEST(Fused, LayerNormAndRmsNormWithTheirStatistics) {
+  using Tn = typename TestFixture::Tn;
+  for (const Shape& shape : {Shape{4, 6, 33}, Shape{3, 1}, Shape{0, 5}, Shape{300}}) {
+    const int64_t n = shape[shape.rank() - 1];
+    const Tn x = this->Random(shape, -3, 5, 1);
+    const Tn w = this->Random({n}, 0.5, 1.5, 2), b = this->Random({n}, -1, 1, 3);
+    const std::vector<double> wv = this->R(w).v, bv = this->R(b).v;
+    for (bool rms : {false, true}) {
+      for (bool affine : {false, true}) {
+        SCOPED_TRACE(shape.ToString() + (rms ? " rms" : " layer") + (affine ? " affine" : ""));
+        const Tn* wp = affine ? &w : nullptr;
+        const Tn* bp = affine && !rms ? &b : nullptr;
+        const RefNormOut want = RefNorm(this->R(x), affine ? &wv : nullptr, bp ? &bv : nullptr, 1e-5, rms);
+        for (const auto& got : {fused::norm_last(x, wp, bp, 1e-5, rms), fused::composed::Norm(x, wp, bp, 1e-5, rms),
+                                fused::norm_last(this->Strided(x), wp, bp, 1e-5, rms)}) {
+          this->ExpectClose(got.y, want.y, 8);
+          this->ExpectClose(got.mean, want.mean, 8);
+          this->ExpectClose(got.rstd, want.rstd, 8);
+        }
+      }
+    }
+  }
+}
+
+TYPED_TEST(Fused, GeluExactAndTanh) {
+  using Tn = typename TestFixture::Tn;
+  const Tn x = this->Random({10, 100}, -6, 6);
+  for (bool tanh : {false, true}) {
+    SCOPED_TRACE(tanh ? "tanh" : "erf");
+    const Ref want = Map(this->R(x), [tanh](double v) { return RefGelu(v, tanh); });
+    this->ExpectClose(fused::gelu(x, tanh), want, 8);
+    this->ExpectClose(fused::composed::Gelu(x, tanh), want, 8);
+    this->ExpectClose(fused::gelu(x.transpose(0, 1), tanh), Permute(want, {1, 0}), 8);
+  }
+}
+
+TYPED_TEST(Fused, CrossEntropyRowsWithIgnoredRowsAndSmoothing) {
+  using Tn = typename TestFixture::Tn;
+  const Tn logits = this->Random({6, 11}, -3, 3);
+  const std::vector<int64_t> ids = {3, -100, 0, 10, 7, -100};
+  const Tn targets = Tn::from_vector(ids, {6});
+  for (double s : {0.0, 0.1}) {
+    SCOPED_TRACE(s);
+    const auto [loss, lse] = RefCrossEntropy(this->R(logits), ids, -100, s);
+    for (const auto& got : {fused::cross_entropy_rows(logits, targets, -100, s),
+                            fused::composed::CrossEntropyRows(logits, targets, -100, s),
+                            fused::cross_entropy_rows(this->Strided(logits), targets.to(DType::kI32), -100, s)}) {
+      this->ExpectClose(got.loss, loss, 8);
+      this->ExpectClose(got.lse, lse, 8);
+    }
+  }
+  const Tn bad = Tn::from_vector(std::vector<int64_t>{3, 11, 0, 0, 0, 0}, {6});
+  try {
+    (void)fused::cross_entropy_rows(logits, bad, -100, 0).loss.to_data();
+    ADD_FAILURE() << "no error for target 11";
+  } catch (const Error& e) {
+    EXPECT_EQ(e.status().code(), absl::StatusCode::kOutOfRange);
+    if constexpr (FusedCrossEntropy<typename TestFixture::B>) {
+      EXPECT_EQ(e.status().message(), "cross_entropy: target 11 of row 1 is outside [0, 11)");
+    }
+  }
+}
+
+TYPED_TEST(Fused, BadArgumentsAreNamed) {
+  using Tn = typename TestFixture::Tn;
+  const Tn x = this->Random({2, 3});
+  const Tn w = this->Random({4});
+  const Tn ids = Tn::from_vector(std::vector<int64_t>{0, 1}, {2});
+  const auto message = [](auto f) {
+    try {
+      f();
+    } catch (const Error& e) {
+      return std::string(e.status().message());
+    }
+    return std::string("no error");
+  };
+  const std::string d = DTypeName(this->kDType);
+  const std::string dev = x.device().ToString();
+  EXPECT_EQ(message([&] { (void)fused::softmax_last(x.sum(), false, false); }),
+            "softmax: needs a floating tensor of rank >= 1, got " + d + "[] on " + dev);
+  EXPECT_EQ(message([&] { (void)fused::softmax_last(x.sum({0}), true, true); }),
+            "log_softmax: needs a floating tensor of rank >= 2, got " + d + "[3] on " + dev);
+  EXPECT_EQ(message([&] { (void)fused::norm_last(x, &w, nullptr, 1e-5, false); }),
+            "layer_norm: weight and bias must be " + d + "[3] on " + dev + " like the last dim of x, got " + d +
+                "[4] on " + dev);
+  EXPECT_EQ(message([&] { (void)fused::norm_last(x, nullptr, nullptr, -1, true); }), "rms_norm: eps -1 must be >= 0");
+  EXPECT_EQ(message([&] { (void)fused::gelu(ids, false); }), "gelu: needs a floating tensor, got i64[2] on " + dev);
+  EXPECT_EQ(message([&] { (void)fused::cross_entropy_rows(x, x, -100, 0); }),
+            "cross_entropy: needs logits [N, C >= 1] and integer targets [N] on one device, got " + d + "[2,3] on " +
+                dev + " and " + d + "[2,3] on " + dev);
+  EXPECT_EQ(message([&] { (void)fused::cross_entropy_rows(x, ids, -100, 1.5); }),
+            "cross_entropy: label_smoothing 1.5 must be in [0, 1]");
+}
+
+}  // namespace
+}  // namespace kiln::testing
