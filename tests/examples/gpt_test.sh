@@ -3,6 +3,7 @@
 # corpus ends in one JSON line, the same seed gives the same result, and sampling prints text.
 set -uo pipefail
 gpt="$1"
+launch="$2"
 tmp="${TEST_TMPDIR:-$(mktemp -d)}"
 failures=0
 fail() { echo "FAIL: $*"; failures=$((failures + 1)); }
@@ -35,6 +36,16 @@ strip() { echo "$1" | tail -n 1 | sed 's/"tokens_per_sec":[0-9.]*,//'; }
 [[ "$(strip "$out1")" == "$(strip "$out2")" ]] || fail "same seed, different results: $(strip "$out1") vs $(strip "$out2")"
 out3=$("$gpt" "${small[@]}" --devices=cpu:0,cpu:1 2>&1) || fail "two-device run exited $?: $out3"
 [[ "$(echo "$out3" | tail -n 1)" == *'"devices":["cpu:0","cpu:1"]}' ]] || fail "two-device summary: $(echo "$out3" | tail -n 1)"
+
+# Across processes exactly like examples/train: 2 processes x 1 device is one process with
+# cpu:0,cpu:1 (a sum of two gradients either way), so the checkpoints are equal byte for byte.
+"$gpt" "${small[@]}" --devices=cpu:0,cpu:1 --checkpoint="$tmp/in.safetensors" >"$tmp/in.out" 2>&1 ||
+  fail "in-process checkpointed run: $(cat "$tmp/in.out")"
+"$launch" --nproc=2 -- "$gpt" "${small[@]}" --devices=cpu:0 --checkpoint="$tmp/mp.safetensors" >"$tmp/mp.out" 2>&1 ||
+  fail "2 x 1 run: $(cat "$tmp/mp.out")"
+tail -n 1 "$tmp/mp.out" | grep -q '^\[rank 0\] {"val_loss":.*"devices":\["cpu:0"\],"processes":2}$' ||
+  fail "2 x 1 summary: $(tail -n 1 "$tmp/mp.out")"
+cmp -s "$tmp/in.safetensors" "$tmp/mp.safetensors" || fail "2 x 1 checkpoint differs from cpu:0,cpu:1 in one process"
 
 if ((failures)); then echo "$failures failed"; exit 1; fi
 echo "all gpt_test checks passed"
