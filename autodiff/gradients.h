@@ -34,6 +34,19 @@ class Gradients {
     for (const auto& [id, g] : other.grads_) Add(id, g);
   }
 
+  // Sets the gradient of `leaf` by hand: an optimizer can then step with given gradients,
+  // without a backward pass. The gradient must have the leaf's shape, dtype and device.
+  void set(const Tensor<Autodiff<B>>& leaf, const Tensor<B>& grad) {
+    const auto& node = leaf.primitive().node;
+    if (node == nullptr || !node->leaf) {
+      ThrowInvalidArgument("Gradients::set: %s is no leaf that requires a gradient", leaf.Describe());
+    }
+    if (grad.shape() != leaf.shape() || grad.dtype() != leaf.dtype() || grad.device() != leaf.device()) {
+      ThrowInvalidArgument("Gradients::set: gradient %s does not match its leaf %s", grad.Describe(), leaf.Describe());
+    }
+    Set(node->id, grad.primitive());
+  }
+
   // For the backward engine.
   void Add(uint64_t id, const typename B::Primitive& g) {
     auto [it, inserted] = grads_.try_emplace(id, g);

@@ -4,6 +4,7 @@
 #ifndef KILN_NN_MODULE_H_
 #define KILN_NN_MODULE_H_
 
+#include <map>
 #include <memory>
 #include <string>
 #include <utility>
@@ -48,6 +49,35 @@ class Module {
     Collect("", out);
     return out;
   }
+  // Sets parameters by path from `values` (copied to each parameter's device, into the same
+  // leaves, so hooks stay registered). Every value must name a parameter of its shape and
+  // dtype and, when `strict`, every parameter must be given; nothing changes unless all fit.
+  void load_parameters(const std::map<std::string, Tensor<B>>& values, bool strict = true) {
+    auto params = named_parameters();
+    std::map<std::string, Tensor<B>*> by_name(params.begin(), params.end());
+    for (const auto& [name, v] : values) {
+      const auto it = by_name.find(name);
+      if (it == by_name.end()) ThrowInvalidArgument("load_parameters: the module has no parameter %s", name);
+      if (v.shape() != it->second->shape() || v.dtype() != it->second->dtype()) {
+        ThrowInvalidArgument("load_parameters: %s is %s, the parameter is %s", name, v.Describe(),
+                             it->second->Describe());
+      }
+    }
+    for (const auto& [name, p] : params) {
+      if (strict && !values.contains(name)) ThrowInvalidArgument("load_parameters: no value for parameter %s", name);
+    }
+    for (const auto& [name, p] : params) {
+      const auto it = values.find(name);
+      if (it == values.end()) continue;
+      const Tensor<B> v = it->second.detach().to(p->device());
+      if constexpr (requires { p->with_value(v.inner()); }) {
+        *p = p->with_value(v.inner());
+      } else {
+        *p = v;
+      }
+    }
+  }
+
   int64_t parameter_count() {
     int64_t n = 0;
     for (auto& [name, p] : named_parameters()) n += p->numel();

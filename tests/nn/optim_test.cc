@@ -92,6 +92,59 @@ TEST(Optimizer, KeepsTheLeafSoHooksSurviveSteps) {
   EXPECT_EQ(fired, 4);
 }
 
+std::string MessageOf(const std::function<void()>& f) {
+  try {
+    f();
+  } catch (const Error& e) {
+    return std::string(e.status().message());
+  }
+  return "no error";
+}
+
+TEST(Optimizer, StepsWithGivenGradientsWithoutABackwardPass) {
+  Scale m({1.0, 2.0});
+  int fired = 0;
+  m.named_parameters()[0].second->register_hook([&](const Tensor<Cpu>&) { ++fired; });
+  Gradients<Cpu> grads;
+  grads.set(*m.named_parameters()[0].second, Tensor<Cpu>::from_vector(std::vector<double>{0.5, -1.0}, {2}));
+  Sgd<Cpu>(0.1).step(m, grads);
+  EXPECT_EQ(m.w(), (std::vector<double>{1.0 - 0.05, 2.0 + 0.1}));
+  EXPECT_EQ(MessageOf([&] { grads.set(*m.named_parameters()[0].second, Tensor<Cpu>::zeros({3}, DType::kF64)); }),
+            "Gradients::set: gradient f64[3] on cpu:0 does not match its leaf f64[2] on cpu:0");
+  EXPECT_EQ(MessageOf([&] { grads.set(T::zeros({2}, DType::kF64), Tensor<Cpu>::zeros({2}, DType::kF64)); }),
+            "Gradients::set: f64[2] on cpu:0 is no leaf that requires a gradient");
+  // The leaf is the same, so its hook still fires on a real backward pass.
+  RunSteps(*std::make_unique<Sgd<Cpu>>(0.1), m, {1.0, 1.0}, 1);
+  EXPECT_EQ(fired, 1);
+}
+
+TEST(Module, LoadParametersByNameKeepsLeavesAndChecksEverything) {
+  Generator gen(1);
+  Linear<AD> fc(3, 2, gen);
+  int fired = 0;
+  fc.named_parameters()[0].second->register_hook([&](const Tensor<Cpu>&) { ++fired; });
+  const T w = T::from_vector(std::vector<float>{1, 2, 3, 4, 5, 6}, {2, 3});
+  const T b = T::from_vector(std::vector<float>{-1, 1}, {2});
+  const auto before = fc.named_parameters()[1].second->to_data().ToDoubles();
+  EXPECT_EQ(MessageOf([&] { fc.load_parameters({{"weight", w}}); }), "load_parameters: no value for parameter bias");
+  EXPECT_EQ(MessageOf([&] {
+              fc.load_parameters({{"weight", w}, {"bias", b}, {"gain", b}});
+            }),
+            "load_parameters: the module has no parameter gain");
+  EXPECT_EQ(MessageOf([&] {
+              fc.load_parameters({{"weight", b}, {"bias", b}});
+            }),
+            "load_parameters: weight is f32[2] on cpu:0, the parameter is f32[2,3] on cpu:0");
+  // A failed load changed nothing.
+  EXPECT_EQ(fc.named_parameters()[1].second->to_data().ToDoubles(), before);
+  fc.load_parameters({{"bias", b}}, /*strict=*/false);
+  EXPECT_EQ(fc.named_parameters()[1].second->to_data().ToDoubles(), (std::vector<double>{-1, 1}));
+  fc.load_parameters({{"weight", w}, {"bias", b}});
+  EXPECT_EQ(fc.weight().to_data().ToDoubles(), (std::vector<double>{1, 2, 3, 4, 5, 6}));
+  (void)fc(T::ones({1, 3})).sum().backward();
+  EXPECT_EQ(fired, 1);
+}
+
 TEST(Schedules, StepAndCosine) {
   const StepSchedule step{.base_lr = 1.0, .step_size = 10, .gamma = 0.5};
   EXPECT_EQ(step(0), 1.0);
