@@ -16,8 +16,8 @@ cd "$(dirname "${BASH_SOURCE[0]}")/.."
 # The gtest binaries with CUDA cases (bazel-bin paths), the worker that the process-group test
 # starts as its argument.
 tests=(
-  tests/backends/cuda/allocator_test tests/backends/cuda/cuda_device_test tests/backends/cuda/nccl_test
-  tests/backends/cuda/scalar_ops_test tests/backends/cuda/strided_index_test
+  tests/backends/cuda/allocator_test tests/backends/cuda/cuda_device_test tests/backends/cuda/fused_test
+  tests/backends/cuda/nccl_test tests/backends/cuda/scalar_ops_test tests/backends/cuda/strided_index_test
   tests/tensor/creation_test tests/tensor/elementwise_test tests/tensor/errors_test tests/tensor/integer_test
   tests/tensor/layout_test tests/tensor/matmul_test tests/tensor/reduce_test
   tests/autodiff/gradcheck_test
@@ -125,8 +125,8 @@ run_sanitize() {
   echo "== compute-sanitizer (memcheck)"
   local cs t rc ok=1
   cs=$(command -v compute-sanitizer || echo /usr/local/cuda/bin/compute-sanitizer)
-  for t in tests/backends/cuda/cuda_device_test tests/tensor/elementwise_test tests/tensor/reduce_test \
-      tests/tensor/layout_test tests/tensor/matmul_test; do
+  for t in tests/backends/cuda/cuda_device_test tests/backends/cuda/fused_test tests/tensor/elementwise_test \
+      tests/tensor/reduce_test tests/tensor/layout_test tests/tensor/matmul_test; do
     timeout 200 "$cs" --tool memcheck --error-exitcode 99 "$bin/$t" --gtest_filter='*cuda_f32*:Cuda*' \
       >"$logs/memcheck_${t##*/}.log" 2>&1
     rc=$?

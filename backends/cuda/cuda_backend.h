@@ -12,6 +12,7 @@
 #include "backends/cuda/cuda_device.h"
 #include "backends/cuda/strided_tensor.h"
 #include "tensor/backend.h"
+#include "tensor/fused_ops.h"
 #include "tensor/tensor.h"
 
 namespace kiln {
@@ -58,9 +59,26 @@ struct Cuda {
 
   // A row-major copy when `p` is a non-contiguous view; `p` itself otherwise.
   static Primitive contiguous(const Primitive& p);
+
+  // The fused kernels of tensor/fused_ops.h (fused.cc, kernels/fused.cu): f32 and f64, any
+  // strides (views are made contiguous first).
+  static Primitive softmax_last(const Primitive& x, bool log, bool causal);
+  static Primitive softmax_last_backward(const Primitive& y, const Primitive& gy, bool log, bool causal);
+  static NormForward<Primitive> norm_last(const Primitive& x, const Primitive* weight, const Primitive* bias,
+                                          double eps, bool rms);
+  static NormBackward<Primitive> norm_last_backward(const Primitive& gy, const Primitive& x, const Primitive* weight,
+                                                    const Primitive& mean, const Primitive& rstd, bool rms,
+                                                    bool bias_grad);
+  static Primitive gelu(const Primitive& x, bool tanh);
+  static Primitive gelu_backward(const Primitive& x, const Primitive& gy, bool tanh);
+  static CrossEntropyForward<Primitive> cross_entropy_rows(const Primitive& logits, const Primitive& targets,
+                                                           int64_t ignore_index, double smoothing);
+  static Primitive cross_entropy_rows_backward(const Primitive& logits, const Primitive& targets, const Primitive& lse,
+                                               const Primitive& g, int64_t ignore_index, double smoothing);
 };
 
 static_assert(Backend<Cuda>);
+static_assert(FusedSoftmax<Cuda> && FusedNorm<Cuda> && FusedGelu<Cuda> && FusedCrossEntropy<Cuda>);
 
 using CudaTensor = Tensor<Cuda>;
 

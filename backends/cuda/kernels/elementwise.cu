@@ -34,6 +34,7 @@ struct UnaryFn {
         case UnaryOp::kTanh: return tanh(x);
         case UnaryOp::kSigmoid: return T(1) / (T(1) + exp(-x));
         case UnaryOp::kRelu: return x < T(0) ? T(0) : x;  // NaN stays NaN
+        case UnaryOp::kErf: return erf(x);
       }
       return x;
     } else {

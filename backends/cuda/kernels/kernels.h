@@ -68,6 +68,51 @@ cudaError_t Gather(DType dtype, const void* src, const int64_t* ids, void* out, 
 cudaError_t ScatterAdd(DType dtype, const void* src, const int64_t* ids, void* out, const StridedIndex<3>& index,
                        int64_t n, int64_t step, cudaStream_t stream);
 
+// The fused kernels of tensor/fused_ops.h (kernels/fused.cu), over dense row-major [rows, n]
+// operands of f32 or f64 (any other dtype returns cudaErrorInvalidValue); statistics are
+// [rows]. Causal: row r is row r % sq of an [sq, n] matrix and keeps columns
+// j <= r % sq + n - sq; a row that keeps none is NaN (its gradient 0, as masked columns').
+cudaError_t SoftmaxLast(DType dtype, const void* x, void* y, int64_t rows, int64_t n, int64_t sq, bool causal,
+                        bool log_softmax, cudaStream_t stream);
+cudaError_t SoftmaxLastBackward(DType dtype, const void* y, const void* gy, void* gx, int64_t rows, int64_t n,
+                                int64_t sq, bool causal, bool log_softmax, cudaStream_t stream);
+
+// weight and bias are [n] or null; mean is rstd again for rms.
+cudaError_t NormLast(DType dtype, const void* x, const void* weight, const void* bias, void* y, void* mean, void* rstd,
+                     int64_t rows, int64_t n, double eps, bool rms, cudaStream_t stream);
+cudaError_t NormLastBackward(DType dtype, const void* gy, const void* x, const void* weight, const void* mean,
+                             const void* rstd, void* gx, int64_t rows, int64_t n, bool rms, cudaStream_t stream);
+
+// The column sums of a norm's backward: weight_grad = sum over rows of gy * xhat and
+// bias_grad = sum of gy (either null when not wanted, with its partial). Each chunk of
+// NormRowChunk rows is summed into partial_* ([NormRowChunks, n], scratch the caller
+// allocates), then the chunks in order: the result depends on the shape only, never on the
+// device or launch.
+inline int64_t NormRowChunk(int64_t rows) {
+  constexpr int64_t kChunk = 64, kMaxChunks = 65535;  // a grid's y dimension
+  const int64_t fit = (rows + kMaxChunks - 1) / kMaxChunks;
+  return fit > kChunk ? fit : kChunk;
+}
+inline int64_t NormRowChunks(int64_t rows) { return (rows + NormRowChunk(rows) - 1) / NormRowChunk(rows); }
+cudaError_t NormColumnSums(DType dtype, const void* gy, const void* x, const void* mean, const void* rstd,
+                           void* partial_w, void* partial_b, void* weight_grad, void* bias_grad, int64_t rows,
+                           int64_t n, bool rms, cudaStream_t stream);
+
+// Element-wise over n dense elements.
+cudaError_t Gelu(DType dtype, const void* x, void* y, int64_t n, bool tanh_form, cudaStream_t stream);
+cudaError_t GeluBackward(DType dtype, const void* x, const void* gy, void* gx, int64_t n, bool tanh_form,
+                         cudaStream_t stream);
+
+// logits [rows, classes], targets/loss/lse [rows]. A target outside [0, classes) other than
+// ignore_index lowers *first_bad (a device value the caller sets to UINT64_MAX and reads back)
+// to its row; the backward never indexes by a target, so it needs no check.
+cudaError_t CrossEntropy(DType dtype, const void* logits, const int64_t* targets, void* loss, void* lse, int64_t rows,
+                         int64_t classes, int64_t ignore_index, double smoothing, unsigned long long* first_bad,
+                         cudaStream_t stream);
+cudaError_t CrossEntropyBackward(DType dtype, const void* logits, const int64_t* targets, const void* lse,
+                                 const void* g, void* grad, int64_t rows, int64_t classes, int64_t ignore_index,
+                                 double smoothing, cudaStream_t stream);
+
 }  // namespace kiln::cuda::kernels
 
 #endif  // KILN_BACKENDS_CUDA_KERNELS_KERNELS_H_
