@@ -1,4 +1,4 @@
-// Transcendentals GLSL lacks or gives too loosely: GLSL has no double exp/log/tanh/pow, its
+// Transcendentals GLSL lacks or gives too loosely: GLSL has no erf and no double exp/log/tanh/pow, its
 // float pow is undefined for negative bases, and tanh written as a ratio of exps loses every
 // digit near 0. Accurate to a few ulp; the conformance suite checks them against libm.
 
@@ -37,6 +37,33 @@ float Tanh32(float x) {
     if (y == F(0.5) && x > F(0)) return sqrt(x);                                 \
     const F r = EXP(y * LOG(abs(x)));                                            \
     return x < F(0) && odd ? -r : r;                                             \
+  }
+
+// erf(x) = 2/sqrt(pi) e^(-x^2) sum_n (2x^2)^n x / (2n+1)!! for |x| < SMALL (positive terms: no
+// cancellation; summed from the smallest by Horner), and 1 - erfc(x) with erfc's continued
+// fraction e^(-x^2)/sqrt(pi) / (x + (1/2)/(x + 1/(x + (3/2)/(x + ...)))) above it. x^2 is split
+// exactly by fma so that e^(-x^2) keeps every digit; beyond BIG, erfc is below half an ulp of 1.
+// C is 1/sqrt(pi) in F.
+#define DEFINE_ERF(NAME, F, EXP, SMALL, SERIES, BIG, CF, C)                      \
+  F NAME(F x) {                                                                  \
+    if (isnan(x) || x == F(0)) return x; /* keeps the sign of -0 */              \
+    const F a = abs(x);                                                          \
+    F r = F(1);                                                                  \
+    if (a < F(BIG)) {                                                            \
+      const F h = a * a, l = fma(a, a, -h);                                      \
+      const F e = EXP(-h) * (F(1) - l);                                          \
+      if (a < F(SMALL)) {                                                        \
+        const F t = F(2) * h;                                                    \
+        F s = F(1);                                                              \
+        for (int n = SERIES; n >= 1; --n) s = F(1) + s * t / F(2 * n + 1);       \
+        r = F(2) * C * a * s * e;                                                \
+      } else {                                                                   \
+        F f = a;                                                                 \
+        for (int k = CF; k >= 1; --k) f = a + F(k) * F(0.5) / f;                 \
+        r = F(1) - C * e / f;                                                    \
+      }                                                                          \
+    }                                                                            \
+    return x < F(0) ? -r : r;                                                    \
   }
 
 #ifdef F64
@@ -103,8 +130,10 @@ double Tanh64(double x) {
 }
 
 DEFINE_POW(Pow64, double, Log64, Exp64, Inf64())
+DEFINE_ERF(Erf64, double, Exp64, 2.0LF, 40, 6.0LF, 50, 0.56418958354775628695LF)
 #endif
 
 float Exp32(float x) { return exp(x); }
 float Log32(float x) { return log(x); }
 DEFINE_POW(Pow32, float, Log32, Exp32, uintBitsToFloat(0x7f800000u))
+DEFINE_ERF(Erf32, float, Exp32, 1.5, 15, 4.0, 20, 0.56418958354775628695)
