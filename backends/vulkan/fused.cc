@@ -16,19 +16,19 @@ namespace {
 // Push constants; each mirrors its shader's Params block (std430: 8-byte fields first).
 struct SoftmaxParams {  // softmax_rows.comp
   uint64_t out, x;
-  int32_t len, sq, shift, log, causal;
+  int32_t rows, len, sq, shift, log, causal;
 };
 struct SoftmaxBackwardParams {
   uint64_t out, y, gy;
-  int32_t len, sq, shift, log, causal;
+  int32_t rows, len, sq, shift, log, causal;
 };
 struct NormParams {
   uint64_t y, mean, rstd, x, weight, bias, eps;
-  int32_t len, rms, has_weight, has_bias;
+  int32_t rows, len, rms, has_weight, has_bias;
 };
 struct NormBackwardParams {
   uint64_t gx, gy, x, weight, mean, rstd;
-  int32_t len, rms, has_weight;
+  int32_t rows, len, rms, has_weight;
 };
 struct NormParamGradParams {
   uint64_t weight_part, bias_part, gy, x, mean, rstd;
@@ -41,7 +41,7 @@ struct GeluParams {
 struct CrossEntropyParams {
   uint64_t loss, lse, x, targets, smoothing;
   int64_t ignore_index;
-  int32_t len;
+  int32_t rows, len;
 };
 struct CrossEntropyBackwardParams {
   uint64_t gx, x, targets, lse, g, smoothing;
@@ -119,16 +119,17 @@ Vulkan::Primitive Vulkan::softmax_last(const Primitive& x_in, bool log, bool cau
   VulkanTensor out = VulkanTensor::Empty(x_in.shape, x_in.dtype, x_in.device);
   if (x_in.shape.numel() == 0) return out;
   const VulkanTensor x = Dense(x_in);
-  const int64_t len = RowLength(x.shape);
+  const int64_t len = RowLength(x.shape), rows = x.shape.numel() / len;
   SoftmaxParams p{.out = out.address(),
                   .x = x.address(),
+                  .rows = static_cast<int32_t>(rows),
                   .len = static_cast<int32_t>(len),
                   .sq = sq,
                   .shift = shift,
                   .log = log,
                   .causal = causal};
   Context& c = x.context();
-  c.Launch(vulkan::Kernel("softmax_rows", x.dtype), &p, sizeof(p), c.Exact(x.shape.numel() / len, 1));
+  c.Launch(vulkan::Kernel("softmax_rows", x.dtype), &p, sizeof(p), c.Exact(rows, 1));
   return out;
 }
 
@@ -139,17 +140,18 @@ Vulkan::Primitive Vulkan::softmax_last_backward(const Primitive& y_in, const Pri
   VulkanTensor out = VulkanTensor::Empty(y_in.shape, y_in.dtype, y_in.device);
   if (y_in.shape.numel() == 0) return out;
   const VulkanTensor y = Dense(y_in), gy = Dense(gy_in);
-  const int64_t len = RowLength(y.shape);
+  const int64_t len = RowLength(y.shape), rows = y.shape.numel() / len;
   SoftmaxBackwardParams p{.out = out.address(),
                           .y = y.address(),
                           .gy = gy.address(),
+                          .rows = static_cast<int32_t>(rows),
                           .len = static_cast<int32_t>(len),
                           .sq = sq,
                           .shift = shift,
                           .log = log,
                           .causal = causal};
   Context& c = y.context();
-  c.Launch(vulkan::Kernel("softmax_backward", y.dtype), &p, sizeof(p), c.Exact(y.shape.numel() / len, 1));
+  c.Launch(vulkan::Kernel("softmax_backward", y.dtype), &p, sizeof(p), c.Exact(rows, 1));
   return out;
 }
 
@@ -180,6 +182,7 @@ NormForward<Vulkan::Primitive> Vulkan::norm_last(const Primitive& x_in, const Pr
                .weight = weight_in != nullptr ? weight.address() : 0,
                .bias = bias_in != nullptr ? bias.address() : 0,
                .eps = Bits(eps, x.dtype),
+               .rows = static_cast<int32_t>(rows),
                .len = static_cast<int32_t>(len),
                .rms = rms,
                .has_weight = weight_in != nullptr,
@@ -215,6 +218,7 @@ NormBackward<Vulkan::Primitive> Vulkan::norm_last_backward(const Primitive& gy_i
                        .weight = weight_in != nullptr ? weight.address() : 0,
                        .mean = mean.address(),
                        .rstd = rstd.address(),
+                       .rows = static_cast<int32_t>(rows),
                        .len = static_cast<int32_t>(len),
                        .rms = rms,
                        .has_weight = weight_in != nullptr};
@@ -297,6 +301,7 @@ CrossEntropyForward<Vulkan::Primitive> Vulkan::cross_entropy_rows(const Primitiv
                        .targets = targets.address(),
                        .smoothing = Bits(smoothing, x.dtype),
                        .ignore_index = ignore_index,
+                       .rows = static_cast<int32_t>(rows),
                        .len = static_cast<int32_t>(len)};
   Context& c = x.context();
   c.Launch(vulkan::Kernel("cross_entropy", x.dtype), &p, sizeof(p), c.Exact(rows, 1));

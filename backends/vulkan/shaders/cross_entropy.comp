@@ -10,11 +10,12 @@ layout(local_size_x = WORKGROUP) in;
 layout(push_constant, std430) uniform Params {
   uint64_t loss, lse, x, targets, smoothing;  // smoothing as its bits in T
   int64_t ignore_index;
-  int len;
+  int rows, len;
 } p;
 
 void main() {
   const int row = Row(), base = row * p.len;
+  if (row >= p.rows) return;  // a launch spilling into y has spare workgroups
   const int lid = int(gl_LocalInvocationID.x);
   T m = -Infinity();
   for (int j = lid; j < p.len; j += WORKGROUP) m = MaxNaN(m, TS(p.x).v[base + j]);

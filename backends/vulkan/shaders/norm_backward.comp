@@ -8,11 +8,12 @@
 layout(local_size_x = WORKGROUP) in;
 layout(push_constant, std430) uniform Params {
   uint64_t gx, gy, x, weight, mean, rstd;
-  int len, rms, has_weight;
+  int rows, len, rms, has_weight;
 } p;
 
 void main() {
   const int row = Row(), base = row * p.len;
+  if (row >= p.rows) return;  // a launch spilling into y has spare workgroups
   const int lid = int(gl_LocalInvocationID.x);
   const T mu = p.rms != 0 ? T(0) : TS(p.mean).v[row], r = TS(p.rstd).v[row];
   T sg = T(0), sgx = T(0);

@@ -9,11 +9,12 @@
 layout(local_size_x = WORKGROUP) in;
 layout(push_constant, std430) uniform Params {
   uint64_t y, mean, rstd, x, weight, bias, eps;  // eps as its bits in T
-  int len, rms, has_weight, has_bias;
+  int rows, len, rms, has_weight, has_bias;
 } p;
 
 void main() {
   const int row = Row(), base = row * p.len;
+  if (row >= p.rows) return;  // a launch spilling into y has spare workgroups
   const int lid = int(gl_LocalInvocationID.x);
   T mu = T(0);
   if (p.rms == 0) {

@@ -8,11 +8,12 @@
 layout(local_size_x = WORKGROUP) in;
 layout(push_constant, std430) uniform Params {
   uint64_t out_, x;
-  int len, sq, shift, log_, causal;
+  int rows, len, sq, shift, log_, causal;
 } p;
 
 void main() {
   const int row = Row(), base = row * p.len;
+  if (row >= p.rows) return;  // a launch spilling into y has spare workgroups
   const int lid = int(gl_LocalInvocationID.x);
   const int kept = p.causal != 0 ? clamp(row % p.sq + 1 + p.shift, 0, p.len) : p.len;
   T m = -Infinity();

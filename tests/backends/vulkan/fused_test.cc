@@ -436,6 +436,13 @@ TYPED_TEST(FusedTest, LongRows) {
   this->ExpectClose(Vulkan::softmax_last(this->Up(wide), true, false), RefSoftmax(wide, true, false));
 }
 
+// More rows than one grid dimension holds (65,535 workgroups on most devices): the launch
+// spills into y, and the spare workgroups must write nothing.
+TYPED_TEST(FusedTest, ManyRows) {
+  const Host x = this->Random({70000, 3}, -3, 3, 61);
+  this->ExpectClose(Vulkan::softmax_last(this->Up(x), false, false), RefSoftmax(x, false, false));
+}
+
 TYPED_TEST(FusedTest, EmptyInputs) {
   const Host x = Zeros({0, 7});
   this->CheckSoftmax(x, this->Up(x), false);
