@@ -46,6 +46,13 @@ done
 compile binary_bool binary ${type[bool]}
 compile argmax_bool argmax ${type[bool]}
 for t in f32 f64; do compile "matmul_$t" matmul ${type[$t]}; done
+# The fused kernels of tensor/fused_ops.h (fused.cc).
+for t in f32 f64; do
+  for k in softmax_rows softmax_backward norm_rows norm_backward norm_param_grad gelu cross_entropy \
+    cross_entropy_backward; do
+    compile "${k}_$t" "$k" ${type[$t]}
+  done
+done
 for from in f32 f64 i32 i64 bool; do
   for dst in f32 f64 i32 i64 bool; do
     [[ $from == "$dst" ]] || compile "cast_${from}_$dst" cast ${type[$from]} ${to[$dst]}

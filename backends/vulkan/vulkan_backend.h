@@ -13,6 +13,7 @@
 #include "backends/vulkan/vulkan_device.h"
 #include "backends/vulkan/vulkan_tensor.h"
 #include "tensor/backend.h"
+#include "tensor/fused_ops.h"
 #include "tensor/tensor.h"
 
 namespace kiln {
@@ -56,6 +57,21 @@ struct Vulkan {
   static Primitive index_select(const Primitive& p, int64_t dim, const Primitive& index);
   static Primitive scatter_add(const Primitive& src, int64_t dim, const Primitive& index, const Shape& shape);
 
+  // The fused kernels of tensor/fused_ops.h (fused.cc).
+  static Primitive softmax_last(const Primitive& x, bool log, bool causal);
+  static Primitive softmax_last_backward(const Primitive& y, const Primitive& gy, bool log, bool causal);
+  static NormForward<Primitive> norm_last(const Primitive& x, const Primitive* weight, const Primitive* bias,
+                                          double eps, bool rms);
+  static NormBackward<Primitive> norm_last_backward(const Primitive& gy, const Primitive& x, const Primitive* weight,
+                                                    const Primitive& mean, const Primitive& rstd, bool rms,
+                                                    bool bias_grad);
+  static Primitive gelu(const Primitive& x, bool tanh);
+  static Primitive gelu_backward(const Primitive& x, const Primitive& gy, bool tanh);
+  static CrossEntropyForward<Primitive> cross_entropy_rows(const Primitive& logits, const Primitive& targets,
+                                                           int64_t ignore_index, double smoothing);
+  static Primitive cross_entropy_rows_backward(const Primitive& logits, const Primitive& targets, const Primitive& lse,
+                                               const Primitive& g, int64_t ignore_index, double smoothing);
+
   // A row-major copy when `p` is a non-contiguous view; `p` itself otherwise.
   static Primitive contiguous(const Primitive& p);
   // Waits until every kernel queued on `device` has run (for benchmarks and timing).
@@ -63,6 +79,7 @@ struct Vulkan {
 };
 
 static_assert(Backend<Vulkan>);
+static_assert(FusedSoftmax<Vulkan> && FusedNorm<Vulkan> && FusedGelu<Vulkan> && FusedCrossEntropy<Vulkan>);
 
 namespace vulkan {
 // Host memory <-> device without a TensorData in between (collectives stage through these):

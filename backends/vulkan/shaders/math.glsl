@@ -1,4 +1,4 @@
-// Transcendentals GLSL lacks or gives too loosely: GLSL has no double exp/log/tanh/pow, its
+// Transcendentals GLSL lacks or gives too loosely: GLSL has no erf and no double exp/log/tanh/pow, its
 // float pow is undefined for negative bases, and tanh written as a ratio of exps loses every
 // digit near 0. Accurate to a few ulp; the conformance suite checks them against libm.
 
@@ -37,6 +37,45 @@ float Tanh32(float x) {
     if (y == F(0.5) && x > F(0)) return sqrt(x);                                 \
     const F r = EXP(y * LOG(abs(x)));                                            \
     return x < F(0) && odd ? -r : r;                                             \
+  }
+
+// erf(a) and erfc(a) for a >= 0: 2/sqrt(pi) e^(-a^2) sum_n (2a^2)^n a / (2n+1)!! below SMALL
+// (positive terms: no cancellation; summed from the smallest by Horner), erfc's continued
+// fraction e^(-a^2)/sqrt(pi) / (a + (1/2)/(a + 1/(a + (3/2)/(a + ...)))) above it; the other is
+// 1 minus the one computed. a^2 is split exactly by fma so that e^(-a^2) keeps every digit.
+// Past 30 erfc underflows in both widths. C is 1/sqrt(pi) in F. NAME(x) is erf, NAMEc(x) erfc.
+#define DEFINE_ERF(NAME, F, EXP, SMALL, SERIES, CF, C)                           \
+  F NAME##Pair(F a, out F c) {                                                   \
+    if (a > F(30)) {                                                             \
+      c = F(0);                                                                  \
+      return F(1);                                                               \
+    }                                                                            \
+    const F h = a * a, l = fma(a, a, -h);                                        \
+    const F e = EXP(-h) * (F(1) - l);                                            \
+    if (a < F(SMALL)) {                                                          \
+      const F t = F(2) * h;                                                      \
+      F s = F(1);                                                                \
+      for (int n = SERIES; n >= 1; --n) s = F(1) + s * t / F(2 * n + 1);         \
+      const F r = F(2) * C * a * s * e;                                          \
+      c = F(1) - r;                                                              \
+      return r;                                                                  \
+    }                                                                            \
+    F f = a;                                                                     \
+    for (int k = CF; k >= 1; --k) f = a + F(k) * F(0.5) / f;                     \
+    c = C * e / f;                                                               \
+    return F(1) - c;                                                             \
+  }                                                                              \
+  F NAME(F x) {                                                                  \
+    if (isnan(x) || x == F(0)) return x; /* keeps the sign of -0 */              \
+    F c;                                                                         \
+    const F r = NAME##Pair(abs(x), c);                                           \
+    return x < F(0) ? -r : r;                                                    \
+  }                                                                              \
+  F NAME##c(F x) {                                                               \
+    if (isnan(x)) return x;                                                      \
+    F c;                                                                         \
+    const F r = NAME##Pair(abs(x), c);                                           \
+    return x < F(0) ? F(1) + r : c;                                              \
   }
 
 #ifdef F64
@@ -103,8 +142,10 @@ double Tanh64(double x) {
 }
 
 DEFINE_POW(Pow64, double, Log64, Exp64, Inf64())
+DEFINE_ERF(Erf64, double, Exp64, 2.0LF, 40, 50, 0.56418958354775628695LF)
 #endif
 
 float Exp32(float x) { return exp(x); }
 float Log32(float x) { return log(x); }
 DEFINE_POW(Pow32, float, Log32, Exp32, uintBitsToFloat(0x7f800000u))
+DEFINE_ERF(Erf32, float, Exp32, 1.5, 15, 20, 0.56418958354775628695)

@@ -21,12 +21,14 @@ T Apply(T a) {
     case 4: return sqrt(a);
     case 5: return Tanh64(a);
     case 6: return 1.0LF / (1.0LF + Exp64(-a));
+    case 8: return Erf64(a);
 #elif defined(KIND_F)
     case 2: return exp(a);
     case 3: return log(a);
     case 4: return sqrt(a);
     case 5: return Tanh32(a);
     case 6: return 1.0 / (1.0 + exp(-a));
+    case 8: return Erf32(a);
 #endif
   }
   return a;
