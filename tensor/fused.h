@@ -35,8 +35,10 @@ Tensor<B> Softmax(const Tensor<B>& x, bool log, bool causal) {
 
 template <Backend B>
 Tensor<B> SoftmaxBackward(const Tensor<B>& y, const Tensor<B>& gy, bool log, bool causal) {
-  const Tensor<B> gx = log ? gy - y.exp() * gy.sum({-1}, true) : y * (gy - (gy * y).sum({-1}, true));
-  return causal ? gx.masked_fill(CausalMask(y), 0) : gx;
+  const Tensor<B> mask = causal ? CausalMask(y) : Tensor<B>();
+  const Tensor<B> g = causal ? gy.masked_fill(mask, 0) : gy;  // masked outputs are constants
+  const Tensor<B> gx = log ? g - y.exp() * g.sum({-1}, true) : y * (g - (g * y).sum({-1}, true));
+  return causal ? gx.masked_fill(mask, 0) : gx;
 }
 
 template <Backend B>

@@ -17,7 +17,8 @@ namespace kiln {
 // with [.., sq, sk] the last two dims, row i keeps columns j <= i + (sk - sq) and the others are
 // masked (softmax 0, log-softmax -inf); a row with every column masked is NaN.
 // softmax_last_backward(y, gy, log, causal): y the forward's output, gy its gradient:
-// softmax gx = y * (gy - sum(gy * y)); log-softmax gx = gy - exp(y) * sum(gy); masked gx = 0.
+// softmax gx = y * (gy - sum(gy * y)); log-softmax gx = gy - exp(y) * sum(gy), the sums over the
+// kept columns (a masked output is a constant); masked gx = 0.
 template <class B>
 concept FusedSoftmax = requires(const typename B::Primitive& p, bool f) {
   { B::softmax_last(p, f, f) } -> std::same_as<typename B::Primitive>;

@@ -176,6 +176,54 @@ TYPED_TEST(Fused, CrossEntropyRowsWithIgnoredRowsAndSmoothing) {
   }
 }
 
+// Each backward kernel against the composed backward formula, for arbitrary output gradients
+// (also at masked positions) and strided operands.
+TYPED_TEST(Fused, BackwardKernelsEqualTheComposedFormulas) {
+  using B = typename TestFixture::B;
+  using Tn = typename TestFixture::Tn;
+  const auto close = [&](const Tn& got, const Tn& want) { this->ExpectClose(got, this->R(want), 16); };
+  const Tn gy = this->Random({2, 5, 7}, -1, 1, 5);
+  if constexpr (FusedSoftmax<B>) {
+    for (bool log : {false, true}) {
+      for (bool causal : {false, true}) {
+        SCOPED_TRACE(std::string(log ? "log " : "") + (causal ? "causal" : ""));
+        const Tn y = fused::softmax_last(this->Random({2, 5, 7}), log, causal);
+        close(Tn(B::softmax_last_backward(y.primitive(), this->Strided(gy).primitive(), log, causal)),
+              fused::composed::SoftmaxBackward(y, gy, log, causal));
+      }
+    }
+  }
+  const Tn x = this->Random({2, 5, 7}, -2, 3, 6), w = this->Random({7}, 0.5, 1.5, 7);
+  if constexpr (FusedNorm<B>) {
+    for (bool rms : {false, true}) {
+      SCOPED_TRACE(rms ? "rms" : "layer");
+      const auto f = fused::norm_last(x, &w, nullptr, 1e-5, rms);
+      const auto got = B::norm_last_backward(this->Strided(gy).primitive(), x.primitive(), &w.primitive(),
+                                             f.mean.primitive(), f.rstd.primitive(), rms, true);
+      const auto want = fused::composed::NormGrad(gy, x, &w, f.mean, f.rstd, rms, true);
+      close(Tn(got.x_grad), want.x_grad);
+      close(Tn(got.weight_grad), want.weight_grad);
+      close(Tn(got.bias_grad), want.bias_grad);
+    }
+  }
+  if constexpr (FusedGelu<B>) {
+    for (bool tanh : {false, true}) {
+      close(Tn(B::gelu_backward(x.primitive(), this->Strided(gy).primitive(), tanh)),
+            fused::composed::GeluBackward(x, gy, tanh));
+    }
+  }
+  if constexpr (FusedCrossEntropy<B>) {
+    const Tn logits = this->Random({4, 7}, -2, 2, 8), g = this->Random({4}, -1, 1, 9);
+    const Tn ids = Tn::from_vector(std::vector<int64_t>{6, -100, 0, 3}, {4});
+    for (double s : {0.0, 0.1}) {
+      const Tn lse = fused::cross_entropy_rows(logits, ids, -100, s).lse;
+      close(Tn(B::cross_entropy_rows_backward(logits.primitive(), ids.primitive(), lse.primitive(), g.primitive(), -100,
+                                              s)),
+            fused::composed::CrossEntropyRowsBackward(logits, ids, lse, g, -100, s));
+    }
+  }
+}
+
 TYPED_TEST(Fused, BadArgumentsAreNamed) {
   using Tn = typename TestFixture::Tn;
   const Tn x = this->Random({2, 3});
