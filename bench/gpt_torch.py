@@ -60,6 +60,12 @@ class Gpt(nn.Module):
         nn.init.normal_(self.wpe.weight, std=0.02)
         self.h = nn.ModuleList(Block(width, heads) for _ in range(layers))
         self.ln_f = nn.LayerNorm(width)
+        for name, p in self.named_parameters():  # GPT-2's init, as nn::Gpt's
+            if name.endswith(".weight") and p.dim() == 2 and not name.startswith(("wte", "wpe")):
+                residual = name.endswith(("proj.weight", "out.weight"))
+                nn.init.normal_(p, std=0.02 / math.sqrt(2 * layers) if residual else 0.02)
+            elif name.endswith(".bias") and "ln_" not in name:
+                nn.init.zeros_(p)
 
     def forward(self, ids):
         x = self.wte(ids) + self.wpe(torch.arange(ids.shape[1]))

@@ -5,6 +5,8 @@
 #ifndef KILN_NN_ATTENTION_H_
 #define KILN_NN_ATTENTION_H_
 
+#include <optional>
+
 #include "nn/functional.h"
 #include "nn/linear.h"
 #include "nn/module.h"
@@ -15,6 +17,9 @@ struct AttentionModuleOptions {
   double dropout = 0;  // on the attention weights and the output, when training
   bool bias = true;
   DType dtype = DType::kF32;
+  // Linear weights ~ N(0, init_std^2), those that project back into the residual stream with
+  // residual_init_std (GPT-2: 0.02 and 0.02 / sqrt(2 layers)); unset: Kaiming-uniform.
+  std::optional<double> init_std, residual_init_std;
 };
 
 template <Backend B>
@@ -26,9 +31,10 @@ class CausalSelfAttention : public Module<B> {
     if (dim < 1 || heads < 1 || dim % heads != 0) {
       ThrowInvalidArgument("CausalSelfAttention: %d heads do not divide the width %d", heads, dim);
     }
-    const LinearOptions linear{.bias = options.bias, .dtype = options.dtype};
+    const LinearOptions linear{.bias = options.bias, .dtype = options.dtype, .init_std = options.init_std};
+    const LinearOptions residual{.bias = options.bias, .dtype = options.dtype, .init_std = options.residual_init_std};
     qkv_ = this->add_child("qkv", std::make_unique<Linear<B>>(dim, 3 * dim, gen, linear, device));
-    proj_ = this->add_child("proj", std::make_unique<Linear<B>>(dim, dim, gen, linear, device));
+    proj_ = this->add_child("proj", std::make_unique<Linear<B>>(dim, dim, gen, residual, device));
   }
 
   Tensor<B> forward(const Tensor<B>& x) override {

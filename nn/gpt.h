@@ -2,10 +2,13 @@
 // token and learned position embeddings, pre-LN TransformerBlocks, a final LayerNorm, and an
 // output head tied to the token embedding (one parameter used twice: its gradient sums both
 // uses, gradient sync syncs it once, checkpoints store it once). Parameter names follow
-// nanoGPT's: wte.weight, wpe.weight, h.N.*, ln_f.*.
+// nanoGPT's: wte.weight, wpe.weight, h.N.*, ln_f.*. Initialised as GPT-2: N(0, 0.02^2) weights, the
+// projections into the residual stream scaled by 1 / sqrt(2 layers), zero biases.
 #ifndef KILN_NN_GPT_H_
 #define KILN_NN_GPT_H_
 
+#include <algorithm>
+#include <cmath>
 #include <string>
 
 #include "absl/strings/str_cat.h"
@@ -40,7 +43,12 @@ class Gpt : public Module<B> {
       blocks_.push_back(this->add_child(
           absl::StrCat("h.", i),
           std::make_unique<TransformerBlock<B>>(
-              c.width, c.heads, gen, AttentionModuleOptions{.dropout = c.dropout, .dtype = c.dtype}, device)));
+              c.width, c.heads, gen,
+              AttentionModuleOptions{.dropout = c.dropout,
+                                     .dtype = c.dtype,
+                                     .init_std = 0.02,
+                                     .residual_init_std = 0.02 / std::sqrt(2.0 * std::max<int64_t>(c.layers, 1))},
+              device)));
     }
     ln_f_ =
         this->add_child("ln_f", std::make_unique<LayerNorm<B>>(Dims{c.width}, NormOptions{.dtype = c.dtype}, device));

@@ -3,6 +3,8 @@
 #ifndef KILN_NN_LINEAR_H_
 #define KILN_NN_LINEAR_H_
 
+#include <optional>
+
 #include "nn/init.h"
 #include "nn/module.h"
 
@@ -11,6 +13,9 @@ namespace kiln::nn {
 struct LinearOptions {
   bool bias = true;
   DType dtype = DType::kF32;
+  // Weights ~ N(0, init_std^2) (GPT-2's init) instead of Kaiming-uniform; the bias starts at 0
+  // either way.
+  std::optional<double> init_std;
 };
 
 template <Backend B>
@@ -18,7 +23,9 @@ class Linear : public Module<B> {
  public:
   Linear(int64_t in, int64_t out, Generator& gen, LinearOptions options = {}, const typename B::Device& device = {}) {
     if (in < 1 || out < 1) ThrowInvalidArgument("Linear(%d, %d): sizes must be positive", in, out);
-    weight_ = this->add_parameter("weight", KaimingUniform<B>(Shape{out, in}, in, gen, options.dtype, device));
+    weight_ = this->add_parameter(
+        "weight", options.init_std ? Tensor<B>::normal(Shape{out, in}, 0, *options.init_std, gen, options.dtype, device)
+                                   : KaimingUniform<B>(Shape{out, in}, in, gen, options.dtype, device));
     if (options.bias) {
       bias_ = this->add_parameter("bias", Tensor<B>::zeros({out}, options.dtype, device));
     }

@@ -17,12 +17,13 @@ class TransformerBlock : public Module<B> {
                    const typename B::Device& device = {})
       : dropout_(options.dropout), gen_(gen.NextU64()) {
     const NormOptions norm{.dtype = options.dtype};
-    const LinearOptions linear{.bias = options.bias, .dtype = options.dtype};
+    const LinearOptions linear{.bias = options.bias, .dtype = options.dtype, .init_std = options.init_std};
+    const LinearOptions residual{.bias = options.bias, .dtype = options.dtype, .init_std = options.residual_init_std};
     ln_1_ = this->add_child("ln_1", std::make_unique<LayerNorm<B>>(Dims{dim}, norm, device));
     attn_ = this->add_child("attn", std::make_unique<CausalSelfAttention<B>>(dim, heads, gen, options, device));
     ln_2_ = this->add_child("ln_2", std::make_unique<LayerNorm<B>>(Dims{dim}, norm, device));
     fc_ = this->add_child("mlp.fc", std::make_unique<Linear<B>>(dim, 4 * dim, gen, linear, device));
-    proj_ = this->add_child("mlp.proj", std::make_unique<Linear<B>>(4 * dim, dim, gen, linear, device));
+    proj_ = this->add_child("mlp.proj", std::make_unique<Linear<B>>(4 * dim, dim, gen, residual, device));
   }
 
   Tensor<B> forward(const Tensor<B>& x) override {
