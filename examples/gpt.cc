@@ -30,7 +30,7 @@
 #include "nn/gpt.h"
 #include "nn/optim.h"
 
-ABSL_FLAG(int, steps, 1200, "optimizer steps (the default takes about 10 minutes on 2 cores)");
+ABSL_FLAG(int, steps, 4000, "optimizer steps (the default takes about 10 minutes on 2 cores)");
 ABSL_FLAG(int, batch_size, 32, "sequences per step, over every device of every process");
 ABSL_FLAG(int, context, 64, "bytes per sequence (the positional table's size)");
 ABSL_FLAG(int, layers, 4, "transformer blocks");
@@ -226,7 +226,7 @@ int TrainOn(const Config& c, const std::shared_ptr<distributed::DeviceGroup<Auto
   const bool lead = rank == 0;
   nn::Module<Autodiff<B>>& model = (*dp)->replica(0);
   const int64_t tokens_per_step = static_cast<int64_t>(c.batch) * c.model.context;
-  Progress progress(lead && isatty(STDOUT_FILENO), c.steps, 1);
+  Progress progress(lead && isatty(STDOUT_FILENO), c.steps, 1, "tokens");
   double val_loss = NAN, seconds = 0, loss_sum = 0;
   Generator batches(c.seed + 1);  // the same on every rank: each takes its shard of one batch
   const auto start = std::chrono::steady_clock::now();

@@ -5,7 +5,7 @@
 
 namespace kiln {
 
-void Progress::Step(int epoch, int64_t step, double loss, double samples_per_sec) {
+void Progress::Step(int epoch, int64_t step, double loss, double per_sec) {
   const auto now = std::chrono::steady_clock::now();
   const bool last = step == steps_;
   if (terminal_) {
@@ -14,13 +14,13 @@ void Progress::Step(int epoch, int64_t step, double loss, double samples_per_sec
     const int filled = static_cast<int>(kWidth * step / steps_);
     std::string bar(filled, '=');
     if (filled < kWidth) bar += '>' + std::string(kWidth - filled - 1, ' ');
-    std::printf("\r\033[Kepoch %d/%d [%s] %lld/%lld loss %.4f %.0f samples/s", epoch, epochs_, bar.c_str(),
-                static_cast<long long>(step), static_cast<long long>(steps_), loss, samples_per_sec);
+    std::printf("\r\033[Kepoch %d/%d [%s] %lld/%lld loss %.4f %.0f %s/s", epoch, epochs_, bar.c_str(),
+                static_cast<long long>(step), static_cast<long long>(steps_), loss, per_sec, unit_);
   } else {
     const int64_t every = std::max<int64_t>(1, steps_ / 5);
     if (step % every != 0 && !last) return;
-    std::printf("epoch %d/%d step %lld/%lld loss %.4f %.0f samples/s\n", epoch, epochs_, static_cast<long long>(step),
-                static_cast<long long>(steps_), loss, samples_per_sec);
+    std::printf("epoch %d/%d step %lld/%lld loss %.4f %.0f %s/s\n", epoch, epochs_, static_cast<long long>(step),
+                static_cast<long long>(steps_), loss, per_sec, unit_);
   }
   std::fflush(stdout);
   last_draw_ = now;

@@ -9,15 +9,17 @@ namespace kiln {
 
 class Progress {
  public:
-  Progress(bool terminal, int64_t steps_per_epoch, int epochs)
-      : terminal_(terminal), steps_(steps_per_epoch), epochs_(epochs) {}
-  void Step(int epoch, int64_t step, double loss, double samples_per_sec);
+  // `unit`: what the rate counts ("samples", "tokens").
+  Progress(bool terminal, int64_t steps_per_epoch, int epochs, const char* unit = "samples")
+      : terminal_(terminal), steps_(steps_per_epoch), epochs_(epochs), unit_(unit) {}
+  void Step(int epoch, int64_t step, double loss, double per_sec);
   void EndEpoch(int epoch, double train_loss, double test_accuracy);
 
  private:
   bool terminal_;
   int64_t steps_;
   int epochs_;
+  const char* unit_;
   std::chrono::steady_clock::time_point last_draw_{};
 };
 

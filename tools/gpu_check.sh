@@ -119,6 +119,12 @@ run_train() {
       >"$logs/train_$1_${2/:/}.log" 2>&1
     echo "$1 on $2, 1 epoch: $(tail -n 1 "$logs/train_$1_${2/:/}.log")"
   done | tee "$logs/train.txt"
+  # examples/gpt, the same steps on the GPU and on the machine's cores.
+  for run in cuda:0 cpu:0; do
+    timeout 200 "$bin/examples/gpt" --devices="$run" --steps="${GPT_STEPS:-600}" --data_dir="$data/fortunes" \
+      >"$logs/gpt_${run/:/}.log" 2>&1
+    echo "gpt on $run, ${GPT_STEPS:-600} steps: $(tail -n 1 "$logs/gpt_${run/:/}.log")"
+  done | tee -a "$logs/train.txt"
 }
 
 run_sanitize() {

@@ -14,10 +14,10 @@ pack=${1:-.gpu}
 targets=(
   //tests/backends/cuda/... //tests/tensor/... //tests/autodiff:gradcheck_test
   //tests/distributed/... //tests/examples:train_multiprocess_cuda_test
-  //bench:cuda_bench //examples:train //tools:launch
+  //bench:cuda_bench //examples:train //examples:gpt //tools:launch
 )
 ./bazelw build --config=cuda "${targets[@]}"
-programs=(bench/cuda_bench examples/train tools/launch tests/distributed/gloo/process_group_worker)
+programs=(bench/cuda_bench examples/train examples/gpt tools/launch tests/distributed/gloo/process_group_worker)
 for t in $(tools/gpu_check.sh --list-tests); do programs+=("$t"); done
 
 rm -rf "$pack"
@@ -47,4 +47,7 @@ for p in "${programs[@]}"; do ldd "bazel-bin/$p"; done | awk '$2 == "=>" && $3 ~
   done
 tar -cJf "$dest/kiln-gpu.tar.xz" -C "$pack" bin lib
 cp /usr/share/datasets/fashion-mnist/*.gz "$dest/data/"
+# examples/gpt's corpus: the plain files of fortunes (2.5 MB), as LoadTextCorpus reads them.
+mkdir -p "$dest/data/fortunes"
+find /usr/share/games/fortunes -maxdepth 1 -type f ! -name '*.dat' ! -name '*.u8' -exec cp {} "$dest/data/fortunes/" \;
 du -sh "$dest"
