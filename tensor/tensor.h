@@ -367,6 +367,7 @@ Tensor<B> operator-(const Tensor<B>& a) {
 }  // namespace kiln
 
 #include "tensor/tensor_impl.h"  // IWYU pragma: export
-#include "tensor/fused.h"        // IWYU pragma: export
+// After the definitions above, which it uses.
+#include "tensor/fused.h"  // IWYU pragma: export
 
 #endif  // KILN_TENSOR_TENSOR_H_
