@@ -19,6 +19,7 @@ PAIRS = [
     (r"BM_AddKiln/(\d+)$", r"BM_Memcpy/\1"),
     (r"BM_SumKiln/(\d+)$", r"BM_Memcpy/\1"),
     (r"BM_StepKiln/(\w+)$", r"BM_StepTorch/\1"),
+    (r"BM_StepKiln/(\w+)$", r"BM_StepEigen/\1/best"),
     (r"BM_AutodiffChainKiln$", r"BM_AutodiffChainTorch"),
     (r"BM_AllReduceKiln/(\d+)$", r"BM_Memcpy/\1"),
     (r"BM_DataParallelMlp/2/(\d+)$", r"BM_DataParallelMlp/1/\1"),
@@ -43,6 +44,11 @@ def rates(path):
         if name not in out:
             seconds = b["real_time"] * {"ns": 1e-9, "us": 1e-6, "ms": 1e-3, "s": 1}[b["time_unit"]]
             out[name] = (1 / seconds, "it/s")
+    # The no-framework peer at its best thread count: BM_StepEigen/<step>/best.
+    for name in list(out):
+        m = re.match(r"(BM_StepEigen/\w+)/\d+$", name)
+        if m and (m.group(1) + "/best" not in out or out[name][0] > out[m.group(1) + "/best"][0]):
+            out[m.group(1) + "/best"] = out[name]
     return out
 
 

@@ -1,11 +1,15 @@
 // One training step (forward, loss, backward, SGD with momentum) of the Fashion-MNIST MLP
 // (784-256-256-10) and of a tiny, overhead-bound MLP (10-100-100-1), batch 64, on 2 threads;
 // and the autodiff overhead per op of a chain of small ops. Built with --config=libtorch, the
-// same binary also runs LibTorch on the same steps, so bench/compare.py can pair them.
+// same binary also runs LibTorch on the same steps. The same steps written directly in Eigen
+// (bench/eigen_mlp_step.h), at 1 and 2 threads, are the no-framework limit bench/compare.py
+// pairs kiln with (the faster of the two).
 #include <benchmark/benchmark.h>
 
+#define EIGEN_USE_THREADS  // before any Eigen header (bench/eigen_mlp_step.h)
 #include "autodiff/autodiff.h"
 #include "backends/cpu/cpu_backend.h"
+#include "bench/eigen_mlp_step.h"
 #include "nn/activation.h"
 #include "nn/linear.h"
 #include "nn/loss.h"
@@ -51,6 +55,18 @@ void BM_StepKiln(benchmark::State& state, std::initializer_list<int64_t> sizes, 
 }
 BENCHMARK_CAPTURE(BM_StepKiln, mlp_784_256_256_10, {784, 256, 256, 10}, true)->UseRealTime();
 BENCHMARK_CAPTURE(BM_StepKiln, tiny_10_100_100_1, {10, 100, 100, 1}, false)->UseRealTime();
+
+void BM_StepEigen(benchmark::State& state, std::initializer_list<int64_t> sizes, bool classify) {
+  bench::EigenMlpStep step(std::vector<int64_t>(sizes), kBatch, classify, static_cast<int>(state.range(0)));
+  const float first = step.Step();
+  float last = first;
+  for (auto _ : state) last = step.Step();
+  // The loss falls: the hand-written step trains.
+  state.counters["loss_first"] = first;
+  state.counters["loss_last"] = last;
+}
+BENCHMARK_CAPTURE(BM_StepEigen, mlp_784_256_256_10, {784, 256, 256, 10}, true)->Arg(1)->Arg(2)->UseRealTime();
+BENCHMARK_CAPTURE(BM_StepEigen, tiny_10_100_100_1, {10, 100, 100, 1}, false)->Arg(1)->Arg(2)->UseRealTime();
 
 // A chain of 100 element-wise ops on 16 floats, forward and backward: what each recorded op
 // costs beyond its arithmetic.
