@@ -103,14 +103,11 @@ class Sgd : public Optimizer<B> {
 
  protected:
   Tensor<B> Update(const std::string& path, const Tensor<B>& p, const Tensor<B>& grad) override {
-    Tensor<B> g = o_.weight_decay != 0 ? grad + o_.weight_decay * p : grad;
-    if (o_.momentum != 0) {
-      Tensor<B>* v = this->Slot("momentum", path);
-      const Tensor<B> velocity = v ? o_.momentum * *v + g : g;
-      this->SetSlot("momentum", path, velocity);
-      g = o_.nesterov ? g + o_.momentum * velocity : velocity;
-    }
-    return p - this->lr_ * g;
+    // One pass over the parameter where the backend has the kernel (tensor/fused.h).
+    auto s =
+        fused::sgd_update(p, grad, this->Slot("momentum", path), this->lr_, o_.momentum, o_.weight_decay, o_.nesterov);
+    if (o_.momentum != 0) this->SetSlot("momentum", path, std::move(s.velocity));
+    return s.param;
   }
 
  private:
@@ -152,17 +149,15 @@ class AdamW : public Optimizer<B> {
 
  protected:
   Tensor<B> Update(const std::string& path, const Tensor<B>& p, const Tensor<B>& g) override {
-    const Tensor<B>* m0 = this->Slot("exp_avg", path);
-    const Tensor<B>* v0 = this->Slot("exp_avg_sq", path);
-    const Tensor<B> m = m0 ? o_.beta1 * *m0 + (1 - o_.beta1) * g : (1 - o_.beta1) * g;
-    const Tensor<B> v = v0 ? o_.beta2 * *v0 + (1 - o_.beta2) * g * g : (1 - o_.beta2) * g * g;
-    this->SetSlot("exp_avg", path, m);
-    this->SetSlot("exp_avg_sq", path, v);
     const double t = static_cast<double>(this->steps_);
     const double c1 = 1 - std::pow(o_.beta1, t), c2 = 1 - std::pow(o_.beta2, t);
     const double decay = o_.decays && !o_.decays(path) ? 0 : o_.weight_decay;
-    const Tensor<B> decayed = decay == 0 ? p : p * (1 - this->lr_ * decay);
-    return decayed - (this->lr_ / c1) * m / ((v / c2).sqrt() + o_.eps);
+    // One pass over the parameter where the backend has the kernel (tensor/fused.h).
+    auto s = fused::adamw_update(p, g, this->Slot("exp_avg", path), this->Slot("exp_avg_sq", path), this->lr_, o_.beta1,
+                                 o_.beta2, o_.eps, decay, c1, c2);
+    this->SetSlot("exp_avg", path, std::move(s.exp_avg));
+    this->SetSlot("exp_avg_sq", path, std::move(s.exp_avg_sq));
+    return s.param;
   }
 
  private:

@@ -114,6 +114,25 @@ Tensor<B> CrossEntropyRowsBackward(const Tensor<B>& logits, const Tensor<B>& tar
   return Tensor<B>::where(keep, gx, gx.scalar_like(0));
 }
 
+template <Backend B>
+SgdStep<Tensor<B>> SgdUpdate(const Tensor<B>& p, const Tensor<B>& g, const std::type_identity_t<Tensor<B>>* velocity,
+                             double lr, double momentum, double weight_decay, bool nesterov) {
+  const Tensor<B> d = weight_decay != 0 ? g + weight_decay * p : g;
+  if (momentum == 0) return {p - lr * d, {}};
+  const Tensor<B> v = velocity != nullptr ? momentum * *velocity + d : d;
+  return {p - lr * (nesterov ? d + momentum * v : v), v};
+}
+
+template <Backend B>
+AdamWStep<Tensor<B>> AdamWUpdate(const Tensor<B>& p, const Tensor<B>& g, const std::type_identity_t<Tensor<B>>* exp_avg,
+                                 const std::type_identity_t<Tensor<B>>* exp_avg_sq, double lr, double beta1,
+                                 double beta2, double eps, double weight_decay, double c1, double c2) {
+  const Tensor<B> m = exp_avg ? beta1 * *exp_avg + (1 - beta1) * g : (1 - beta1) * g;
+  const Tensor<B> v = exp_avg_sq ? beta2 * *exp_avg_sq + (1 - beta2) * g * g : (1 - beta2) * g * g;
+  const Tensor<B> decayed = weight_decay == 0 ? p : p * (1 - lr * weight_decay);
+  return {decayed - (lr / c1) * m / ((v / c2).sqrt() + eps), m, v};
+}
+
 }  // namespace composed
 
 // softmax (log: log-softmax) over the last dim; causal: over [.., sq, sk] scores, row i sees
@@ -186,6 +205,53 @@ CrossEntropyForward<Tensor<B>> cross_entropy_rows(const Tensor<B>& logits, const
     return {Tensor<B>(f.loss), Tensor<B>(f.lse)};
   } else {
     return composed::CrossEntropyRows(logits, ids, ignore_index, smoothing);
+  }
+}
+
+namespace internal {
+// The optimizer operands all have the parameter's shape, dtype and device.
+template <Backend B>
+void CheckLikeParameter(const char* what, const Tensor<B>& p, std::initializer_list<const Tensor<B>*> others) {
+  if (!IsFloating(p.dtype())) ThrowInvalidArgument("%s: parameter %s is not floating", what, p.Describe());
+  for (const Tensor<B>* t : others) {
+    if (t != nullptr && (t->shape() != p.shape() || t->dtype() != p.dtype() || t->device() != p.device())) {
+      ThrowInvalidArgument("%s: %s does not match the parameter %s", what, t->Describe(), p.Describe());
+    }
+  }
+}
+}  // namespace internal
+
+// One SGD step of a parameter (fused_ops.h).
+template <Backend B>
+SgdStep<Tensor<B>> sgd_update(const Tensor<B>& p, const Tensor<B>& g, const std::type_identity_t<Tensor<B>>* velocity,
+                              double lr, double momentum, double weight_decay, bool nesterov) {
+  internal::CheckLikeParameter<B>("sgd_update", p, {&g, velocity});
+  if constexpr (FusedSgd<B>) {
+    auto s = B::sgd_update(p.primitive(), g.primitive(), velocity ? &velocity->primitive() : nullptr, lr, momentum,
+                           weight_decay, nesterov);
+    return {Tensor<B>(std::move(s.param)), Tensor<B>(std::move(s.velocity))};
+  } else {
+    return composed::SgdUpdate(p, g, velocity, lr, momentum, weight_decay, nesterov);
+  }
+}
+
+// One AdamW step of a parameter (fused_ops.h).
+template <Backend B>
+AdamWStep<Tensor<B>> adamw_update(const Tensor<B>& p, const Tensor<B>& g,
+                                  const std::type_identity_t<Tensor<B>>* exp_avg,
+                                  const std::type_identity_t<Tensor<B>>* exp_avg_sq, double lr, double beta1,
+                                  double beta2, double eps, double weight_decay, double c1, double c2) {
+  internal::CheckLikeParameter<B>("adamw_update", p, {&g, exp_avg, exp_avg_sq});
+  if ((exp_avg == nullptr) != (exp_avg_sq == nullptr)) {
+    ThrowInvalidArgument("adamw_update: needs both moments or neither, for parameter %s", p.Describe());
+  }
+  if constexpr (FusedAdamW<B>) {
+    auto s =
+        B::adamw_update(p.primitive(), g.primitive(), exp_avg ? &exp_avg->primitive() : nullptr,
+                        exp_avg_sq ? &exp_avg_sq->primitive() : nullptr, lr, beta1, beta2, eps, weight_decay, c1, c2);
+    return {Tensor<B>(std::move(s.param)), Tensor<B>(std::move(s.exp_avg)), Tensor<B>(std::move(s.exp_avg_sq))};
+  } else {
+    return composed::AdamWUpdate(p, g, exp_avg, exp_avg_sq, lr, beta1, beta2, eps, weight_decay, c1, c2);
   }
 }
 

@@ -74,6 +74,33 @@ concept FusedCrossEntropy = requires(const typename B::Primitive& p, int64_t ign
   { B::cross_entropy_rows_backward(p, p, p, p, ignore, s) } -> std::same_as<typename B::Primitive>;
 };
 
+// Optimizer updates in one pass per parameter (PyTorch's rules); all operands of p's shape.
+// sgd_update(p, g, velocity (null on the first step), lr, momentum, weight_decay, nesterov):
+//   d = g + weight_decay p; v = momentum v + d (v = d on the first step);
+//   p' = p - lr (nesterov ? d + momentum v : v); with momentum 0, p' = p - lr d and velocity is
+//   default-constructed.
+template <class P>
+struct SgdStep {
+  P param, velocity;
+};
+template <class B>
+concept FusedSgd = requires(const typename B::Primitive& p, const typename B::Primitive* maybe, double s, bool f) {
+  { B::sgd_update(p, p, maybe, s, s, s, f) } -> std::same_as<SgdStep<typename B::Primitive>>;
+};
+
+// adamw_update(p, g, exp_avg, exp_avg_sq (both null on the first step: zeros), lr, beta1, beta2,
+// eps, weight_decay, c1, c2) with c1 = 1 - beta1^t, c2 = 1 - beta2^t at step t:
+//   m = beta1 m + (1 - beta1) g; v = beta2 v + (1 - beta2) g^2;
+//   p' = p (1 - lr weight_decay) - (lr / c1) m / (sqrt(v / c2) + eps).
+template <class P>
+struct AdamWStep {
+  P param, exp_avg, exp_avg_sq;
+};
+template <class B>
+concept FusedAdamW = requires(const typename B::Primitive& p, const typename B::Primitive* maybe, double s) {
+  { B::adamw_update(p, p, maybe, maybe, s, s, s, s, s, s, s) } -> std::same_as<AdamWStep<typename B::Primitive>>;
+};
+
 }  // namespace kiln
 
 #endif  // KILN_TENSOR_FUSED_OPS_H_

@@ -70,12 +70,20 @@ struct Cpu {
   static Primitive cross_entropy_rows_backward(const Primitive& logits, const Primitive& targets, const Primitive& lse,
                                                const Primitive& g, int64_t ignore_index, double smoothing);
 
+  // Optimizer updates (tensor/fused_ops.h; backends/cpu/optimizer_kernels.cc).
+  static SgdStep<Primitive> sgd_update(const Primitive& p, const Primitive& g, const Primitive* velocity, double lr,
+                                       double momentum, double weight_decay, bool nesterov);
+  static AdamWStep<Primitive> adamw_update(const Primitive& p, const Primitive& g, const Primitive* exp_avg,
+                                           const Primitive* exp_avg_sq, double lr, double beta1, double beta2,
+                                           double eps, double weight_decay, double c1, double c2);
+
   // A row-major copy when `p` is a non-contiguous view; `p` itself otherwise.
   static Primitive contiguous(const Primitive& p);
 };
 
 static_assert(Backend<Cpu>);
 static_assert(FusedSoftmax<Cpu> && FusedNorm<Cpu> && FusedGelu<Cpu> && FusedCrossEntropy<Cpu>);
+static_assert(FusedSgd<Cpu> && FusedAdamW<Cpu>);
 
 using CpuTensor = Tensor<Cpu>;
 

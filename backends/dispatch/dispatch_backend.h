@@ -253,10 +253,47 @@ struct Dispatch {
       }
     });
   }
+  static SgdStep<Primitive> sgd_update(const Primitive& p, const Primitive& g, const Primitive* velocity, double lr,
+                                       double momentum, double weight_decay, bool nesterov) {
+    return Visit(p, [&](auto b, const auto& x) -> SgdStep<Primitive> {
+      using Bx = typename decltype(b)::type;
+      using Px = std::decay_t<decltype(x)>;
+      const Px* v = velocity ? &Same(x, *velocity) : nullptr;
+      if constexpr (FusedSgd<Bx>) {
+        auto s = Bx::sgd_update(x, Same(x, g), v, lr, momentum, weight_decay, nesterov);
+        return {Wrap(s.param), Wrap(s.velocity)};
+      } else {
+        const Tensor<Bx> tv = v ? Tensor<Bx>(*v) : Tensor<Bx>();
+        auto s = fused::composed::SgdUpdate(Tensor<Bx>(x), Tensor<Bx>(Same(x, g)), v ? &tv : nullptr, lr, momentum,
+                                            weight_decay, nesterov);
+        return {Wrap(s.param.primitive()), Wrap(s.velocity.primitive())};
+      }
+    });
+  }
+  static AdamWStep<Primitive> adamw_update(const Primitive& p, const Primitive& g, const Primitive* exp_avg,
+                                           const Primitive* exp_avg_sq, double lr, double beta1, double beta2,
+                                           double eps, double weight_decay, double c1, double c2) {
+    return Visit(p, [&](auto b, const auto& x) -> AdamWStep<Primitive> {
+      using Bx = typename decltype(b)::type;
+      using Px = std::decay_t<decltype(x)>;
+      const Px* m = exp_avg ? &Same(x, *exp_avg) : nullptr;
+      const Px* v = exp_avg_sq ? &Same(x, *exp_avg_sq) : nullptr;
+      if constexpr (FusedAdamW<Bx>) {
+        auto s = Bx::adamw_update(x, Same(x, g), m, v, lr, beta1, beta2, eps, weight_decay, c1, c2);
+        return {Wrap(s.param), Wrap(s.exp_avg), Wrap(s.exp_avg_sq)};
+      } else {
+        const Tensor<Bx> tm = m ? Tensor<Bx>(*m) : Tensor<Bx>(), tv = v ? Tensor<Bx>(*v) : Tensor<Bx>();
+        auto s = fused::composed::AdamWUpdate(Tensor<Bx>(x), Tensor<Bx>(Same(x, g)), m ? &tm : nullptr,
+                                              v ? &tv : nullptr, lr, beta1, beta2, eps, weight_decay, c1, c2);
+        return {Wrap(s.param.primitive()), Wrap(s.exp_avg.primitive()), Wrap(s.exp_avg_sq.primitive())};
+      }
+    });
+  }
 };
 
 static_assert(Backend<Dispatch>);
 static_assert(FusedSoftmax<Dispatch> && FusedNorm<Dispatch> && FusedGelu<Dispatch> && FusedCrossEntropy<Dispatch>);
+static_assert(FusedSgd<Dispatch> && FusedAdamW<Dispatch>);
 
 }  // namespace kiln
 

@@ -5,6 +5,8 @@
 #include <limits>
 #include <optional>
 
+#include "absl/strings/str_cat.h"
+
 #include "tensor/fused.h"
 #include "tests/tensor/conformance.h"
 
@@ -221,6 +223,42 @@ TYPED_TEST(Fused, BackwardKernelsEqualTheComposedFormulas) {
                                               s)),
             fused::composed::CrossEntropyRowsBackward(logits, ids, lse, g, -100, s));
     }
+  }
+}
+
+// The optimizer updates against their composition (nn/optim's rules, which tests/nn checks
+// against hand-computed values), first and later steps, with and without decay.
+TYPED_TEST(Fused, OptimizerUpdatesEqualTheirComposition) {
+  using Tn = typename TestFixture::Tn;
+  const Tn p = this->Random({3, 50}, -1, 1, 11), g = this->Random({3, 50}, -1, 1, 12);
+  const Tn m = this->Random({3, 50}, -1, 1, 13), v = this->Random({3, 50}, 0, 1, 14);
+  const auto same = [&](const Tn& got, const Tn& want) { this->ExpectClose(got, this->R(want), 4); };
+  for (const bool first : {true, false}) {
+    for (const double wd : {0.0, 0.1}) {
+      for (const auto& [momentum, nesterov] : {std::pair{0.0, false}, {0.9, false}, {0.9, true}}) {
+        SCOPED_TRACE(absl::StrCat("sgd first ", first, " wd ", wd, " momentum ", momentum, " nesterov ", nesterov));
+        const auto got = fused::sgd_update(p, this->Strided(g), first ? nullptr : &m, 0.05, momentum, wd, nesterov);
+        const auto want = fused::composed::SgdUpdate(p, g, first ? nullptr : &m, 0.05, momentum, wd, nesterov);
+        same(got.param, want.param);
+        if (momentum != 0) same(got.velocity, want.velocity);
+      }
+      SCOPED_TRACE(absl::StrCat("adamw first ", first, " wd ", wd));
+      const double c1 = 1 - std::pow(0.9, 3), c2 = 1 - std::pow(0.999, 3);
+      const auto got =
+          fused::adamw_update(p, g, first ? nullptr : &m, first ? nullptr : &v, 1e-2, 0.9, 0.999, 1e-8, wd, c1, c2);
+      const auto want = fused::composed::AdamWUpdate(p, g, first ? nullptr : &m, first ? nullptr : &v, 1e-2, 0.9, 0.999,
+                                                     1e-8, wd, c1, c2);
+      same(got.param, want.param);
+      same(got.exp_avg, want.exp_avg);
+      same(got.exp_avg_sq, want.exp_avg_sq);
+    }
+  }
+  try {
+    (void)fused::adamw_update(p, g, &m, nullptr, 1e-2, 0.9, 0.999, 1e-8, 0, 1, 1);
+    ADD_FAILURE() << "no error for one moment";
+  } catch (const Error& e) {
+    EXPECT_EQ(e.status().message(),
+              absl::StrCat("adamw_update: needs both moments or neither, for parameter ", p.Describe()));
   }
 }
 

@@ -1,0 +1,111 @@
+// The optimizer updates of tensor/fused_ops.h on the CPU: each parameter read and written once
+// (with its gradient and state), instead of 4 (SGD) to 12 (AdamW) element-wise kernels each
+// allocating a tensor. Element-wise, so no result depends on the thread count.
+#include <cmath>
+
+#include "Eigen/Core"
+#include "backends/cpu/cpu_backend.h"
+
+namespace kiln {
+
+using cpu::StridedTensor;
+
+namespace {
+
+template <class T>
+using Vec = Eigen::Map<Eigen::Array<T, Eigen::Dynamic, 1>>;
+template <class T>
+using ConstVec = Eigen::Map<const Eigen::Array<T, Eigen::Dynamic, 1>>;
+
+// f(T{}) for the float dtype (f32 or f64).
+template <class F>
+void ForFloat(DType dtype, F&& f) {
+  if (dtype == DType::kF64) {
+    f(double{});
+  } else {
+    f(float{});
+  }
+}
+
+// body(begin, n) over chunks of the parameter's elements, split across the device's threads.
+template <class F>
+void Chunks(const CpuDevice& device, int64_t n, F body) {
+  cpu::ParallelFor(device, n, 1 << 14, [&](int64_t begin, int64_t end) { body(begin, end - begin); });
+}
+
+}  // namespace
+
+SgdStep<Cpu::Primitive> Cpu::sgd_update(const Primitive& p, const Primitive& g, const Primitive* velocity, double lr,
+                                        double momentum, double weight_decay, bool nesterov) {
+  const StridedTensor pc = contiguous(p), gc = contiguous(g);
+  const StridedTensor vc = velocity ? contiguous(*velocity) : StridedTensor{};
+  SgdStep<Primitive> out{StridedTensor::Empty(p.shape, p.dtype, p.device), {}};
+  if (momentum != 0) out.velocity = StridedTensor::Empty(p.shape, p.dtype, p.device);
+  ForFloat(p.dtype, [&](auto t) {
+    using T = decltype(t);
+    const T m = T(momentum), wd = T(weight_decay), rate = T(lr);
+    Chunks(p.device, p.shape.numel(), [&](int64_t at, int64_t n) {
+      const ConstVec<T> pv(pc.data<T>() + at, n), gv(gc.data<T>() + at, n);
+      Vec<T> param(out.param.mutable_data<T>() + at, n);
+      const auto update = [&](const auto& d) {  // d: the gradient with its weight decay
+        if (momentum == 0) {
+          param = pv - rate * d;
+          return;
+        }
+        Vec<T> v(out.velocity.template mutable_data<T>() + at, n);
+        if (velocity) {
+          v = m * ConstVec<T>(vc.template data<T>() + at, n) + d;
+        } else {
+          v = d;
+        }
+        if (nesterov) {
+          param = pv - rate * (d + m * v);
+        } else {
+          param = pv - rate * v;
+        }
+      };
+      if (weight_decay != 0) {
+        update(gv + wd * pv);
+      } else {
+        update(gv);
+      }
+    });
+  });
+  return out;
+}
+
+AdamWStep<Cpu::Primitive> Cpu::adamw_update(const Primitive& p, const Primitive& g, const Primitive* exp_avg,
+                                            const Primitive* exp_avg_sq, double lr, double beta1, double beta2,
+                                            double eps, double weight_decay, double c1, double c2) {
+  const StridedTensor pc = contiguous(p), gc = contiguous(g);
+  const StridedTensor mc = exp_avg ? contiguous(*exp_avg) : StridedTensor{};
+  const StridedTensor vc = exp_avg_sq ? contiguous(*exp_avg_sq) : StridedTensor{};
+  AdamWStep<Primitive> out{StridedTensor::Empty(p.shape, p.dtype, p.device),
+                           StridedTensor::Empty(p.shape, p.dtype, p.device),
+                           StridedTensor::Empty(p.shape, p.dtype, p.device)};
+  ForFloat(p.dtype, [&](auto t) {
+    using T = decltype(t);
+    const T b1 = T(beta1), b2 = T(beta2), keep = T(1 - lr * weight_decay), step = T(lr / c1), e = T(eps);
+    const T one_b1 = T(1 - beta1), one_b2 = T(1 - beta2), c2t = T(c2);
+    Chunks(p.device, p.shape.numel(), [&](int64_t at, int64_t n) {
+      const ConstVec<T> pv(pc.data<T>() + at, n), gv(gc.data<T>() + at, n);
+      Vec<T> m(out.exp_avg.mutable_data<T>() + at, n), v(out.exp_avg_sq.mutable_data<T>() + at, n);
+      if (exp_avg) {
+        m = b1 * ConstVec<T>(mc.data<T>() + at, n) + one_b1 * gv;
+        v = b2 * ConstVec<T>(vc.data<T>() + at, n) + one_b2 * gv * gv;
+      } else {
+        m = one_b1 * gv;
+        v = one_b2 * gv * gv;
+      }
+      Vec<T> param(out.param.mutable_data<T>() + at, n);
+      if (weight_decay != 0) {
+        param = pv * keep - step * m / ((v / c2t).sqrt() + e);
+      } else {
+        param = pv - step * m / ((v / c2t).sqrt() + e);
+      }
+    });
+  });
+  return out;
+}
+
+}  // namespace kiln
