@@ -1,24 +1,19 @@
-// Batched matmul through Eigen's GEMM. Transposed views are read in place (a column-major
-// map), broadcast batch dims cost nothing, and work is split over batches and row blocks so
-// each of the device's threads runs one single-threaded GEMM.
+// Batched matmul through Eigen's GEMM (gemm.h: the AVX2 or AVX-512 build of it). Transposed views are read in place (a
+// column-major map), broadcast batch dims cost nothing, and work is split over batches and row blocks so each of the
+// device's threads runs one single-threaded GEMM.
 #include <optional>
 
-#include "Eigen/Core"
 #include "backends/cpu/cpu_backend.h"
+#include "backends/cpu/gemm.h"
 #include "backends/cpu/strided.h"
 #include "tensor/shape_rules.h"
 
 namespace kiln {
 
+using cpu::MatrixLayout;
 using cpu::StridedTensor;
 
 namespace {
-
-// How the last two dims of an operand lie in memory.
-struct MatrixLayout {
-  bool row_major;
-  int64_t ld;  // elements between rows (row-major) or columns (column-major)
-};
 
 std::optional<MatrixLayout> LayoutOf(int64_t rows, int64_t cols, int64_t rs, int64_t cs) {
   if ((cs == 1 || cols == 1) && (rows == 1 || rs >= cols)) {
@@ -49,31 +44,6 @@ Operand Prepare(const StridedTensor& p, const Shape& batch) {
   // Batch strides as a broadcast of the operand's leading dims to `batch`.
   op.batch_strides = cpu::BroadcastStrides(op.t, batch, r - 2);
   return op;
-}
-
-template <class T, int Order>
-using MatrixMap = Eigen::Map<const Eigen::Matrix<T, Eigen::Dynamic, Eigen::Dynamic, Order>, 0, Eigen::OuterStride<>>;
-template <class T>
-using OutMap = Eigen::Map<Eigen::Matrix<T, Eigen::Dynamic, Eigen::Dynamic, Eigen::RowMajor>>;
-
-// Rows [r0, r0 + rows) of C = A * B for one batch.
-template <class T>
-void GemmBlock(const T* a, MatrixLayout la, const T* b, MatrixLayout lb, T* c, int64_t r0, int64_t rows, int64_t k,
-               int64_t n) {
-  OutMap<T> out(c + r0 * n, rows, n);
-  const T* a0 = a + r0 * (la.row_major ? la.ld : 1);
-  auto with_b = [&](const auto& am) {
-    if (lb.row_major) {
-      out.noalias() = am * MatrixMap<T, Eigen::RowMajor>(b, k, n, Eigen::OuterStride<>(lb.ld));
-    } else {
-      out.noalias() = am * MatrixMap<T, Eigen::ColMajor>(b, k, n, Eigen::OuterStride<>(lb.ld));
-    }
-  };
-  if (la.row_major) {
-    with_b(MatrixMap<T, Eigen::RowMajor>(a0, rows, k, Eigen::OuterStride<>(la.ld)));
-  } else {
-    with_b(MatrixMap<T, Eigen::ColMajor>(a0, rows, k, Eigen::OuterStride<>(la.ld)));
-  }
 }
 
 // Below this many multiply-adds a single thread is faster than waking others.
@@ -126,7 +96,7 @@ Cpu::Primitive Cpu::matmul(const Primitive& a, const Primitive& b) {
           const int64_t r0 = (w % row_blocks) * rows_per_block;
           const int64_t rows = std::min(rows_per_block, m - r0);
           if (rows <= 0) continue;
-          GemmBlock<T>(da + offset_a[bi], pa.layout, db + offset_b[bi], pb.layout, c + bi * m * n, r0, rows, k, n);
+          cpu::GemmBlock(da + offset_a[bi], pa.layout, db + offset_b[bi], pb.layout, c + bi * m * n, r0, rows, k, n);
         }
       };
       if (parallel)

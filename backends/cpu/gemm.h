@@ -1,0 +1,29 @@
+// One thread's GEMM block for the CPU backend's matmul, with the widest kernel the machine
+// runs: Eigen's GEMM built for AVX2+FMA (the build's baseline) and again for AVX-512 (the
+// x86-64-v4 set: F, DQ, VL, BW), chosen once at start-up from CPUID, so one binary uses either.
+// KILN_CPU_GEMM=avx2 (or avx512) forces a kernel; asking for one the CPU lacks is an error.
+#ifndef KILN_BACKENDS_CPU_GEMM_H_
+#define KILN_BACKENDS_CPU_GEMM_H_
+
+#include <cstdint>
+
+namespace kiln::cpu {
+
+// How the last two dims of an operand lie in memory.
+struct MatrixLayout {
+  bool row_major;
+  int64_t ld;  // elements between rows (row-major) or columns (column-major)
+};
+
+// Rows [r0, r0 + rows) of C = A B for one batch; A is m x k, B is k x n, C row-major m x n.
+void GemmBlock(const float* a, MatrixLayout la, const float* b, MatrixLayout lb, float* c, int64_t r0, int64_t rows,
+               int64_t k, int64_t n);
+void GemmBlock(const double* a, MatrixLayout la, const double* b, MatrixLayout lb, double* c, int64_t r0, int64_t rows,
+               int64_t k, int64_t n);
+
+// The kernel in use: "avx512" or "avx2".
+const char* GemmKernel();
+
+}  // namespace kiln::cpu
+
+#endif  // KILN_BACKENDS_CPU_GEMM_H_
