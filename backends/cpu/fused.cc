@@ -10,11 +10,13 @@
 
 #include "Eigen/Core"
 #include "backends/cpu/cpu_backend.h"
+#include "backends/cpu/kernels.h"
 #include "tensor/error.h"
 #include "unsupported/Eigen/SpecialFunctions"
 
 namespace kiln {
 
+using cpu::ForFloat;
 using cpu::StridedTensor;
 
 namespace {
@@ -23,12 +25,6 @@ template <class T>
 using RowOf = Eigen::Map<Eigen::Array<T, Eigen::Dynamic, 1>>;
 template <class T>
 using ConstRowOf = Eigen::Map<const Eigen::Array<T, Eigen::Dynamic, 1>>;
-
-// f(T{}) with T the float type of `dtype` (f32 or f64; Tensor<B> passes nothing else).
-template <class F>
-decltype(auto) ForFloat(DType dtype, F&& f) {
-  return dtype == DType::kF64 ? f(double{}) : f(float{});
-}
 
 // The shape without its last dim, and the rows and columns it splits into.
 struct Rows {

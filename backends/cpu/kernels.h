@@ -12,6 +12,17 @@ StridedTensor CopyAs(const StridedTensor& src, DType dtype);
 // Throws kiln::Error when `device` does not exist.
 void RequireDevice(const CpuDevice& device);
 
+// f(T{}) with T the float type of `dtype` (f32 or f64; Tensor<B> passes no other to float-only
+// kernels).
+template <class F>
+void ForFloat(DType dtype, F&& f) {
+  if (dtype == DType::kF64) {
+    f(double{});
+  } else {
+    f(float{});
+  }
+}
+
 }  // namespace kiln::cpu
 
 #endif  // KILN_BACKENDS_CPU_KERNELS_H_

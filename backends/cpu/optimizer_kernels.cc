@@ -5,9 +5,11 @@
 
 #include "Eigen/Core"
 #include "backends/cpu/cpu_backend.h"
+#include "backends/cpu/kernels.h"
 
 namespace kiln {
 
+using cpu::ForFloat;
 using cpu::StridedTensor;
 
 namespace {
@@ -16,16 +18,6 @@ template <class T>
 using Vec = Eigen::Map<Eigen::Array<T, Eigen::Dynamic, 1>>;
 template <class T>
 using ConstVec = Eigen::Map<const Eigen::Array<T, Eigen::Dynamic, 1>>;
-
-// f(T{}) for the float dtype (f32 or f64).
-template <class F>
-void ForFloat(DType dtype, F&& f) {
-  if (dtype == DType::kF64) {
-    f(double{});
-  } else {
-    f(float{});
-  }
-}
 
 // body(begin, n) over chunks of the parameter's elements, split across the device's threads.
 template <class F>
