@@ -18,7 +18,7 @@ namespace {
 
 struct RowParams {  // reduce_rows.comp
   uint64_t out, x;
-  int32_t len, chunks, chunk_len, op, count;
+  int32_t len, chunks, chunk_len, op, count, groups;  // groups: the workgroups that have work
 };
 struct ColParams {  // reduce_cols.comp, argmax.comp
   uint64_t out, x;
@@ -41,7 +41,8 @@ void ReduceRows(int kernel, int op, const VulkanTensor& x, const ReduceLayout& l
                 .chunks = 1,
                 .chunk_len = static_cast<int32_t>(l.reduced),
                 .op = op,
-                .count = static_cast<int32_t>(l.reduced)};
+                .count = static_cast<int32_t>(l.reduced),
+                .groups = static_cast<int32_t>(l.outer)};
     c.Launch(kernel, &p, sizeof(p), c.Exact(l.outer, 1));
     return;
   }
@@ -53,7 +54,8 @@ void ReduceRows(int kernel, int op, const VulkanTensor& x, const ReduceLayout& l
                   .chunks = static_cast<int32_t>(chunks),
                   .chunk_len = static_cast<int32_t>(chunk_len),
                   .op = op,
-                  .count = 0};
+                  .count = 0,
+                  .groups = static_cast<int32_t>(l.outer * chunks)};
   c.Launch(kernel, &first, sizeof(first), c.Exact(l.outer * chunks, 1));
   RowParams second{.out = out.address(),
                    .x = partial.address(),
@@ -61,7 +63,8 @@ void ReduceRows(int kernel, int op, const VulkanTensor& x, const ReduceLayout& l
                    .chunks = 1,
                    .chunk_len = static_cast<int32_t>(chunks),
                    .op = op,
-                   .count = static_cast<int32_t>(l.reduced)};
+                   .count = static_cast<int32_t>(l.reduced),
+                   .groups = static_cast<int32_t>(l.outer)};
   c.Launch(kernel, &second, sizeof(second), c.Exact(l.outer, 1));
 }
 

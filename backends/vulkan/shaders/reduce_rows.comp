@@ -8,13 +8,14 @@
 layout(local_size_x = WORKGROUP) in;
 layout(push_constant, std430) uniform Params {
   uint64_t out_, x;
-  int len, chunks, chunk_len, op, count;
+  int len, chunks, chunk_len, op, count, groups;
 } p;
 
 shared T partial[WORKGROUP];
 
 void main() {
   const uint w = GroupIndex();
+  if (w >= uint(p.groups)) return;  // a launch spilling into y has spare workgroups (uniform per group)
   const uint row = w / uint(p.chunks), chunk = w % uint(p.chunks);
   const uint lid = gl_LocalInvocationID.x;
   const int begin = int(chunk) * p.chunk_len;

@@ -89,6 +89,17 @@ TEST_F(VulkanTest, LaunchesWiderThanOneGridDimension) {
   EXPECT_EQ(V(ones.to(DType::kI32).sum()), (std::vector<double>{static_cast<double>(n)}));
 }
 
+// More rows than one grid dimension holds: the launch spills into y, and its spare workgroups
+// must not write (they once wrote past the output).
+TEST_F(VulkanTest, RowReductionsWiderThanOneGridDimension) {
+  const int64_t rows = 70000;
+  const T x = T::ones({rows, 64}, DType::kF32);
+  const T canary = T::full({rows}, 3, DType::kF32);
+  const std::vector<double> sums = V(x.sum({1}));
+  EXPECT_EQ(sums, std::vector<double>(rows, 64.0));
+  EXPECT_EQ(V(canary), std::vector<double>(rows, 3.0));
+}
+
 // Index values made on the device are checked by reading them back; host-made ones by the
 // range recorded at upload. Both give the CPU backend's error.
 TEST_F(VulkanTest, DeviceMadeIndicesAreCheckedToo) {
