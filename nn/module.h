@@ -66,14 +66,15 @@ class Module {
     for (const auto& [name, p] : params) {
       if (strict && !values.contains(name)) ThrowInvalidArgument("load_parameters: no value for parameter %s", name);
     }
-    for (const auto& [name, p] : params) {
-      const auto it = values.find(name);
+    for (const auto& entry : params) {
+      const auto it = values.find(entry.first);
       if (it == values.end()) continue;
-      const Tensor<B> v = it->second.detach().to(p->device());
-      if constexpr (requires { p->with_value(v.inner()); }) {
-        *p = p->with_value(v.inner());
+      Tensor<B>& p = *entry.second;
+      const Tensor<B> v = it->second.detach().to(p.device());
+      if constexpr (requires { p.with_value(v.inner()); }) {
+        p = p.with_value(v.inner());
       } else {
-        *p = v;
+        p = v;
       }
     }
   }
