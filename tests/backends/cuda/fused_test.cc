@@ -19,14 +19,10 @@
 #include "absl/strings/str_cat.h"
 #include "backends/cuda/cuda_backend.h"
 #include "tensor/error.h"
+#include "tests/backends.h"
 
 namespace kiln {
 namespace {
-
-#define SKIP_WITHOUT_GPU()                                 \
-  if (const absl::Status s = cuda::Available(); !s.ok()) { \
-    GTEST_SKIP() << "no CUDA device: " << s.message();     \
-  }
 
 using P = Cuda::Primitive;
 using Vec = std::vector<double>;
@@ -340,7 +336,7 @@ P UploadCase(const Vec& v, const Case& c, DType dtype) {
 }
 
 TEST(CudaFused, SoftmaxAndItsBackward) {
-  SKIP_WITHOUT_GPU();
+  KILN_SKIP_IF_UNAVAILABLE(Cuda);
   const Case cases[] = {
       {Shape{3, 5, 7}},
       {Shape{3, 5, 7}, false, true},
@@ -369,7 +365,7 @@ TEST(CudaFused, SoftmaxAndItsBackward) {
 }
 
 TEST(CudaFused, NormsAndTheirBackward) {
-  SKIP_WITHOUT_GPU();
+  KILN_SKIP_IF_UNAVAILABLE(Cuda);
   const Case cases[] = {
       {Shape{3, 5, 7}}, {Shape{3, 5, 7}, false, true}, {Shape{3, 5000}}, {Shape{300, 7}},  // 300 rows: 5 chunks
       {Shape{0, 7}},
@@ -426,7 +422,7 @@ TEST(CudaFused, NormsAndTheirBackward) {
 }
 
 TEST(CudaFused, GeluAndItsBackward) {
-  SKIP_WITHOUT_GPU();
+  KILN_SKIP_IF_UNAVAILABLE(Cuda);
   const Case cases[] = {{Shape{3, 5, 7}}, {Shape{3, 5, 7}, false, true}, {Shape{3, 5000}}, {Shape{0, 7}}};
   for (const DType dtype : kDTypes) {
     for (const Case& c : cases) {
@@ -448,7 +444,7 @@ TEST(CudaFused, GeluAndItsBackward) {
 }
 
 TEST(CudaFused, CrossEntropyAndItsBackward) {
-  SKIP_WITHOUT_GPU();
+  KILN_SKIP_IF_UNAVAILABLE(Cuda);
   constexpr int64_t kIgnore = -100;
   struct CeCase {
     int64_t rows, classes;
@@ -493,7 +489,7 @@ TEST(CudaFused, CrossEntropyAndItsBackward) {
 }
 
 TEST(CudaFused, CrossEntropyNamesTheFirstBadTarget) {
-  SKIP_WITHOUT_GPU();
+  KILN_SKIP_IF_UNAVAILABLE(Cuda);
   for (const DType dtype : kDTypes) {
     const P logits = Upload(Random(28, dtype, 51), Shape{4, 7}, dtype);
     const auto message = [&](const std::vector<int64_t>& t) -> std::string {
