@@ -94,7 +94,8 @@ void WorkerPool::Run(int64_t chunks, absl::FunctionRef<void(int64_t)> chunk) {
   }
   chunk(0);
   for (int64_t c = posted + 1; c < chunks; ++c) chunk(c);  // more chunks than workers
-  for (int64_t w = 0; w < posted; ++w) {                   // only this thread posts, so `posted` is the job to await
+  // Only this thread posts, so a slot's `posted` is the job to await.
+  for (int64_t w = 0; w < posted; ++w) {
     AwaitValue(slots_[w]->finished, slots_[w]->posted.load(std::memory_order_relaxed), spin_);
   }
   busy_.store(false, std::memory_order_release);
