@@ -1,5 +1,6 @@
 #include "backends/cpu/worker_pool.h"
 
+#include <algorithm>
 #include <chrono>
 
 #if defined(__x86_64__) || defined(__i386__)
@@ -35,7 +36,7 @@ uint32_t AwaitChange(const std::atomic<uint32_t>& value, uint32_t old, bool spin
   return now;
 }
 
-// Returns once `value` is `target` (it only moves towards it).
+// Returns once `value` is `target` (it changes only to become it).
 void AwaitValue(const std::atomic<uint32_t>& value, uint32_t target, bool spin) {
   uint32_t now = value.load(std::memory_order_acquire);
   while (now != target) now = AwaitChange(value, now, spin);
@@ -49,31 +50,34 @@ WorkerPool::WorkerPool(int workers, bool spin) : spin_(spin) {
   try {
     for (int w = 0; w < workers; ++w) threads_.emplace_back([this, w] { WorkerLoop(*slots_[w]); });
   } catch (...) {  // std::system_error: stop the threads already started
-    for (size_t w = 0; w < threads_.size(); ++w) {
-      slots_[w]->posted.store(kStop, std::memory_order_release);
-      slots_[w]->posted.notify_one();
-      threads_[w].join();
-    }
+    Stop();
     throw;
   }
 }
 
-WorkerPool::~WorkerPool() {
+WorkerPool::~WorkerPool() { Stop(); }
+
+void WorkerPool::Stop() {
+  stop_.store(true, std::memory_order_release);
   for (size_t w = 0; w < threads_.size(); ++w) {
-    slots_[w]->posted.store(kStop, std::memory_order_release);
-    slots_[w]->posted.notify_one();
+    slots_[w]->ticket.fetch_add(2, std::memory_order_release);  // wakes the worker, which sees stop_
+    slots_[w]->ticket.notify_one();
   }
   for (std::thread& t : threads_) t.join();
+  threads_.clear();
 }
 
 void WorkerPool::WorkerLoop(Slot& slot) {
-  uint32_t seen = 0;
-  while (true) {
-    seen = AwaitChange(slot.posted, seen, spin_);
-    if (seen == kStop) return;
-    (*slot.chunk)(slot.index);
-    slot.finished.store(seen, std::memory_order_release);
-    slot.finished.notify_one();
+  uint32_t ticket = slot.ticket.load(std::memory_order_acquire);
+  while (!stop_.load(std::memory_order_acquire)) {
+    if (ticket % 2 == 1) {
+      ticket = AwaitChange(slot.ticket, ticket, spin_);
+    } else if (slot.ticket.compare_exchange_strong(ticket, ticket + 1, std::memory_order_acq_rel)) {
+      (*slot.chunk)(slot.index);
+      slot.finished.store(ticket / 2, std::memory_order_release);
+      slot.finished.notify_one();
+      ++ticket;
+    }  // else `ticket` now holds the new value (the caller took the job back, or posted another)
   }
 }
 
@@ -82,21 +86,25 @@ void WorkerPool::Run(int64_t chunks, absl::FunctionRef<void(int64_t)> chunk) {
     for (int64_t c = 0; c < chunks; ++c) chunk(c);
     return;
   }
-  const int64_t posted = std::min<int64_t>(chunks - 1, workers());
-  for (int64_t w = 0; w < posted; ++w) {
+  const int64_t offered = std::min<int64_t>(chunks - 1, workers());
+  for (int64_t w = 0; w < offered; ++w) {
     Slot& slot = *slots_[w];
-    uint32_t job = slot.posted.load(std::memory_order_relaxed) + 1;
-    if (job == kStop) job = 0;  // job numbers wrap, skipping the stop value
     slot.chunk = &chunk;
     slot.index = w + 1;
-    slot.posted.store(job, std::memory_order_release);
-    slot.posted.notify_one();  // a system call only when the worker sleeps
+    // The previous job is taken (and over), so the ticket is odd: the next job's is one more.
+    slot.ticket.fetch_add(1, std::memory_order_release);
+    slot.ticket.notify_one();  // a system call only when the worker sleeps
   }
   chunk(0);
-  for (int64_t c = posted + 1; c < chunks; ++c) chunk(c);  // more chunks than workers
-  // Only this thread posts, so a slot's `posted` is the job to await.
-  for (int64_t w = 0; w < posted; ++w) {
-    AwaitValue(slots_[w]->finished, slots_[w]->posted.load(std::memory_order_relaxed), spin_);
+  for (int64_t c = offered + 1; c < chunks; ++c) chunk(c);
+  for (int64_t w = 0; w < offered; ++w) {
+    Slot& slot = *slots_[w];
+    uint32_t ticket = slot.ticket.load(std::memory_order_relaxed);
+    if (ticket % 2 == 0 && slot.ticket.compare_exchange_strong(ticket, ticket + 1, std::memory_order_acq_rel)) {
+      chunk(w + 1);  // the worker had not started it
+    } else {
+      AwaitValue(slot.finished, ticket / 2, spin_);
+    }
   }
   busy_.store(false, std::memory_order_release);
 }

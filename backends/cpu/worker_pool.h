@@ -26,29 +26,34 @@ class WorkerPool {
 
   int workers() const { return static_cast<int>(slots_.size()); }
 
-  // Runs chunk(0) .. chunk(chunks - 1), chunk 0 on the calling thread and chunk c on worker
-  // c - 1; returns when all have finished. chunks <= workers() + 1. When another thread is
-  // already running a job on this pool (two ops on one device at once, or a chunk that starts
-  // a parallel loop itself), the caller runs every chunk itself: never a deadlock, never a wait.
+  // Runs chunk(0) .. chunk(chunks - 1) and returns when all have finished: chunk 0 on the
+  // calling thread, chunk c offered to worker c - 1, which the caller takes back and runs itself
+  // if that worker has not started it (a worker the OS has not scheduled never holds the caller
+  // up), and any chunks beyond the workers on the caller. When another thread is running a job
+  // on this pool already (two ops on one device at once, or a chunk that starts a parallel loop
+  // itself), the caller runs every chunk itself: never a deadlock, never a wait.
   void Run(int64_t chunks, absl::FunctionRef<void(int64_t)> chunk);
 
  private:
-  // One worker's mailbox, on its own cache line: the caller posts job numbers, the worker
-  // answers with the number it finished.
+  // One worker's mailbox, on its own cache line. `ticket` is the job number times two, plus one
+  // once the job is taken (by the worker or back by the caller); `finished` is the number of the
+  // last job the worker ran. The caller rewrites `chunk` and `index` only after the previous job
+  // is over, so whoever takes a ticket reads the fields posted with it.
   struct alignas(64) Slot {
-    std::atomic<uint32_t> posted{0};
+    std::atomic<uint32_t> ticket{1};  // job 0, taken: nothing to do
     std::atomic<uint32_t> finished{0};
     const absl::FunctionRef<void(int64_t)>* chunk = nullptr;
     int64_t index = 0;
   };
 
   void WorkerLoop(Slot& slot);
+  void Stop();  // ends and joins the workers
 
   const bool spin_;
   std::vector<std::unique_ptr<Slot>> slots_;
   std::vector<std::thread> threads_;
   std::atomic<bool> busy_{false};
-  static constexpr uint32_t kStop = 0xffffffffu;  // posted to end a worker
+  std::atomic<bool> stop_{false};
 };
 
 }  // namespace kiln::cpu

@@ -1,6 +1,7 @@
 #include "backends/cpu/worker_pool.h"
 
 #include <atomic>
+#include <chrono>
 #include <set>
 #include <thread>
 #include <vector>
@@ -10,17 +11,27 @@
 namespace kiln::cpu {
 namespace {
 
-// Every chunk runs once, chunk 0 on the caller and the others on as many distinct workers.
-TEST(WorkerPool, RunsEachChunkOnceOnItsOwnThread) {
+// Chunk 0 runs on the caller and waits there for the others, so they can only finish on the
+// workers: one each, on three distinct threads.
+TEST(WorkerPool, TheWorkersRunTheOtherChunks) {
   for (const bool spin : {true, false}) {
     WorkerPool pool(3, spin);
     std::vector<std::thread::id> ran(4);
-    std::vector<int> count(4, 0);
+    std::atomic<int> others_done{0};
+    bool waited_out = false;
     pool.Run(4, [&](int64_t c) {
       ran[c] = std::this_thread::get_id();
-      ++count[c];
+      if (c > 0) {
+        ++others_done;
+        return;
+      }
+      const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(20);
+      while (others_done.load() < 3 && !(waited_out = std::chrono::steady_clock::now() > deadline)) {
+        std::this_thread::yield();
+      }
     });
-    EXPECT_EQ(count, std::vector<int>({1, 1, 1, 1}));
+    EXPECT_FALSE(waited_out);
+    EXPECT_EQ(others_done.load(), 3);
     EXPECT_EQ(ran[0], std::this_thread::get_id());
     EXPECT_EQ(std::set<std::thread::id>(ran.begin(), ran.end()).size(), 4u);
   }
@@ -76,5 +87,26 @@ TEST(WorkerPool, DestroyedIdleOrJustAfterAJob) {
   }
 }
 
+// Sleeping workers (no spinning) wake slower than the caller finishes its own short chunk: the
+// caller takes back the chunks no worker has started and runs them, and still every chunk runs
+// exactly once.
+TEST(WorkerPool, TheCallerTakesBackChunksNoWorkerStarted) {
+  WorkerPool pool(7, false);
+  const std::thread::id caller = std::this_thread::get_id();
+  int64_t taken_back = 0;
+  for (int job = 0; job < 1000; ++job) {
+    std::vector<std::atomic<int>> ran(8);
+    std::vector<std::thread::id> on(8);
+    pool.Run(8, [&](int64_t c) {
+      ++ran[c];
+      on[c] = std::this_thread::get_id();
+    });
+    for (int c = 0; c < 8; ++c) {
+      ASSERT_EQ(ran[c].load(), 1) << "job " << job << " chunk " << c;
+      taken_back += c > 0 && on[c] == caller;
+    }
+  }
+  EXPECT_GT(taken_back, 0);
+}
 }  // namespace
 }  // namespace kiln::cpu
