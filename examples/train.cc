@@ -36,13 +36,16 @@
 #include "examples/progress.h"
 #include "examples/run_setup.h"
 #include "examples/train_flags.h"
+#include "examples/train_position.h"
 #include "nn/activation.h"
 #include "nn/checkpoint.h"
+#include "nn/checkpoint_writer.h"
 #include "nn/conv.h"
 #include "nn/linear.h"
 #include "nn/loss.h"
 #include "nn/optim.h"
 #include "nn/sequential.h"
+#include "nn/training_checkpoint.h"
 
 namespace kiln {
 namespace {
@@ -115,6 +118,44 @@ std::string JsonNumber(double v, int decimals) {
   return std::isfinite(v) ? absl::StrFormat("%.*f", decimals, v) : "null";
 }
 
+int Fail(const absl::Status& s) {
+  std::fprintf(stderr, "train: %s\n", std::string(s.message()).c_str());
+  return 1;
+}
+
+// With --resume: reads the checkpoint, checks that it fits this run (settings, parameters,
+// optimizer state) and only then sets every replica, optimizer and random stream and `at`.
+// Returns the step resumed from, or -1 for a fresh start.
+template <Backend B>
+int64_t Resume(const TrainConfig& c, distributed::DataParallel<B>& dp, TrainPosition& at) {
+  if (c.resume_path.empty()) return -1;
+  const std::string& path = c.resume_path;
+  auto checkpoint = nn::ReadTrainingCheckpoint(path);
+  if (!checkpoint.ok()) throw UsageError{absl::StrCat("--resume=", path, ": ", checkpoint.status().message())};
+  auto position = ParsePosition(checkpoint->state.metadata, MathSettings(c), path);
+  if (!position.ok()) throw UsageError{absl::StrCat("--resume: ", position.status().message())};
+  // The first replica is checked whole before it changes; the others are the same model.
+  for (int r = 0; r < dp.size(); ++r) {
+    if (absl::Status s = nn::RestoreTraining(*checkpoint, path, dp.replica(r), dp.optimizer(r)); !s.ok()) {
+      throw UsageError{absl::StrCat("--resume: ", s.message())};
+    }
+  }
+  if (absl::Status s = dp.SetGeneratorStates(position->generators, static_cast<int>(position->members)); !s.ok()) {
+    throw UsageError{absl::StrCat("--resume=", path, ": ", s.message())};
+  }
+  const int64_t members = at.members;
+  const std::string devices = at.devices;
+  at = *std::move(position);
+  if (at.members != members) {
+    std::fprintf(stderr, "train: resuming on %lld devices (%s) from a checkpoint of %lld (%s)\n",
+                 static_cast<long long>(members), devices.c_str(), static_cast<long long>(at.members),
+                 at.devices.c_str());
+  }
+  at.members = members;
+  at.devices = devices;
+  return at.step;
+}
+
 // Training proper, with backend B's tensors on `devices` (one replica each), one rank of
 // `processes` (the group holds the process group when there are several).
 template <Backend B>
@@ -168,21 +209,58 @@ int TrainOn(const TrainConfig& c, const std::shared_ptr<distributed::DeviceGroup
     }
     throw UsageError{std::string(dp.status().message())};
   }
-  const bool lead = rank == 0;  // evaluates, prints and writes the checkpoint
+  const bool lead = rank == 0;  // evaluates, prints and writes the checkpoints
   nn::Module<AD>& model = (*dp)->replica(0);
   const auto loss_fn = [](nn::Module<AD>& m, const T& x, const T& y) { return nn::CrossEntropy(m(x), y); };
 
+  // Where the run stands; a resumed run starts where its checkpoint left off, every replica
+  // and random stream as they were.
+  TrainPosition at;
+  at.members = members;
+  at.devices =
+      absl::StrCat(absl::StrJoin(devices, ",", [](std::string* out, const auto& d) { out->append(d.ToString()); }),
+                   processes > 1 ? absl::StrCat(" x ", processes, " processes") : "");
+  at.epoch_generator = gen.state();
+  const int64_t resumed_step = Resume(c, **dp, at);
+  gen = Generator(at.epoch_generator);
+
+  std::unique_ptr<nn::CheckpointWriter> writer;
+  if (lead && !c.checkpoint_dir.empty()) {
+    if (absl::Status s = nn::CheckCheckpointDir(c.checkpoint_dir); !s.ok()) {
+      throw UsageError{absl::StrCat("--checkpoint_dir=", c.checkpoint_dir, ": ", s.message())};
+    }
+    writer = std::make_unique<nn::CheckpointWriter>(c.checkpoint_dir, c.keep_checkpoints);
+  }
+  int64_t checkpoints = 0;
+  double stall_seconds = 0;
+  // Every rank gathers the random streams (a collective when the model has any); rank 0
+  // copies the state to the host and hands it to the writing thread.
+  const auto checkpoint = [&]() -> absl::Status {
+    const auto begin = std::chrono::steady_clock::now();
+    auto states = (*dp)->GeneratorStates();
+    if (!states.ok()) return states.status();
+    if (!writer) return absl::OkStatus();
+    at.generators = *std::move(states);
+    absl::Status s =
+        writer->Write(at.step, nn::SnapshotTraining(model, (*dp)->optimizer(0), PositionMetadata(at, MathSettings(c))));
+    stall_seconds += std::chrono::duration<double>(std::chrono::steady_clock::now() - begin).count();
+    ++checkpoints;
+    return s;
+  };
+
   const nn::CosineSchedule schedule{.base_lr = c.lr, .total_steps = steps_per_epoch * c.epochs, .min_lr = c.lr * 0.01};
   Progress progress(lead && isatty(STDOUT_FILENO), steps_per_epoch, c.epochs);
-  double last_loss = 0, accuracy = 0, train_seconds = 0;
-  int64_t step = 0;
-  for (int epoch = 1; epoch <= c.epochs; ++epoch) {
+  double last_loss = at.last_epoch_loss, accuracy = 0, train_seconds = 0;
+  int64_t samples = 0;
+  bool evaluated = false;
+  for (int64_t epoch = at.epoch; epoch <= c.epochs; ++epoch) {
+    at.epoch = epoch;
+    at.epoch_generator = gen.state();
     const Tensor<B> order = Shuffle<B>(n, gen, device);
     const auto start = std::chrono::steady_clock::now();
-    double loss_sum = 0;
-    for (int64_t b = 0; b < steps_per_epoch; ++b, ++step) {
+    for (int64_t b = at.step_in_epoch; b < steps_per_epoch; ++b) {
       if (c.cosine) {
-        for (int r = 0; r < (*dp)->size(); ++r) (*dp)->optimizer(r).set_lr(schedule(step));
+        for (int r = 0; r < (*dp)->size(); ++r) (*dp)->optimizer(r).set_lr(schedule(at.step));
       }
       const Tensor<B> idx = order.slice(0, b * batch, std::min(n, (b + 1) * batch));
       const absl::StatusOr<double> loss =
@@ -195,46 +273,87 @@ int TrainOn(const TrainConfig& c, const std::shared_ptr<distributed::DeviceGroup
       // rank stops here together.
       if (!std::isfinite(*loss)) {
         std::fprintf(stderr,
-                     "train: the training loss became %g at epoch %d, step %lld: the run diverged (lower --lr "
+                     "train: the training loss became %g at epoch %lld, step %lld: the run diverged (lower --lr "
                      "or --weight_decay)\n",
-                     *loss, epoch, static_cast<long long>(step + 1));
+                     *loss, static_cast<long long>(epoch), static_cast<long long>(at.step + 1));
         return 1;
       }
-      last_loss = *loss;
-      loss_sum += last_loss;
+      samples += idx.size(0);
+      at.loss_sum += *loss;
+      at.step_in_epoch = b + 1;
+      ++at.step;
       const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-      if (lead) progress.Step(epoch, b + 1, loss_sum / (b + 1), std::min(n, (b + 1) * batch) / std::max(seconds, 1e-9));
+      if (lead)
+        progress.Step(static_cast<int>(epoch), b + 1, at.loss_sum / (b + 1),
+                      std::min(n, (b + 1) * batch) / std::max(seconds, 1e-9));
+      if (c.checkpoint_every > 0 && at.step % c.checkpoint_every == 0 && b + 1 < steps_per_epoch) {
+        if (absl::Status s = checkpoint(); !s.ok()) return Fail(s);
+      }
     }
     train_seconds += std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-    last_loss = loss_sum / steps_per_epoch;
-    if (!lead) continue;
-    accuracy = Evaluate(model, test_x, test_y);
-    progress.EndEpoch(epoch, last_loss, accuracy);
-    if (!c.checkpoint.empty()) {
-      if (absl::Status s = nn::SaveCheckpoint(c.checkpoint, model, &(*dp)->optimizer(0)); !s.ok()) {
-        std::fprintf(stderr, "train: %s\n", std::string(s.message()).c_str());
-        return 1;
+    last_loss = at.last_epoch_loss = at.loss_sum / steps_per_epoch;
+    // The next epoch begins here: a checkpoint now resumes with its shuffle.
+    at.epoch = epoch + 1;
+    at.step_in_epoch = 0;
+    at.loss_sum = 0;
+    at.epoch_generator = gen.state();
+    if (lead) {
+      accuracy = Evaluate(model, test_x, test_y);
+      evaluated = true;
+      progress.EndEpoch(static_cast<int>(epoch), last_loss, accuracy);
+      if (!c.checkpoint.empty()) {
+        if (absl::Status s = nn::SaveCheckpoint(c.checkpoint, model); !s.ok()) return Fail(s);
       }
     }
+    if (!c.checkpoint_dir.empty()) {
+      if (absl::Status s = checkpoint(); !s.ok()) return Fail(s);
+    }
+  }
+  if (writer) {
+    if (absl::Status s = writer->Flush(); !s.ok()) return Fail(s);
   }
   if (!lead) return 0;
+  if (!evaluated) accuracy = Evaluate(model, test_x, test_y);  // resumed after the last epoch
   std::vector<std::string> names;
   for (const auto& d : devices) names.push_back(absl::StrCat("\"", d.ToString(), "\""));
+  std::string extra;
+  if (processes > 1) absl::StrAppend(&extra, ",\"processes\":", processes);
+  if (resumed_step >= 0) absl::StrAppend(&extra, ",\"resumed_from_step\":", resumed_step);
+  if (checkpoints > 0) {
+    absl::StrAppend(&extra, ",\"checkpoints\":", checkpoints,
+                    ",\"checkpoint_stall_ms\":", JsonNumber(stall_seconds * 1e3 / checkpoints, 3));
+  }
   std::printf(
       "{\"test_accuracy\":%s,\"train_loss\":%s,\"epochs\":%d,\"steps\":%lld,"
       "\"samples_per_sec\":%s,\"devices\":[%s]%s}\n",
-      JsonNumber(accuracy, 4).c_str(), JsonNumber(last_loss, 4).c_str(), c.epochs, static_cast<long long>(step),
-      JsonNumber(static_cast<double>(samples_per_epoch) * c.epochs / std::max(train_seconds, 1e-9), 1).c_str(),
-      absl::StrJoin(names, ",").c_str(), processes > 1 ? absl::StrCat(",\"processes\":", processes).c_str() : "");
+      JsonNumber(accuracy, 4).c_str(), JsonNumber(last_loss, 4).c_str(), c.epochs, static_cast<long long>(at.step),
+      JsonNumber(static_cast<double>(samples) / std::max(train_seconds, 1e-9), 1).c_str(),
+      absl::StrJoin(names, ",").c_str(), extra.c_str());
   return 0;
 }
 
-int Train(const TrainConfig& c) {
+// --resume=latest picks the newest complete checkpoint; with none yet (the first start of a job
+// that may restart) the run starts afresh.
+std::string ResumePath(const TrainConfig& c) {
+  if (c.resume != "latest") return c.resume;
+  auto latest = nn::LatestTrainingCheckpoint(c.checkpoint_dir);
+  if (latest.ok()) return *latest;
+  if (latest.status().code() != absl::StatusCode::kNotFound) {
+    throw UsageError{absl::StrCat("--resume=latest: ", latest.status().message())};
+  }
+  std::fprintf(stderr, "train: --resume=latest: %s; starting afresh\n", std::string(latest.status().message()).c_str());
+  return "";
+}
+
+int Train(TrainConfig c) {
+  c.resume_path = ResumePath(c);
+  distributed::Settings settings = MathSettings(c);
+  settings.emplace_back("--resume", c.resume_path);  // every rank resumes from the same one
   const Run run = SetUpRun({.devices = c.devices,
                             .threads = c.threads,
                             .collective_timeout_s = c.collective_timeout_s,
                             .checkpoint = c.checkpoint},
-                           MathSettings(c));
+                           settings);
   const std::vector<DispatchDevice>& devices = run.devices;
   const int rank = run.rank, processes = run.processes;
   const int64_t members = static_cast<int64_t>(devices.size()) * processes;
