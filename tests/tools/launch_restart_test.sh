@@ -125,5 +125,20 @@ status=$?
 grep -q "restart" "$tmp/err" && fail "SIGTERM to launch restarted the ranks: $(cat "$tmp/err")"
 [[ $(grep -c ready "$tmp/out") -eq 2 ]] || fail "SIGTERM to launch started ranks again: $(cat "$tmp/out")"
 
+# ... also when it comes while the ranks of a failed generation are being stopped: launch
+# exits with the failure's status and starts nothing.
+"$launch" --nproc=2 --max_restarts=5 -- bash -c 'echo "start $KILN_RESTART_COUNT"
+  if [[ $KILN_RANK == 0 ]]; then sleep 0.3; exit 5; fi
+  trap "sleep 1; exit 0" TERM; while true; do sleep 0.1; done' >"$tmp/out" 2>"$tmp/err" &
+pid=$!
+for _ in $(seq 100); do grep -q "stopping the other ranks" "$tmp/err" && break; sleep 0.05; done
+kill -TERM $pid
+wait $pid
+status=$?
+[[ $status -eq 5 ]] || fail "SIGTERM while stopping: launch exited $status, not 5"
+[[ "$(launch_lines "$tmp/err")" == "launch: rank 0 (pid P) exited with status 5 in generation 0; stopping the other ranks
+launch: got Terminated; forwarding it to every rank" ]] || fail "SIGTERM while stopping: $(cat "$tmp/err")"
+[[ $(grep -c "start" "$tmp/out") -eq 2 ]] || fail "SIGTERM while stopping started ranks again: $(cat "$tmp/out")"
+
 if ((failures)); then echo "$failures failed"; exit 1; fi
 echo "all launch_restart_test checks passed"
