@@ -133,14 +133,10 @@ void CloseStream(Rank& rank, Stream& s) {
   s.fd = -1;
 }
 
-// How a rank ended: "exited with status 1", "was killed by signal 9 (SIGKILL)".
+// How a rank ended: "exited with status 1", "was killed by signal 9 (Killed)".
 std::string Describe(int status) {
-  if (WIFSIGNALED(status)) {
-    const int sig = WTERMSIG(status);
-    const char* abbrev = sigabbrev_np(sig);  // null for a real-time signal
-    return absl::StrCat("was killed by signal ", sig, " (",
-                        abbrev != nullptr ? absl::StrCat("SIG", abbrev) : std::string(strsignal(sig)), ")");
-  }
+  if (WIFSIGNALED(status))
+    return absl::StrCat("was killed by signal ", WTERMSIG(status), " (", strsignal(WTERMSIG(status)), ")");
   return absl::StrCat("exited with status ", WEXITSTATUS(status));
 }
 

@@ -33,8 +33,8 @@ status=$?
 [[ $status -eq 0 ]] || fail "restarted run: status $status: $(cat "$tmp/err")"
 got=$(grep '^\[rank 0\] final state' "$tmp/out")
 [[ "$got" == "$want" ]] || fail "restarted run ended with '$got', not '$want'"
-expected="launch: rank 1 (pid P) was killed by signal 9 (SIGKILL) in generation 0; stopping the other ranks
-launch: restart 1 of 2: rank 1 was killed by signal 9 (SIGKILL) in generation 0; starting all 3 rank(s) again as generation 1
+expected="launch: rank 1 (pid P) was killed by signal 9 (Killed) in generation 0; stopping the other ranks
+launch: restart 1 of 2: rank 1 was killed by signal 9 (Killed) in generation 0; starting all 3 rank(s) again as generation 1
 launch: rank 2 (pid P) exited with status 1 in generation 1; stopping the other ranks
 launch: restart 2 of 2: rank 2 exited with status 1 in generation 1; starting all 3 rank(s) again as generation 2"
 [[ "$(launch_lines "$tmp/err")" == "$expected" ]] || fail "restart messages: $(cat "$tmp/err")"
@@ -67,7 +67,7 @@ mkdir "$tmp/killed"
   >"$tmp/out" 2>"$tmp/err"
 status=$?
 [[ $status -eq 137 ]] || fail "killed on every start: status $status, not 137"
-[[ "$(launch_lines "$tmp/err" | tail -1)" == "launch: giving up after 1 restart(s): rank 1 was killed by signal 9 (SIGKILL) in generation 1; exiting with status 137" ]] ||
+[[ "$(launch_lines "$tmp/err" | tail -1)" == "launch: giving up after 1 restart(s): rank 1 was killed by signal 9 (Killed) in generation 1; exiting with status 137" ]] ||
   fail "give-up message after a kill: $(cat "$tmp/err")"
 
 # --max_restarts=0 is launch as it was: one start, the failing rank's status, no generation in

@@ -41,7 +41,7 @@ grep -q "launch: rank 1 (pid [0-9]*) exited with status 7; stopping the other ra
 "$launch" --nproc=2 -- bash -c 'if [[ $KILN_RANK == 0 ]]; then kill -9 $$; fi; sleep 60' 2>"$tmp/err"
 status=$?
 [[ $status -eq 137 ]] || fail "a rank killed by SIGKILL gave $status"
-grep -qx "launch: rank 0 (pid [0-9]*) was killed by signal 9 (SIGKILL); stopping the other ranks" "$tmp/err" ||
+grep -qx "launch: rank 0 (pid [0-9]*) was killed by signal 9 (Killed); stopping the other ranks" "$tmp/err" ||
   fail "no signal message: $(cat "$tmp/err")"
 
 # A rank that ignores SIGTERM is killed after the grace period.
