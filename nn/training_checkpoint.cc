@@ -66,6 +66,25 @@ absl::Status SyncDirectory(const std::string& dir) {
 
 }  // namespace
 
+absl::StatusOr<std::vector<uint64_t>> StreamStates(const std::map<std::string, std::string>& metadata,
+                                                   const std::vector<std::pair<std::string, Generator*>>& streams,
+                                                   const std::string& path) {
+  std::vector<uint64_t> states;
+  for (const auto& [name, g] : streams) {
+    const auto it = metadata.find(kStreamPrefix + name);
+    uint64_t v = 0;
+    const bool digits = it != metadata.end() && !it->second.empty() && it->second.size() <= 20 &&
+                        std::all_of(it->second.begin(), it->second.end(),
+                                    [](char c) { return absl::ascii_isdigit(static_cast<unsigned char>(c)); });
+    if (!digits || !absl::SimpleAtoi(it->second, &v)) {
+      return absl::InvalidArgumentError(absl::StrCat(path, ": the training state has no valid state for random stream ",
+                                                     name, " (metadata ", kStreamPrefix, name, ")"));
+    }
+    states.push_back(v);
+  }
+  return states;
+}
+
 std::string TrainingCheckpointPath(const std::string& dir, int64_t step) {
   return absl::StrFormat("%s/%s%0*d", dir, kStepPrefix, kStepDigits, step);
 }

@@ -14,6 +14,8 @@
 #include <cstdint>
 #include <map>
 #include <string>
+#include <utility>
+#include <vector>
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
@@ -32,6 +34,13 @@ struct TrainingCheckpoint {
 };
 
 inline constexpr char kTrainingStateFormat[] = "kiln-training-state/1";
+inline constexpr char kStreamPrefix[] = "stream/";  // metadata "stream/<path>": a generator's state
+
+// The states of `streams` (Module::named_generators) in `metadata`: InvalidArgument naming
+// `path` and the first stream that is missing or not a whole number.
+absl::StatusOr<std::vector<uint64_t>> StreamStates(const std::map<std::string, std::string>& metadata,
+                                                   const std::vector<std::pair<std::string, Generator*>>& streams,
+                                                   const std::string& path);
 
 template <Backend B>
 TrainingCheckpoint SnapshotTraining(Module<Autodiff<B>>& module, const Optimizer<B>& optimizer,
@@ -43,6 +52,7 @@ TrainingCheckpoint SnapshotTraining(Module<Autodiff<B>>& module, const Optimizer
   c.state.metadata["format"] = kTrainingStateFormat;
   c.state.metadata["optimizer"] = optimizer.name();
   c.state.metadata["optimizer.steps"] = absl::StrCat(optimizer.steps());
+  for (auto& [name, g] : module.named_generators()) c.state.metadata[kStreamPrefix + name] = absl::StrCat(g->state());
   for (const auto& [key, t] : optimizer.state()) c.state.tensors.emplace(kOptimizerPrefix + key, t.to_data());
   return c;
 }
@@ -68,8 +78,9 @@ absl::StatusOr<std::string> LatestTrainingCheckpoint(const std::string& dir);
 // training state of another format is an error naming the file.
 absl::StatusOr<TrainingCheckpoint> ReadTrainingCheckpoint(const std::string& path);
 
-// Sets the module's parameters and the optimizer's state from `checkpoint` (read from `path`,
-// which errors name); nothing changes unless every tensor fits (LoadCheckpointFrom).
+// Sets the module's parameters, random streams and the optimizer's state from `checkpoint`
+// (read from `path`, which errors name); nothing changes unless all of it fits
+// (LoadCheckpointFrom).
 template <Backend B>
 absl::Status RestoreTraining(const TrainingCheckpoint& checkpoint, const std::string& path, Module<Autodiff<B>>& module,
                              Optimizer<B>& optimizer) {
@@ -82,7 +93,12 @@ absl::Status RestoreTraining(const TrainingCheckpoint& checkpoint, const std::st
     }
     merged.tensors.emplace(name, t);
   }
-  return LoadCheckpointFrom(merged, path, module, &optimizer);
+  const auto streams = module.named_generators();
+  auto states = StreamStates(checkpoint.state.metadata, streams, path);
+  if (!states.ok()) return states.status();
+  if (absl::Status s = LoadCheckpointFrom(merged, path, module, &optimizer); !s.ok()) return s;
+  for (size_t i = 0; i < streams.size(); ++i) *streams[i].second = Generator((*states)[i]);
+  return absl::OkStatus();
 }
 
 }  // namespace kiln::nn
