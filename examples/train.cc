@@ -34,18 +34,17 @@
 #include "distributed/process/settings_agreement.h"
 #include "examples/command_line.h"
 #include "examples/progress.h"
+#include "examples/run_checkpoints.h"
 #include "examples/run_setup.h"
 #include "examples/train_flags.h"
 #include "examples/train_position.h"
 #include "nn/activation.h"
 #include "nn/checkpoint.h"
-#include "nn/checkpoint_writer.h"
 #include "nn/conv.h"
 #include "nn/linear.h"
 #include "nn/loss.h"
 #include "nn/optim.h"
 #include "nn/sequential.h"
-#include "nn/training_checkpoint.h"
 
 namespace kiln {
 namespace {
@@ -123,39 +122,6 @@ int Fail(const absl::Status& s) {
   return 1;
 }
 
-// With --resume: reads the checkpoint, checks that it fits this run (settings, parameters,
-// optimizer state) and only then sets every replica, optimizer and random stream and `at`.
-// Returns the step resumed from, or -1 for a fresh start.
-template <Backend B>
-int64_t Resume(const TrainConfig& c, distributed::DataParallel<B>& dp, TrainPosition& at) {
-  if (c.resume_path.empty()) return -1;
-  const std::string& path = c.resume_path;
-  auto checkpoint = nn::ReadTrainingCheckpoint(path);
-  if (!checkpoint.ok()) throw UsageError{absl::StrCat("--resume=", path, ": ", checkpoint.status().message())};
-  auto position = ParsePosition(checkpoint->state.metadata, MathSettings(c), path);
-  if (!position.ok()) throw UsageError{absl::StrCat("--resume: ", position.status().message())};
-  // The first replica is checked whole before it changes; the others are the same model.
-  for (int r = 0; r < dp.size(); ++r) {
-    if (absl::Status s = nn::RestoreTraining(*checkpoint, path, dp.replica(r), dp.optimizer(r)); !s.ok()) {
-      throw UsageError{absl::StrCat("--resume: ", s.message())};
-    }
-  }
-  if (absl::Status s = dp.SetGeneratorStates(position->generators, static_cast<int>(position->members)); !s.ok()) {
-    throw UsageError{absl::StrCat("--resume=", path, ": ", s.message())};
-  }
-  const int64_t members = at.members;
-  const std::string devices = at.devices;
-  at = *std::move(position);
-  if (at.members != members) {
-    std::fprintf(stderr, "train: resuming on %lld devices (%s) from a checkpoint of %lld (%s)\n",
-                 static_cast<long long>(members), devices.c_str(), static_cast<long long>(at.members),
-                 at.devices.c_str());
-  }
-  at.members = members;
-  at.devices = devices;
-  return at.step;
-}
-
 // Training proper, with backend B's tensors on `devices` (one replica each), one rank of
 // `processes` (the group holds the process group when there are several).
 template <Backend B>
@@ -215,38 +181,15 @@ int TrainOn(const TrainConfig& c, const std::shared_ptr<distributed::DeviceGroup
 
   // Where the run stands; a resumed run starts where its checkpoint left off, every replica
   // and random stream as they were.
-  TrainPosition at;
-  at.members = members;
-  at.devices =
+  RunCheckpoints<B> checkpoints(c.checkpoints, c.resume_path, MathSettings(c), **dp, lead);
+  TrainPosition here;
+  here.members = members;
+  here.devices =
       absl::StrCat(absl::StrJoin(devices, ",", [](std::string* out, const auto& d) { out->append(d.ToString()); }),
                    processes > 1 ? absl::StrCat(" x ", processes, " processes") : "");
-  at.epoch_generator = gen.state();
-  const int64_t resumed_step = Resume(c, **dp, at);
-  gen = Generator(at.epoch_generator);
-
-  std::unique_ptr<nn::CheckpointWriter> writer;
-  if (lead && !c.checkpoint_dir.empty()) {
-    if (absl::Status s = nn::CheckCheckpointDir(c.checkpoint_dir); !s.ok()) {
-      throw UsageError{absl::StrCat("--checkpoint_dir=", c.checkpoint_dir, ": ", s.message())};
-    }
-    writer = std::make_unique<nn::CheckpointWriter>(c.checkpoint_dir, c.keep_checkpoints);
-  }
-  int64_t checkpoints = 0;
-  double stall_seconds = 0;
-  // Every rank gathers the random streams (a collective when the model has any); rank 0
-  // copies the state to the host and hands it to the writing thread.
-  const auto checkpoint = [&]() -> absl::Status {
-    const auto begin = std::chrono::steady_clock::now();
-    auto states = (*dp)->GeneratorStates();
-    if (!states.ok()) return states.status();
-    if (!writer) return absl::OkStatus();
-    at.generators = *std::move(states);
-    absl::Status s =
-        writer->Write(at.step, nn::SnapshotTraining(model, (*dp)->optimizer(0), PositionMetadata(at, MathSettings(c))));
-    stall_seconds += std::chrono::duration<double>(std::chrono::steady_clock::now() - begin).count();
-    ++checkpoints;
-    return s;
-  };
+  here.data_generator = gen.state();
+  TrainPosition at = checkpoints.Resume(here);
+  gen = Generator(at.data_generator);
 
   const nn::CosineSchedule schedule{.base_lr = c.lr, .total_steps = steps_per_epoch * c.epochs, .min_lr = c.lr * 0.01};
   Progress progress(lead && isatty(STDOUT_FILENO), steps_per_epoch, c.epochs);
@@ -255,7 +198,7 @@ int TrainOn(const TrainConfig& c, const std::shared_ptr<distributed::DeviceGroup
   bool evaluated = false;
   for (int64_t epoch = at.epoch; epoch <= c.epochs; ++epoch) {
     at.epoch = epoch;
-    at.epoch_generator = gen.state();
+    at.data_generator = gen.state();
     const Tensor<B> order = Shuffle<B>(n, gen, device);
     const auto start = std::chrono::steady_clock::now();
     for (int64_t b = at.step_in_epoch; b < steps_per_epoch; ++b) {
@@ -286,8 +229,8 @@ int TrainOn(const TrainConfig& c, const std::shared_ptr<distributed::DeviceGroup
       if (lead)
         progress.Step(static_cast<int>(epoch), b + 1, at.loss_sum / (b + 1),
                       std::min(n, (b + 1) * batch) / std::max(seconds, 1e-9));
-      if (c.checkpoint_every > 0 && at.step % c.checkpoint_every == 0 && b + 1 < steps_per_epoch) {
-        if (absl::Status s = checkpoint(); !s.ok()) return Fail(s);
+      if (checkpoints.due(at.step) && b + 1 < steps_per_epoch) {  // an epoch's end has its own
+        if (absl::Status s = checkpoints.Save(at); !s.ok()) return Fail(s);
       }
     }
     train_seconds += std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
@@ -296,7 +239,7 @@ int TrainOn(const TrainConfig& c, const std::shared_ptr<distributed::DeviceGroup
     at.epoch = epoch + 1;
     at.step_in_epoch = 0;
     at.loss_sum = 0;
-    at.epoch_generator = gen.state();
+    at.data_generator = gen.state();
     if (lead) {
       accuracy = Evaluate(model, test_x, test_y);
       evaluated = true;
@@ -305,24 +248,18 @@ int TrainOn(const TrainConfig& c, const std::shared_ptr<distributed::DeviceGroup
         if (absl::Status s = nn::SaveCheckpoint(c.checkpoint, model); !s.ok()) return Fail(s);
       }
     }
-    if (!c.checkpoint_dir.empty()) {
-      if (absl::Status s = checkpoint(); !s.ok()) return Fail(s);
+    if (checkpoints.enabled()) {
+      if (absl::Status s = checkpoints.Save(at); !s.ok()) return Fail(s);
     }
   }
-  if (writer) {
-    if (absl::Status s = writer->Flush(); !s.ok()) return Fail(s);
-  }
+  if (absl::Status s = checkpoints.Finish(); !s.ok()) return Fail(s);
   if (!lead) return 0;
   if (!evaluated) accuracy = Evaluate(model, test_x, test_y);  // resumed after the last epoch
   std::vector<std::string> names;
   for (const auto& d : devices) names.push_back(absl::StrCat("\"", d.ToString(), "\""));
   std::string extra;
   if (processes > 1) absl::StrAppend(&extra, ",\"processes\":", processes);
-  if (resumed_step >= 0) absl::StrAppend(&extra, ",\"resumed_from_step\":", resumed_step);
-  if (checkpoints > 0) {
-    absl::StrAppend(&extra, ",\"checkpoints\":", checkpoints,
-                    ",\"checkpoint_stall_ms\":", JsonNumber(stall_seconds * 1e3 / checkpoints, 3));
-  }
+  absl::StrAppend(&extra, checkpoints.JsonFields());
   std::printf(
       "{\"test_accuracy\":%s,\"train_loss\":%s,\"epochs\":%d,\"steps\":%lld,"
       "\"samples_per_sec\":%s,\"devices\":[%s]%s}\n",
@@ -332,21 +269,8 @@ int TrainOn(const TrainConfig& c, const std::shared_ptr<distributed::DeviceGroup
   return 0;
 }
 
-// --resume=latest picks the newest complete checkpoint; with none yet (the first start of a job
-// that may restart) the run starts afresh.
-std::string ResumePath(const TrainConfig& c) {
-  if (c.resume != "latest") return c.resume;
-  auto latest = nn::LatestTrainingCheckpoint(c.checkpoint_dir);
-  if (latest.ok()) return *latest;
-  if (latest.status().code() != absl::StatusCode::kNotFound) {
-    throw UsageError{absl::StrCat("--resume=latest: ", latest.status().message())};
-  }
-  std::fprintf(stderr, "train: --resume=latest: %s; starting afresh\n", std::string(latest.status().message()).c_str());
-  return "";
-}
-
 int Train(TrainConfig c) {
-  c.resume_path = ResumePath(c);
+  c.resume_path = ResumePath(c.checkpoints, "train");
   distributed::Settings settings = MathSettings(c);
   settings.emplace_back("--resume", c.resume_path);  // every rank resumes from the same one
   const Run run = SetUpRun({.devices = c.devices,

@@ -6,6 +6,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "data/idx.h"
+#include "examples/checkpoint_flags.h"
 
 ABSL_FLAG(std::string, model, "mlp", "mlp (784-256-256-10) or cnn (two conv layers)");
 ABSL_FLAG(int, epochs, 0, "passes over the training set (0: 10 for mlp, 4 for cnn)");
@@ -18,12 +19,6 @@ ABSL_FLAG(std::string, data_dir, kiln::data::kFashionMnistDir, "folder with the 
 ABSL_FLAG(std::string, devices, "cpu:0", "devices to train on, data-parallel (e.g. cpu:0,cpu:1)");
 ABSL_FLAG(int, threads, 0, "threads per device (0: the cores shared fairly)");
 ABSL_FLAG(std::string, checkpoint, "", "safetensors file of the parameters written after every epoch");
-ABSL_FLAG(std::string, checkpoint_dir, "",
-          "folder for training checkpoints (step-N folders: model and training state) to resume from");
-ABSL_FLAG(int64_t, checkpoint_every, 0, "steps between training checkpoints (0: at each epoch's end only)");
-ABSL_FLAG(int, keep_checkpoints, 3, "training checkpoints kept in --checkpoint_dir (the newest)");
-ABSL_FLAG(std::string, resume, "",
-          "a training checkpoint folder to go on from, or latest (the newest in --checkpoint_dir)");
 ABSL_FLAG(int, train_limit, 0, "use only the first N training images (0: all)");
 ABSL_FLAG(bool, cosine, true, "cosine learning-rate decay over the run");
 ABSL_FLAG(double, collective_timeout, 60,
@@ -72,20 +67,9 @@ absl::StatusOr<TrainConfig> TrainConfigFromFlags() {
   if (c.threads < 0 || c.threads > 1024)
     return Bad("threads", absl::StrCat(c.threads), "expected 0..1024 (0: fair share)");
   c.checkpoint = absl::GetFlag(FLAGS_checkpoint);
-  c.checkpoint_dir = absl::GetFlag(FLAGS_checkpoint_dir);
-  c.checkpoint_every = absl::GetFlag(FLAGS_checkpoint_every);
-  if (c.checkpoint_every < 0 || c.checkpoint_every > (int64_t{1} << 40)) {
-    return Bad("checkpoint_every", absl::StrCat(c.checkpoint_every), "expected 0..2^40 steps (0: each epoch's end)");
-  }
-  if (c.checkpoint_every > 0 && c.checkpoint_dir.empty()) {
-    return Bad("checkpoint_every", absl::StrCat(c.checkpoint_every), "needs --checkpoint_dir");
-  }
-  c.keep_checkpoints = absl::GetFlag(FLAGS_keep_checkpoints);
-  if (c.keep_checkpoints < 1 || c.keep_checkpoints > 1000000) {
-    return Bad("keep_checkpoints", absl::StrCat(c.keep_checkpoints), "expected 1..1000000");
-  }
-  c.resume = absl::GetFlag(FLAGS_resume);
-  if (c.resume == "latest" && c.checkpoint_dir.empty()) return Bad("resume", c.resume, "needs --checkpoint_dir");
+  auto checkpoints = CheckpointFlagsFromFlags();
+  if (!checkpoints.ok()) return checkpoints.status();
+  c.checkpoints = *std::move(checkpoints);
   c.train_limit = absl::GetFlag(FLAGS_train_limit);
   if (c.train_limit < 0) return Bad("train_limit", absl::StrCat(c.train_limit), "expected >= 0 (0: all images)");
   c.cosine = absl::GetFlag(FLAGS_cosine);

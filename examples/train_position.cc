@@ -70,7 +70,7 @@ std::map<std::string, std::string> PositionMetadata(const TrainPosition& p, cons
   m["step"] = absl::StrCat(p.step);
   m["epoch"] = absl::StrCat(p.epoch);
   m["step_in_epoch"] = absl::StrCat(p.step_in_epoch);
-  m["epoch_generator"] = absl::StrCat(p.epoch_generator);
+  m["data_generator"] = absl::StrCat(p.data_generator);
   m["loss_sum"] = absl::StrFormat("%.17g", p.loss_sum);
   m["last_epoch_loss"] = absl::StrFormat("%.17g", p.last_epoch_loss);
   m["members"] = absl::StrCat(p.members);
@@ -99,7 +99,7 @@ absl::StatusOr<TrainPosition> ParsePosition(const std::map<std::string, std::str
   r.Count("step", kMaxCount, &p.step);
   r.Count("epoch", kMaxCount, &p.epoch);
   r.Count("step_in_epoch", kMaxCount, &p.step_in_epoch);
-  r.Count("epoch_generator", UINT64_MAX, &p.epoch_generator);
+  r.Count("data_generator", UINT64_MAX, &p.data_generator);
   r.Number("loss_sum", &p.loss_sum);
   r.Number("last_epoch_loss", &p.last_epoch_loss);
   r.Count("members", 1 << 20, &p.members);

@@ -18,7 +18,8 @@ struct TrainPosition {
   int64_t step = 0;                  // steps done in all
   int64_t epoch = 1;                 // the epoch running (1-based)
   int64_t step_in_epoch = 0;         // steps of `epoch` done
-  uint64_t epoch_generator = 0;      // the run's generator when `epoch` began, before its shuffle
+  uint64_t data_generator = 0;       // the data order's generator as `epoch` began (train: before its
+                                     // shuffle) or at `step` (gpt: before the next batch's draw)
   double loss_sum = 0;               // the losses of `epoch`'s steps so far
   double last_epoch_loss = 0;        // the mean loss of the epoch before `epoch` (0: none)
   int64_t members = 1;               // devices over every process that trained until here

@@ -32,7 +32,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   if (p.epoch < 1 || p.members < 1 || p.step < 0 || p.step_in_epoch < 0 || p.step_in_epoch > p.step) std::abort();
   // What the position writes back parses to the same position.
   const auto again = kiln::ParsePosition(kiln::PositionMetadata(p, settings), settings, path);
-  if (!again.ok() || again->step != p.step || again->epoch_generator != p.epoch_generator ||
+  if (!again.ok() || again->step != p.step || again->data_generator != p.data_generator ||
       again->generators != p.generators || again->loss_sum != p.loss_sum) {
     std::abort();
   }

@@ -70,16 +70,16 @@ TEST(TrainFlags, NonFiniteAndOutOfRangeNumbersAreRefused) {
 }
 
 TEST(TrainFlags, CheckpointsAndResuming) {
-  EXPECT_EQ(Error({"--checkpoint_every=-1"}), "--checkpoint_every=-1: expected 0..2^40 steps (0: each epoch's end)");
+  EXPECT_EQ(Error({"--checkpoint_every=-1"}), "--checkpoint_every=-1: expected 0..2^40 steps");
   EXPECT_EQ(Error({"--checkpoint_every=10"}), "--checkpoint_every=10: needs --checkpoint_dir");
   EXPECT_EQ(Error({"--keep_checkpoints=0", "--checkpoint_dir=ck"}), "--keep_checkpoints=0: expected 1..1000000");
   EXPECT_EQ(Error({"--resume=latest"}), "--resume=latest: needs --checkpoint_dir");
   const TrainConfig c = Config({"--checkpoint_dir=ck", "--checkpoint_every=100", "--resume=latest"});
-  EXPECT_EQ(c.checkpoint_dir, "ck");
-  EXPECT_EQ(c.checkpoint_every, 100);
-  EXPECT_EQ(c.keep_checkpoints, 3);
-  EXPECT_EQ(c.resume, "latest");
-  EXPECT_EQ(Config({"--resume=ck/step-000000000100"}).resume, "ck/step-000000000100");
+  EXPECT_EQ(c.checkpoints.dir, "ck");
+  EXPECT_EQ(c.checkpoints.every, 100);
+  EXPECT_EQ(c.checkpoints.keep, 3);
+  EXPECT_EQ(c.checkpoints.resume, "latest");
+  EXPECT_EQ(Config({"--resume=ck/step-000000000100"}).checkpoints.resume, "ck/step-000000000100");
 }
 
 TEST(TrainFlags, HelpIsNotARun) {

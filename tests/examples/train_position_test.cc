@@ -18,7 +18,7 @@ TrainPosition Sample() {
   p.step = 1234;
   p.epoch = 3;
   p.step_in_epoch = 17;
-  p.epoch_generator = std::numeric_limits<uint64_t>::max();
+  p.data_generator = std::numeric_limits<uint64_t>::max();
   p.loss_sum = 0.1 + 0.2;  // not exact in decimal: must come back bit for bit
   p.last_epoch_loss = 1.0 / 3;
   p.members = 4;
@@ -34,7 +34,7 @@ TEST(TrainPosition, RoundTripsExactly) {
   EXPECT_EQ(q->step, p.step);
   EXPECT_EQ(q->epoch, p.epoch);
   EXPECT_EQ(q->step_in_epoch, p.step_in_epoch);
-  EXPECT_EQ(q->epoch_generator, p.epoch_generator);
+  EXPECT_EQ(q->data_generator, p.data_generator);
   EXPECT_EQ(q->loss_sum, p.loss_sum);
   EXPECT_EQ(q->last_epoch_loss, p.last_epoch_loss);
   EXPECT_EQ(q->members, p.members);
@@ -64,8 +64,8 @@ TEST(TrainPosition, ChecksEveryValue) {
       {"step", "-1", "ck: the training state's step is \"-1\", not a whole number from 0 to 9007199254740992"},
       {"step", "1e3", "ck: the training state's step is \"1e3\", not a whole number from 0 to 9007199254740992"},
       {"step", " 12", "ck: the training state's step is \" 12\", not a whole number from 0 to 9007199254740992"},
-      {"epoch_generator", "18446744073709551616",
-       "ck: the training state's epoch_generator is \"18446744073709551616\", not a whole number from 0 to "
+      {"data_generator", "18446744073709551616",
+       "ck: the training state's data_generator is \"18446744073709551616\", not a whole number from 0 to "
        "18446744073709551615"},
       {"loss_sum", "nan", "ck: the training state's loss_sum is \"nan\", not a finite number"},
       {"members", "0",
