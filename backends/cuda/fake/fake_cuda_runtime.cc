@@ -38,6 +38,7 @@ struct LaunchConfig {
 };
 thread_local LaunchConfig pending_config;
 thread_local const void* last_kernel = nullptr;
+thread_local int current_device = 0;  // as the real runtime's, per thread
 
 void* AllocateHost(size_t bytes) {
   constexpr size_t kAlign = 256;  // cudaMalloc's guarantee
@@ -134,7 +135,14 @@ cudaError_t cudaGetDeviceCount(int* count) {
 }
 cudaError_t cudaSetDevice(int device) {
   Bump(GlobalCounters().runtime_calls);
-  return device >= 0 && device < kiln::cuda::fake::kDevices ? cudaSuccess : cudaErrorInvalidDevice;
+  if (device < 0 || device >= kiln::cuda::fake::kDevices) return cudaErrorInvalidDevice;
+  kiln::cuda::fake::current_device = device;
+  return cudaSuccess;
+}
+cudaError_t cudaGetDevice(int* device) {
+  Bump(GlobalCounters().runtime_calls);
+  *device = kiln::cuda::fake::current_device;
+  return cudaSuccess;
 }
 cudaError_t cudaDeviceGetAttribute(int* value, cudaDeviceAttr attr, int /*device*/) {
   Bump(GlobalCounters().runtime_calls);
