@@ -6,8 +6,7 @@
 
 namespace kiln::cuda {
 
-DeviceBuffer::DeviceBuffer(const CudaDevice& device, int64_t nbytes)
-    : memory_(Lookup(device).memory), nbytes_(nbytes) {
+DeviceBuffer::DeviceBuffer(const CudaDevice& device, int64_t nbytes) : memory_(Lookup(device).memory), nbytes_(nbytes) {
   absl::StatusOr<CachingAllocator::Block> block = memory_->Allocate(static_cast<size_t>(nbytes));
   ThrowIfError(block.status());
   block_ = *block;
