@@ -32,6 +32,7 @@ void Measure(benchmark::State& state, F&& op) {
   state.counters["gemms"] = d.blas_calls / n;
   state.counters["syncs"] = d.syncs / n;
   state.counters["mallocs"] = d.mallocs / n;
+  state.counters["device_switches"] = d.device_switches / n;
   state.counters["runtime_calls"] = d.runtime_calls / n;
 }
 

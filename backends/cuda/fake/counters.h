@@ -13,6 +13,7 @@ struct Counters {
   std::atomic<int64_t> syncs{0};
   std::atomic<int64_t> mallocs{0};
   std::atomic<int64_t> copies{0};
+  std::atomic<int64_t> device_switches{0};
   std::atomic<int64_t> runtime_calls{0};
 };
 

@@ -60,6 +60,7 @@ Counts GetCounts() {
   out.syncs = c.syncs.load();
   out.mallocs = c.mallocs.load();
   out.copies = c.copies.load();
+  out.device_switches = c.device_switches.load();
   out.runtime_calls = c.runtime_calls.load();
   return out;
 }
@@ -71,6 +72,7 @@ Counts operator-(const Counts& after, const Counts& before) {
   d.syncs = after.syncs - before.syncs;
   d.mallocs = after.mallocs - before.mallocs;
   d.copies = after.copies - before.copies;
+  d.device_switches = after.device_switches - before.device_switches;
   d.runtime_calls = after.runtime_calls - before.runtime_calls;
   return d;
 }
@@ -134,7 +136,7 @@ cudaError_t cudaGetDeviceCount(int* count) {
   return cudaSuccess;
 }
 cudaError_t cudaSetDevice(int device) {
-  Bump(GlobalCounters().runtime_calls);
+  Bump(GlobalCounters().device_switches);
   if (device < 0 || device >= kiln::cuda::fake::kDevices) return cudaErrorInvalidDevice;
   kiln::cuda::fake::current_device = device;
   return cudaSuccess;

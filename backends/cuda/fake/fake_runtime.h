@@ -16,12 +16,13 @@ inline constexpr int kDevices = 2;
 
 // Totals since the process started, over all threads.
 struct Counts {
-  int64_t launches = 0;       // kernel launches (<<<>>>)
-  int64_t blas_calls = 0;     // cuBLAS GEMM calls
-  int64_t syncs = 0;          // cudaStreamSynchronize / cudaDeviceSynchronize
-  int64_t mallocs = 0;        // cudaMalloc and cudaHostAlloc
-  int64_t copies = 0;         // cudaMemcpy*Async and cudaMemsetAsync
-  int64_t runtime_calls = 0;  // every other runtime entry point (cudaSetDevice, events, ...)
+  int64_t launches = 0;         // kernel launches (<<<>>>)
+  int64_t blas_calls = 0;       // cuBLAS GEMM calls
+  int64_t syncs = 0;            // cudaStreamSynchronize / cudaDeviceSynchronize
+  int64_t mallocs = 0;          // cudaMalloc and cudaHostAlloc
+  int64_t copies = 0;           // cudaMemcpy*Async and cudaMemsetAsync
+  int64_t device_switches = 0;  // cudaSetDevice
+  int64_t runtime_calls = 0;    // every other runtime entry point (cudaSetDevice, events, ...)
 };
 Counts GetCounts();
 Counts operator-(const Counts& after, const Counts& before);
