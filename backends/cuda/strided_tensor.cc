@@ -24,9 +24,11 @@ DeviceBuffer::~DeviceBuffer() {
 void DeviceBuffer::SetFence(Event event) {
   std::lock_guard lock(mu_);
   fence_ = std::move(event);
+  has_fence_.store(true, std::memory_order_release);
 }
 
 DeviceBuffer::Event DeviceBuffer::fence() const {
+  if (!has_fence_.load(std::memory_order_acquire)) return nullptr;
   std::lock_guard lock(mu_);
   return fence_;
 }
