@@ -1,18 +1,28 @@
-// Host time per CUDA op, measured without a GPU: the binary links the fake CUDA runtime
-// (backends/cuda/fake), so kernel launches and GEMMs are counted no-ops and what is timed is
-// kiln's own work per op: shape and stride checks, the allocator, the device context, the
-// launch path and the tensor's bookkeeping. Next to it, the bare launch of an empty kernel
-// through the same fake: the limit with no framework at all. Each benchmark reports the
-// fake's counts per op (launches, GEMMs, synchronisations, other runtime calls), so a change
-// in what an op asks of CUDA shows up beside its time.
+// Host time per CUDA op. Built two ways from this file:
+//   //bench:cuda_host_bench (KILN_FAKE_CUDA) links the fake CUDA runtime
+//   (backends/cuda/fake), so it runs without a GPU: kernel launches and GEMMs are counted
+//   no-ops and what is timed is kiln's own work per op (shape and stride checks, the
+//   allocator, the device context, the launch path, the tensor's bookkeeping). Each benchmark
+//   also reports the fake's counts per op (launches, GEMMs, synchronisations, cudaMalloc
+//   calls, device switches, other runtime calls), so a change in what an op asks of CUDA
+//   shows up beside its time.
+//   //bench:cuda_host_bench_real links the real runtime and needs a GPU (without one it says
+//   so and exits 0): the same ops with real launches, so the two side by side give the
+//   runtime's share. It waits for the device, untimed, every kSyncEvery ops, so that the
+//   launch queue never fills and the host never waits for the device inside the timing.
+// Next to the ops, the bare launch of an empty kernel: the limit with no framework at all.
 #include <benchmark/benchmark.h>
+
+#include <cstdio>
 
 #include "autodiff/autodiff.h"
 #include "backends/cuda/context.h"
 #include "backends/cuda/cuda_backend.h"
-#include "backends/cuda/fake/fake_runtime.h"
 #include "backends/dispatch/dispatch_backend.h"
 #include "bench/kernels/empty_kernel.h"
+#if defined(KILN_FAKE_CUDA)
+#include "backends/cuda/fake/fake_runtime.h"
+#endif
 
 namespace kiln {
 namespace {
@@ -20,10 +30,11 @@ namespace {
 using T = Tensor<Cuda>;
 constexpr int64_t kN = 1024;
 
-// Runs `op` once per iteration and reports what it asked of the fake runtime per call.
+// Runs `op` once per iteration (and reports what it asked of the fake runtime per call).
 template <class F>
 void Measure(benchmark::State& state, F&& op) {
   op();  // warm-up: the allocator's cache holds this op's sizes afterwards
+#if defined(KILN_FAKE_CUDA)
   const cuda::fake::Counts before = cuda::fake::GetCounts();
   for (auto _ : state) op();
   const cuda::fake::Counts d = cuda::fake::GetCounts() - before;
@@ -34,6 +45,20 @@ void Measure(benchmark::State& state, F&& op) {
   state.counters["mallocs"] = d.mallocs / n;
   state.counters["device_switches"] = d.device_switches / n;
   state.counters["runtime_calls"] = d.runtime_calls / n;
+#else
+  constexpr int64_t kSyncEvery = 256;  // well below the ~1000 launches a stream queues
+  int64_t since_sync = 0;
+  for (auto _ : state) {
+    op();
+    if (++since_sync == kSyncEvery) {
+      state.PauseTiming();
+      cuda::Synchronize(CudaDevice(0));
+      state.ResumeTiming();
+      since_sync = 0;
+    }
+  }
+  cuda::Synchronize(CudaDevice(0));
+#endif
 }
 
 void BM_BareLaunch(benchmark::State& state) {
@@ -113,4 +138,14 @@ BENCHMARK(BM_DispatchAdd);
 }  // namespace
 }  // namespace kiln
 
-BENCHMARK_MAIN();
+int main(int argc, char** argv) {
+  if (const absl::Status s = kiln::cuda::Available(); !s.ok()) {
+    std::printf("cuda_host_bench_real: skipped: no CUDA device: %s\n", std::string(s.message()).c_str());
+    return 0;
+  }
+  benchmark::Initialize(&argc, argv);
+  if (benchmark::ReportUnrecognizedArguments(argc, argv)) return 1;
+  benchmark::RunSpecifiedBenchmarks();
+  benchmark::Shutdown();
+  return 0;
+}
