@@ -162,8 +162,8 @@ const char* cudaGetErrorString(cudaError_t error) {
 // ---- Memory -------------------------------------------------------------------------------
 cudaError_t cudaMalloc(void** ptr, size_t bytes) {
   Bump(GlobalCounters().mallocs);
-  *ptr = kiln::cuda::fake::AllocateHost(bytes);
-  return *ptr != nullptr ? cudaSuccess : cudaErrorMemoryAllocation;
+  *ptr = bytes == 0 ? nullptr : kiln::cuda::fake::AllocateHost(bytes);  // as cudaMalloc(0)
+  return *ptr != nullptr || bytes == 0 ? cudaSuccess : cudaErrorMemoryAllocation;
 }
 cudaError_t cudaFree(void* ptr) {
   Bump(GlobalCounters().runtime_calls);
@@ -172,8 +172,8 @@ cudaError_t cudaFree(void* ptr) {
 }
 cudaError_t cudaHostAlloc(void** ptr, size_t bytes, unsigned int /*flags*/) {
   Bump(GlobalCounters().mallocs);
-  *ptr = kiln::cuda::fake::AllocateHost(bytes);
-  return *ptr != nullptr ? cudaSuccess : cudaErrorMemoryAllocation;
+  *ptr = bytes == 0 ? nullptr : kiln::cuda::fake::AllocateHost(bytes);
+  return *ptr != nullptr || bytes == 0 ? cudaSuccess : cudaErrorMemoryAllocation;
 }
 cudaError_t cudaFreeHost(void* ptr) {
   Bump(GlobalCounters().runtime_calls);
