@@ -224,7 +224,8 @@ absl::Status FlightRecorder::Report(const absl::Status& s) {
   // Silent peers are waited for only this long: long enough for peers failing the same call at
   // their own deadlines, short against the timeout.
   const auto wait =
-      across ? std::clamp(timeout_ / 2, std::chrono::milliseconds(100), std::chrono::milliseconds(5000))
+      across ? std::clamp(std::min(timeout_, world_->timeout()) / 2, std::chrono::milliseconds(100),
+                          std::chrono::milliseconds(5000))
              : std::chrono::milliseconds(0);
   if (across) {
     const FlightDump mine = Snapshot(/*last_only=*/true);

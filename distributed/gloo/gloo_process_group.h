@@ -67,7 +67,7 @@ class GlooProcessGroup : public ProcessGroup {
   int rank() const override { return rank_; }
   int world_size() const override { return size_; }
   const char* engine() const override { return "gloo"; }
-  std::chrono::milliseconds timeout() const { return timeout_; }
+  std::chrono::milliseconds timeout() const override { return timeout_; }
 
   absl::Status Agree(absl::string_view call) override;  // agreement.cc
   absl::Status AllReduce(absl::string_view call, const void* in, void* out, int64_t count, DType dtype,

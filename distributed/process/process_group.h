@@ -36,6 +36,8 @@ class ProcessGroup {
   virtual int rank() const = 0;
   virtual int world_size() const = 0;
   virtual const char* engine() const = 0;  // "gloo"
+  // The deadline of every call.
+  virtual std::chrono::milliseconds timeout() const = 0;
 
   // Compares `call` across the ranks and moves nothing else: InvalidArgument on every rank
   // if they differ (as below); a deadline like every collective.
