@@ -112,7 +112,8 @@ TEST(FlightRecorder, DifferentShapeNamesBothCallsAndDumps) {
   ASSERT_EQ(dump.entries.size(), 4u);
   EXPECT_EQ(FlightSignature(dump.entries[1]), "all_reduce(sum) 'step 1' of f32[3]");
   EXPECT_EQ(FlightSignature(dump.entries[3]), "all_reduce(sum) 'step 1' of f32[4]");
-  EXPECT_EQ(dump.entries[1].state, "failed");
+  // Whichever member reported first had failed; the other may not have noticed yet.
+  EXPECT_TRUE(dump.entries[1].state == "failed" || dump.entries[3].state == "failed");
   EXPECT_EQ(dump.entries[0].state, "completed");
   EXPECT_EQ(dump.reason.substr(0, 46), "INVALID_ARGUMENT: collective members disagree:");
   // The group still works, and its next calls are recorded after the failed ones.
