@@ -117,12 +117,11 @@ void BM_DataParallelTinyMlp(benchmark::State& state) {
       .add<nn::Linear<AD>>(100, 100, gen)
       .add<nn::ReLU<AD>>()
       .add<nn::Linear<AD>>(100, 1, gen);
-  auto group = std::make_shared<DeviceGroup<AD>>(
-      std::vector<CpuDevice>{CpuDevice(0), CpuDevice(1)},
-      GroupOptions{.flight_recorder_entries = static_cast<int>(state.range(0))});
-  auto dp = DataParallel<Cpu>::Create(model, group, [] {
-    return std::make_unique<nn::Sgd<Cpu>>(0.01, nn::SgdOptions{.momentum = 0.9});
-  });
+  auto group =
+      std::make_shared<DeviceGroup<AD>>(std::vector<CpuDevice>{CpuDevice(0), CpuDevice(1)},
+                                        GroupOptions{.flight_recorder_entries = static_cast<int>(state.range(0))});
+  auto dp = DataParallel<Cpu>::Create(
+      model, group, [] { return std::make_unique<nn::Sgd<Cpu>>(0.01, nn::SgdOptions{.momentum = 0.9}); });
   if (!dp.ok()) std::abort();
   const auto x = Tensor<Cpu>::uniform({128, 10}, -1, 1, gen);
   const auto y = Tensor<Cpu>::uniform({128, 1}, -1, 1, gen);

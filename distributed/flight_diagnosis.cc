@@ -51,8 +51,8 @@ std::string DiagnoseFlight(const std::vector<FlightPosition>& parties, const cha
   std::vector<int> ids;
   for (const FlightPosition* p : silent) ids.push_back(p->index);
   if (!ids.empty()) {
-    parts.push_back(absl::StrCat(Who(ids, noun), " did not report within ", silent_wait.count(),
-                                 " ms (stopped, hung or gone)"));
+    parts.push_back(
+        absl::StrCat(Who(ids, noun), " did not report within ", silent_wait.count(), " ms (stopped, hung or gone)"));
   }
   ids.clear();
   for (const FlightPosition* p : none) ids.push_back(p->index);
@@ -64,7 +64,7 @@ std::string DiagnoseFlight(const std::vector<FlightPosition>& parties, const cha
   std::stable_sort(behind.begin(), behind.end(), [](auto* a, auto* b) { return a->seq < b->seq; });
   // The state of those behind says whether they finished their last call; those at the lead are
   // in it (or just failed it, which depends on timing, so it is left out).
-  for (const Cluster& c : Clusters(behind, [](const FlightPosition& a, const FlightPosition& b) {
+  for (const Cluster& c : Clusters(behind, [](const FlightPosition&a, const FlightPosition&b) {
          return a.seq == b.seq && a.call == b.call && a.state == b.state;
        })) {
     parts.push_back(absl::StrCat(Who(c.who, noun), " last entered ", c.where->call, " (seq ", c.where->seq, ", ",

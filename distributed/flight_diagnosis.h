@@ -16,12 +16,12 @@ namespace kiln::distributed {
 // Where one party stands: its last call, as far as anyone knows.
 struct FlightPosition {
   enum Kind { kCalled, kNoCall, kSilent };
-  Kind kind = kCalled;  // kSilent: a rank that did not report (stopped, hung or gone)
-  int index = 0;        // the member or rank
-  uint64_t seq = 0;     // kCalled: its last call
+  Kind kind = kCalled;    // kSilent: a rank that did not report (stopped, hung or gone)
+  int index = 0;          // the member or rank
+  uint64_t seq = 0;       // kCalled: its last call
   std::string call;       // FlightCallName: its tag, if it has one
   std::string signature;  // op, tag, dtype and shape: what tells apart calls of one tag
-  std::string state;    // "entered", "started", "completed", "failed"
+  std::string state;      // "entered", "started", "completed", "failed"
 };
 
 // `noun`: "member" or "rank". `silent_wait`: how long the silent were waited for. The parties

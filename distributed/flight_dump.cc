@@ -23,11 +23,16 @@ std::string Cut(absl::string_view s) {
 }
 
 Json EntryJson(const FlightDumpEntry& e) {
-  return Json{{"member", e.member},       {"seq", e.seq},
-              {"op", e.op},               {"tag", Cut(e.tag)},
-              {"dtype", e.dtype},         {"shape", e.shape},
-              {"enqueued_us", e.enqueued_us}, {"started_us", e.started_us},
-              {"ended_us", e.ended_us},   {"state", e.state},
+  return Json{{"member", e.member},
+              {"seq", e.seq},
+              {"op", e.op},
+              {"tag", Cut(e.tag)},
+              {"dtype", e.dtype},
+              {"shape", e.shape},
+              {"enqueued_us", e.enqueued_us},
+              {"started_us", e.started_us},
+              {"ended_us", e.ended_us},
+              {"state", e.state},
               {"error", Cut(e.error)}};
 }
 
@@ -55,7 +60,8 @@ absl::Status Text(const Json& object, const char* key, const std::string& where,
   if (it == object.end()) return Bad(where, absl::StrCat("'", key, "' is missing"));
   if (!it->is_string()) return Bad(where, absl::StrCat("'", key, "' is not a string"));
   const auto& s = it->get_ref<const std::string&>();
-  if (s.size() > kMaxFlightText) return Bad(where, absl::StrCat("'", key, "' is longer than ", kMaxFlightText, " bytes"));
+  if (s.size() > kMaxFlightText)
+    return Bad(where, absl::StrCat("'", key, "' is longer than ", kMaxFlightText, " bytes"));
   *out = s;
   return absl::OkStatus();
 }
@@ -84,7 +90,8 @@ absl::StatusOr<FlightDumpEntry> ParseEntry(const Json& j, const FlightDump& dump
   }
   const auto shape = j.find("shape");
   if (shape == j.end() || !shape->is_array()) return Bad(where, "'shape' is not an array");
-  if (shape->size() > kMaxFlightRank) return Bad(where, absl::StrCat("'shape' has more than ", kMaxFlightRank, " dims"));
+  if (shape->size() > kMaxFlightRank)
+    return Bad(where, absl::StrCat("'shape' has more than ", kMaxFlightRank, " dims"));
   for (const Json& d : *shape) {
     if (!d.is_number_integer() || (d.is_number_unsigned() && d.get<uint64_t>() > (uint64_t{1} << 62)) ||
         d.get<int64_t>() < 0 || d.get<int64_t>() > (int64_t{1} << 62)) {
@@ -97,7 +104,9 @@ absl::StatusOr<FlightDumpEntry> ParseEntry(const Json& j, const FlightDump& dump
 
 }  // namespace
 
-std::string FlightTensorName(const FlightDumpEntry& e) { return absl::StrCat(e.dtype, "[", absl::StrJoin(e.shape, ","), "]"); }
+std::string FlightTensorName(const FlightDumpEntry& e) {
+  return absl::StrCat(e.dtype, "[", absl::StrJoin(e.shape, ","), "]");
+}
 
 std::string FlightSignature(const FlightDumpEntry& e) {
   return absl::StrCat(e.op, e.tag.empty() ? "" : absl::StrCat(" '", e.tag, "'"), " of ", FlightTensorName(e));
@@ -109,11 +118,9 @@ std::string FlightCallName(const FlightDumpEntry& e) {
 }
 
 std::string FlightDumpToJson(const FlightDump& d) {
-  const Json head{{"format", kFlightDumpFormat}, {"group", d.group},
-                  {"rank", d.rank},              {"world_size", d.world_size},
-                  {"members", d.members},        {"capacity", d.capacity},
-                  {"dumped_us", d.dumped_us},    {"reason", Cut(d.reason)},
-                  {"diagnosis", Cut(d.diagnosis)}};
+  const Json head{{"format", kFlightDumpFormat}, {"group", d.group},        {"rank", d.rank},
+                  {"world_size", d.world_size},  {"members", d.members},    {"capacity", d.capacity},
+                  {"dumped_us", d.dumped_us},    {"reason", Cut(d.reason)}, {"diagnosis", Cut(d.diagnosis)}};
   // The head without its closing brace, then one entry per line.
   std::string out = head.dump(-1, ' ', false, Json::error_handler_t::replace);
   out.pop_back();

@@ -48,8 +48,8 @@ struct FlightDump {
   int rank = 0, world_size = 1, members = 1;
   int capacity = 0;  // calls kept per member
   int64_t dumped_us = 0;
-  std::string reason;     // the failure that made the dump
-  std::string diagnosis;  // who is behind, as the failing rank saw it
+  std::string reason;                    // the failure that made the dump
+  std::string diagnosis;                 // who is behind, as the failing rank saw it
   std::vector<FlightDumpEntry> entries;  // by member, oldest first
 };
 

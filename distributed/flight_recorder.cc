@@ -64,7 +64,8 @@ FlightPosition PositionOf(int index, int members, const std::vector<FlightDumpEn
   const FlightDumpEntry* worst = nullptr;
   for (const FlightDumpEntry* e : last) {
     if (e == nullptr) return {.kind = FlightPosition::kNoCall, .index = index};
-    if (worst == nullptr || e->seq < worst->seq || (e->seq == worst->seq && Progress(e->state) < Progress(worst->state)))
+    if (worst == nullptr || e->seq < worst->seq ||
+        (e->seq == worst->seq && Progress(e->state) < Progress(worst->state)))
       worst = e;
   }
   if (worst == nullptr) return {.kind = FlightPosition::kNoCall, .index = index};
@@ -195,7 +196,8 @@ FlightDump FlightRecorder::Snapshot(bool last_only) const {
     const Ring& ring = *rings_[r];
     std::lock_guard lock(ring.mu);
     const uint64_t kept = std::min<uint64_t>(ring.next, last_only ? 1 : capacity_);
-    for (uint64_t seq = ring.next - kept; seq < ring.next; ++seq) d.entries.push_back(Export(r, ring.slots[seq % capacity_]));
+    for (uint64_t seq = ring.next - kept; seq < ring.next; ++seq)
+      d.entries.push_back(Export(r, ring.slots[seq % capacity_]));
   }
   return d;
 }
@@ -223,10 +225,9 @@ absl::Status FlightRecorder::Report(const absl::Status& s) {
   const bool across = world_ != nullptr && world_->world_size() > 1;
   // Silent peers are waited for only this long: long enough for peers failing the same call at
   // their own deadlines, short against the timeout.
-  const auto wait =
-      across ? std::clamp(std::min(timeout_, world_->timeout()) / 2, std::chrono::milliseconds(100),
-                          std::chrono::milliseconds(5000))
-             : std::chrono::milliseconds(0);
+  const auto wait = across ? std::clamp(std::min(timeout_, world_->timeout()) / 2, std::chrono::milliseconds(100),
+                                        std::chrono::milliseconds(5000))
+                           : std::chrono::milliseconds(0);
   if (across) {
     const FlightDump mine = Snapshot(/*last_only=*/true);
     const std::vector<std::optional<std::string>> notes = world_->ExchangeNotes(
@@ -253,8 +254,8 @@ absl::Status FlightRecorder::Report(const absl::Status& s) {
   }
   dump.diagnosis = DiagnoseFlight(parties, across ? "rank" : "member", wait);
   const std::string where = WriteDump(dump);
-  const std::string head = absl::StrCat("kiln flight recorder (rank ", dump.rank, " of ", dump.world_size, ", group ",
-                                        group_, "): ");
+  const std::string head =
+      absl::StrCat("kiln flight recorder (rank ", dump.rank, " of ", dump.world_size, ", group ", group_, "): ");
   std::string lines = absl::StrCat(head, s.ToString().substr(0, 600), "\n", head, dump.diagnosis, "\n");
   for (int r = 0; r < std::min(members_, 8); ++r) {
     std::vector<FlightDumpEntry> calls = OfMember(dump.entries, r);
@@ -265,8 +266,10 @@ absl::Status FlightRecorder::Report(const absl::Status& s) {
   }
   lines += absl::StrCat(head,
                         dump_path().empty() ? absl::StrCat("no dump: ", kFlightRecorderDirEnv, " is not set")
-                                            : absl::StrCat(where.substr(2), "; merge the ranks' dumps with "
-                                                           "tools/flight_recorder ", dir_),
+                                            : absl::StrCat(where.substr(2),
+                                                           "; merge the ranks' dumps with "
+                                                           "tools/flight_recorder ",
+                                                           dir_),
                         "\n");
   std::fputs(lines.c_str(), stderr);
   report_ = absl::Status(s.code(), absl::StrCat(s.message(), "; flight recorder: ", dump.diagnosis, where));

@@ -52,7 +52,8 @@ absl::StatusOr<std::string> MergeGroup(int id, const Group& g, int tail, Json* s
   for (const auto& [rank, named] : g.ranks) ranks.push_back(rank);
   std::string out = absl::StrCat("group ", id, ": dumps of rank(s) ", absl::StrJoin(ranks, ", "), " of ", g.world_size,
                                  ", ", g.members, " member(s) each");
-  if (!missing.empty()) absl::StrAppend(&out, "; no dump from rank(s) ", absl::StrJoin(missing, ", "), " (stopped, hung or gone?)");
+  if (!missing.empty())
+    absl::StrAppend(&out, "; no dump from rank(s) ", absl::StrJoin(missing, ", "), " (stopped, hung or gone?)");
   out += "\n";
   for (const auto& [rank, named] : g.ranks) {
     if (!named->dump.diagnosis.empty()) absl::StrAppend(&out, "  rank ", rank, " saw: ", named->dump.diagnosis, "\n");
@@ -72,10 +73,11 @@ absl::StatusOr<std::string> MergeGroup(int id, const Group& g, int tail, Json* s
   for (size_t i = from; i < all.size(); ++i) {
     const FlightDumpEntry& e = *all[i].first;
     const double took = e.ended_us > 0 ? (e.ended_us - e.enqueued_us) / 1000.0 : -1;
-    absl::StrAppend(&out, absl::StrFormat("  %+12.3f ms  %-18s seq %-8d %-10s", (e.enqueued_us - t0) / 1000.0,
-                                          Name(*all[i].second, g.members), e.seq, e.state),
-                    took >= 0 ? absl::StrFormat(" %9.3f ms  ", took) : std::string("       ... ms  "), FlightSignature(e),
-                    e.error.empty() ? "" : absl::StrCat("  [", e.error.substr(0, 200), "]"), "\n");
+    absl::StrAppend(&out,
+                    absl::StrFormat("  %+12.3f ms  %-18s seq %-8d %-10s", (e.enqueued_us - t0) / 1000.0,
+                                    Name(*all[i].second, g.members), e.seq, e.state),
+                    took >= 0 ? absl::StrFormat(" %9.3f ms  ", took) : std::string("       ... ms  "),
+                    FlightSignature(e), e.error.empty() ? "" : absl::StrCat("  [", e.error.substr(0, 200), "]"), "\n");
   }
   // Divergence: from the first seq every member with calls still holds (rings wrap), each seq
   // any member recorded must be the same call on every member.
@@ -95,8 +97,8 @@ absl::StatusOr<std::string> MergeGroup(int id, const Group& g, int tail, Json* s
       const auto found = m.calls.find(seq);
       if (found == m.calls.end()) {
         const std::string last = m.calls.empty() ? "no call at all"
-                                 : absl::StrCat("its last is seq ", m.calls.rbegin()->first, " ",
-                                                FlightSignature(*m.calls.rbegin()->second));
+                                                 : absl::StrCat("its last is seq ", m.calls.rbegin()->first, " ",
+                                                                FlightSignature(*m.calls.rbegin()->second));
         lacking.push_back(absl::StrCat(Name(m, g.members), " has no call (", last, ")"));
         calls[Name(m, g.members)] = nullptr;
       } else {

@@ -54,7 +54,8 @@ int main(int argc, char** argv) {
       if (!absl::SimpleAtoi(arg, &tail) || tail < 0) return Fail(absl::StrCat("--tail=", arg, " is not a count"));
       continue;
     }
-    if (absl::StartsWith(arg, "-")) return Fail(absl::StrCat("unknown flag ", arg, "; usage: flight_recorder [--tail=N] DIR_OR_DUMP..."));
+    if (absl::StartsWith(arg, "-"))
+      return Fail(absl::StrCat("unknown flag ", arg, "; usage: flight_recorder [--tail=N] DIR_OR_DUMP..."));
     struct stat st;
     if (stat(argv[i], &st) == 0 && S_ISDIR(st.st_mode)) {
       const size_t before = files.size();
@@ -71,7 +72,8 @@ int main(int argc, char** argv) {
     if (!in.ok()) return Fail(absl::StrCat(file, ": ", in.status().message()));
     if (in->size() > kMaxDumpBytes) return Fail(absl::StrCat(file, ": ", in->size(), " bytes is too large for a dump"));
     std::string bytes(in->size(), '\0');
-    if (absl::Status s = in->ReadAt(0, bytes.data(), bytes.size()); !s.ok()) return Fail(absl::StrCat(file, ": ", s.message()));
+    if (absl::Status s = in->ReadAt(0, bytes.data(), bytes.size()); !s.ok())
+      return Fail(absl::StrCat(file, ": ", s.message()));
     absl::StatusOr<kiln::distributed::FlightDump> dump = kiln::distributed::ParseFlightDump(bytes);
     if (!dump.ok()) return Fail(absl::StrCat(file, ": not a flight recorder dump: ", dump.status().message()));
     dumps.push_back({file, *std::move(dump)});

@@ -115,7 +115,7 @@ class GlooProcessGroup : public ProcessGroup {
   std::shared_ptr<gloo::Context> context_;
   const std::shared_ptr<RendezvousStore> store_;  // kept for ExchangeNotes
   std::mutex notes_mu_;                           // the store is not for concurrent use
-  std::mutex mu_;  // one collective at a time: Gloo's context is not for concurrent use
+  std::mutex mu_;                                 // one collective at a time: Gloo's context is not for concurrent use
   absl::Status broken_;
   std::string called_;
   std::unique_ptr<Mailbox> mailbox_;  // null in a world of one

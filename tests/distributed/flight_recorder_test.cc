@@ -53,9 +53,10 @@ TEST(FlightRecorder, SkippedCollectiveNamesTheMemberAndBothCalls) {
   one.join();
   EXPECT_TRUE(last1.ok()) << last1;
   const std::string path = group.flight_recorder().dump_path();
-  EXPECT_EQ(path, absl::StrCat(dir, "/rank0", group.flight_recorder().group() == 0 ? "" : ".group",
-                               group.flight_recorder().group() == 0 ? "" : absl::StrCat(group.flight_recorder().group()),
-                               ".json"));
+  EXPECT_EQ(
+      path,
+      absl::StrCat(dir, "/rank0", group.flight_recorder().group() == 0 ? "" : ".group",
+                   group.flight_recorder().group() == 0 ? "" : absl::StrCat(group.flight_recorder().group()), ".json"));
   EXPECT_EQ(last0.code(), absl::StatusCode::kDeadlineExceeded);
   EXPECT_EQ(last0.message(),
             absl::StrCat("collective arrival: member(s) 1 of 2 did not arrive within 300 ms; the group is unusable "
@@ -65,7 +66,8 @@ TEST(FlightRecorder, SkippedCollectiveNamesTheMemberAndBothCalls) {
   const FlightDump dump = ReadDump(path);
   EXPECT_EQ(dump.members, 2);
   EXPECT_EQ(dump.capacity, 2048);
-  EXPECT_EQ(dump.diagnosis, "member 1 last entered 'call 3' (seq 3, completed); member 0 is waiting in 'call 4' (seq 4)");
+  EXPECT_EQ(dump.diagnosis,
+            "member 1 last entered 'call 3' (seq 3, completed); member 0 is waiting in 'call 4' (seq 4)");
   ASSERT_EQ(dump.entries.size(), 9u);  // member 0's five calls, then member 1's four
   const FlightDumpEntry& waited = dump.entries[4];
   EXPECT_EQ(waited.member, 0);

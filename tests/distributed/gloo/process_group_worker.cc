@@ -481,7 +481,8 @@ int TaggedLoop(const Setup<Cpu>& s, int iterations) {
   const int skip = std::getenv("SKIP") ? std::atoi(std::getenv("SKIP")) : -1;
   for (int i = 0; iterations <= 0 || i < iterations; ++i) {
     if (i == skip && s.world->rank() == 1) continue;
-    auto out = group.AllReduce(0, T::full({4}, 1.0f, DType::kF32, s.devices[0]), ReduceOp::kSum, absl::StrCat("step ", i));
+    auto out =
+        group.AllReduce(0, T::full({4}, 1.0f, DType::kF32, s.devices[0]), ReduceOp::kSum, absl::StrCat("step ", i));
     if (!out.ok()) return Status(out.status());
     if (i % 50 == 0) {
       std::printf("ITERATION %d ok\n", i);
