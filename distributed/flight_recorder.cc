@@ -202,7 +202,7 @@ FlightDump FlightRecorder::Snapshot(bool last_only) const {
   return d;
 }
 
-std::string FlightRecorder::WriteDump(FlightDump& dump) const {
+std::string FlightRecorder::WriteDump(const FlightDump& dump) const {
   const std::string path = dump_path();
   if (path.empty()) return absl::StrCat(" (set ", kFlightRecorderDirEnv, " to dump every member's last calls)");
   absl::Status s = MakeDirectories(dir_);

@@ -80,7 +80,7 @@ class FlightRecorder {
 
   absl::Status Report(const absl::Status& s);
   FlightDumpEntry Export(int member, const Entry& e) const;
-  std::string WriteDump(FlightDump& dump) const;
+  std::string WriteDump(const FlightDump& dump) const;
 
   const int members_;
   const int capacity_;
