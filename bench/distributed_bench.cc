@@ -4,7 +4,11 @@
 //    each member's own thread, next to a memcpy of the same bytes on one thread. An
 //    all-reduce moves at least twice a memcpy's bytes, so its bound is half memcpy's rate;
 //  - DataParallel training steps of the Fashion-MNIST MLP (784-256-256-10) on cpu:0,cpu:1
-//    against cpu:0 alone, one thread per device, 256 samples per device.
+//    against cpu:0 alone, one thread per device, 256 samples per device;
+//  - the flight recorder's cost (distributed/flight_recorder.h), on and off (Arg 2048 / 0): a
+//    tagged all-reduce of one float on a group of one member (nothing to wait for, so the
+//    recorder's share is as large as it gets), and a DataParallel step of the tiny MLP
+//    (10-100-100-1, 64 samples per device) on cpu:0,cpu:1.
 #include <benchmark/benchmark.h>
 
 #include <cstring>
@@ -91,6 +95,44 @@ BENCHMARK(BM_DataParallelMlp)
     ->Args({1, 512})
     ->UseRealTime()
     ->Unit(benchmark::kMillisecond);
+
+void BM_RecordedAllReduceOfOne(benchmark::State& state) {
+  OneThreadPerDevice(1);
+  DeviceGroup<Cpu> group({CpuDevice(0)}, {.flight_recorder_entries = static_cast<int>(state.range(0))});
+  const Tensor<Cpu> x = Tensor<Cpu>::ones({1}, DType::kF32, CpuDevice(0));
+  for (auto _ : state) {
+    auto out = group.AllReduce(0, x, ReduceOp::kSum, "step 187 bucket 0");
+    if (!out.ok()) state.SkipWithError("all_reduce failed");
+    benchmark::DoNotOptimize(out);
+  }
+}
+BENCHMARK(BM_RecordedAllReduceOfOne)->Arg(2048)->Arg(0)->UseRealTime();
+
+void BM_DataParallelTinyMlp(benchmark::State& state) {
+  OneThreadPerDevice(2);
+  Generator gen(1);
+  nn::Sequential<AD> model;
+  model.add<nn::Linear<AD>>(10, 100, gen)
+      .add<nn::ReLU<AD>>()
+      .add<nn::Linear<AD>>(100, 100, gen)
+      .add<nn::ReLU<AD>>()
+      .add<nn::Linear<AD>>(100, 1, gen);
+  auto group =
+      std::make_shared<DeviceGroup<AD>>(std::vector<CpuDevice>{CpuDevice(0), CpuDevice(1)},
+                                        GroupOptions{.flight_recorder_entries = static_cast<int>(state.range(0))});
+  auto dp = DataParallel<Cpu>::Create(
+      model, group, [] { return std::make_unique<nn::Sgd<Cpu>>(0.01, nn::SgdOptions{.momentum = 0.9}); });
+  if (!dp.ok()) std::abort();
+  const auto x = Tensor<Cpu>::uniform({128, 10}, -1, 1, gen);
+  const auto y = Tensor<Cpu>::uniform({128, 1}, -1, 1, gen);
+  const auto loss = [](nn::Module<AD>& m, const Tensor<AD>& xs, const Tensor<AD>& ys) {
+    return nn::MeanSquaredError(m(xs), ys);
+  };
+  for (auto _ : state) {
+    if (!(*dp)->Step(x, y, loss).ok()) state.SkipWithError("step failed");
+  }
+}
+BENCHMARK(BM_DataParallelTinyMlp)->Arg(2048)->Arg(0)->UseRealTime()->Unit(benchmark::kMicrosecond);
 
 }  // namespace
 }  // namespace kiln::distributed

@@ -31,6 +31,7 @@ class DeviceGroup<Autodiff<B>> {
   int processes() const { return inner_->processes(); }
   int global_size() const { return inner_->global_size(); }
   int global_rank(int member) const { return inner_->global_rank(member); }
+  const FlightRecorder& flight_recorder() const { return inner_->flight_recorder(); }
   // The same devices without gradients (gradient sync runs its buckets here).
   DeviceGroup<B>& inner() { return *inner_; }
 

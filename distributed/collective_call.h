@@ -5,6 +5,7 @@
 #ifndef KILN_DISTRIBUTED_COLLECTIVE_CALL_H_
 #define KILN_DISTRIBUTED_COLLECTIVE_CALL_H_
 
+#include <cstdint>
 #include <string>
 
 #include "absl/strings/str_cat.h"
@@ -17,11 +18,21 @@ namespace kiln::distributed {
 
 enum class Collective { kAllReduce, kBroadcast, kAllGather, kReduceScatter };
 
+class FlightRecorder;
+
 struct CollectiveCall {
   Collective collective;
   ReduceOp op = ReduceOp::kSum;  // all-reduce and reduce-scatter
   int root = 0;                  // broadcast: a global member
   std::string signature;         // "all_reduce(sum) 'step 3 bucket 0' of f32[4]"
+  // Where the front end recorded the call (flight_recorder.h); null when the recorder is off.
+  FlightRecorder* recorder = nullptr;
+  int member = 0;
+  uint64_t seq = 0;
+
+  // An engine calls this once the local members have met and data starts to move (the
+  // flight recorder's start time; flight_recorder.cc).
+  void Started() const;
 
   // "all_reduce(sum)", "broadcast(root 1)", "all_gather", "reduce_scatter(mean)".
   static std::string Name(Collective collective, ReduceOp op, int root) {

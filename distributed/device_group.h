@@ -19,6 +19,7 @@
 #include "distributed/collective_call.h"
 #include "distributed/collective_checks.h"
 #include "distributed/engines.h"
+#include "distributed/flight_recorder.h"
 #include "distributed/group_membership.h"
 #include "distributed/group_options.h"
 #include "tensor/tensor.h"
@@ -35,38 +36,43 @@ class DeviceGroup : public GroupMembership<typename B::Device> {
   using GroupMembership<Device>::global_size;
 
   DeviceGroup(std::vector<Device> devices, GroupOptions options = {})
-      : GroupMembership<Device>(std::move(devices), options.process_group), engine_(*this, options) {}
+      : GroupMembership<Device>(std::move(devices), options.process_group),
+        recorder_(size(), options),
+        engine_(*this, options) {}
   DeviceGroup(const DeviceGroup&) = delete;
   DeviceGroup& operator=(const DeviceGroup&) = delete;
 
+  // This group's flight recorder (every member's last calls).
+  const FlightRecorder& flight_recorder() const { return recorder_; }
+
   // ---- Per-member calls ---------------------------------------------------------------------
   absl::StatusOr<Tensor<B>> AllReduce(int member, const Tensor<B>& t, ReduceOp op, absl::string_view tag = "") {
-    return Run(member, t, MakeCall(Collective::kAllReduce, op, 0, t, tag), /*consumed=*/false);
+    return Run(member, t, tag, MakeCall(Collective::kAllReduce, op, 0, t, tag), /*consumed=*/false);
   }
   // The same, consuming `t` (a temporary, such as gradient sync's bucket): across processes
   // with one local member, when nothing else refers to its memory, the host-staged engine
   // reduces in it, which saves a pass over memory.
   absl::StatusOr<Tensor<B>> AllReduce(int member, Tensor<B>&& t, ReduceOp op, absl::string_view tag = "") {
     const Tensor<B> mine = std::move(t);
-    return Run(member, mine, MakeCall(Collective::kAllReduce, op, 0, mine, tag), /*consumed=*/true);
+    return Run(member, mine, tag, MakeCall(Collective::kAllReduce, op, 0, mine, tag), /*consumed=*/true);
   }
 
   // The root's tensor on every member (root: a global member).
   absl::StatusOr<Tensor<B>> Broadcast(int member, const Tensor<B>& t, int root, absl::string_view tag = "") {
     if (absl::Status s = CheckRoot(root, global_size()); !s.ok()) return s;
-    return Run(member, t, MakeCall(Collective::kBroadcast, ReduceOp::kSum, root, t, tag), false);
+    return Run(member, t, tag, MakeCall(Collective::kBroadcast, ReduceOp::kSum, root, t, tag), false);
   }
 
   // Every member's tensor, concatenated along dim 0 in member order.
   absl::StatusOr<Tensor<B>> AllGather(int member, const Tensor<B>& t, absl::string_view tag = "") {
     if (absl::Status s = CheckGatherable(t); !s.ok()) return s;
-    return Run(member, t, MakeCall(Collective::kAllGather, ReduceOp::kSum, 0, t, tag), false);
+    return Run(member, t, tag, MakeCall(Collective::kAllGather, ReduceOp::kSum, 0, t, tag), false);
   }
 
   // Member r gets the reduction over all members of rows [r*d/N, (r+1)*d/N) of dim 0.
   absl::StatusOr<Tensor<B>> ReduceScatter(int member, const Tensor<B>& t, ReduceOp op, absl::string_view tag = "") {
     if (absl::Status s = CheckScatterable(t, global_size()); !s.ok()) return s;
-    return Run(member, t, MakeCall(Collective::kReduceScatter, op, 0, t, tag), false);
+    return Run(member, t, tag, MakeCall(Collective::kReduceScatter, op, 0, t, tag), false);
   }
 
   // ---- List calls: tensors[i] lives on member i --------------------------------------------
@@ -85,9 +91,16 @@ class DeviceGroup : public GroupMembership<typename B::Device> {
   }
 
  private:
-  absl::StatusOr<Tensor<B>> Run(int member, const Tensor<B>& t, const CollectiveCall& call, bool consumed) {
+  // Every per-member call of every engine passes here, so this is where the flight recorder
+  // sees it: from the checked call to its result.
+  absl::StatusOr<Tensor<B>> Run(int member, const Tensor<B>& t, absl::string_view tag, CollectiveCall call,
+                                bool consumed) {
     if (absl::Status s = CheckMember(member, t, this->devices()); !s.ok()) return s;
-    return engine_.Run(member, t, call, consumed);
+    recorder_.Enter(member, call, tag, t.dtype(), t.shape());
+    absl::StatusOr<Tensor<B>> out = engine_.Run(member, t, call, consumed);
+    if (call.recorder == nullptr) return out;
+    if (absl::Status s = recorder_.End(member, call.seq, out.status()); !s.ok()) return s;
+    return out;
   }
 
   // One thread per member, unless the engine drives every member from this one.
@@ -99,12 +112,38 @@ class DeviceGroup : public GroupMembership<typename B::Device> {
       for (int r = 0; r < size(); ++r) {
         if (absl::Status s = CheckMember(r, ts[r], this->devices()); !s.ok()) return s;
       }
-      return engine_.RunList(ts, collective, op, root, per_member);
+      // Tensors that differ take the per-member path (recorded there), whose meeting names the
+      // difference; the others are recorded here, one call per member.
+      for (const Tensor<B>& t : ts) {
+        if (t.shape() != ts[0].shape() || t.dtype() != ts[0].dtype()) {
+          return OnEveryMember<Tensor<B>>(size(), ts.size(), per_member);
+        }
+      }
+      if (collective == Collective::kAllGather) {
+        if (absl::Status s = CheckGatherable(ts[0]); !s.ok()) return s;
+      }
+      if (collective == Collective::kReduceScatter) {
+        if (absl::Status s = CheckScatterable(ts[0], global_size()); !s.ok()) return s;
+      }
+      std::vector<CollectiveCall> calls(size(), MakeCall(collective, op, root, ts[0], ""));
+      for (int r = 0; r < size(); ++r) {
+        recorder_.Enter(r, calls[r], "", ts[r].dtype(), ts[r].shape());
+        calls[r].Started();  // one thread drives every member: nobody to meet
+      }
+      absl::StatusOr<std::vector<Tensor<B>>> out = engine_.RunList(ts, collective, op, root, per_member);
+      absl::Status status = out.status();
+      for (int r = 0; r < size(); ++r) {
+        if (calls[r].recorder == nullptr) continue;
+        if (absl::Status s = recorder_.End(r, calls[r].seq, out.status()); !s.ok()) status = s;
+      }
+      if (!status.ok()) return status;
+      return out;
     } else {
       return OnEveryMember<Tensor<B>>(size(), ts.size(), per_member);
     }
   }
 
+  FlightRecorder recorder_;
   Engine engine_;
 };
 

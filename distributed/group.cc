@@ -76,6 +76,7 @@ absl::Status ValidateDevices(absl::Span<const DispatchDevice> devices, GroupOp o
 absl::StatusOr<AnyGroup> MakeGroup(absl::Span<const DispatchDevice> devices, GroupOp op, GroupOptions options) {
   if (absl::Status s = ValidateDevices(devices, op); !s.ok()) return s;
   if (absl::Status s = CheckTimeout(options.timeout, GroupOpName(op)); !s.ok()) return s;
+  if (absl::Status s = CheckFlightRecorder(options, GroupOpName(op)); !s.ok()) return s;
   return std::visit(
       [&](const auto& d) -> absl::StatusOr<AnyGroup> {
         using D = std::decay_t<decltype(d)>;

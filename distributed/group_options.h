@@ -5,6 +5,7 @@
 
 #include <chrono>
 #include <memory>
+#include <string>
 #include <thread>
 #include <vector>
 
@@ -22,6 +23,11 @@ struct GroupOptions {
   // of rank p, every process must have the same number of local devices, and roots and
   // reduce-scatter parts count global members.
   std::shared_ptr<ProcessGroup> process_group;
+  // The flight recorder (flight_recorder.h): how many of its last calls each member keeps
+  // (0: off), and the folder a failure dumps them to ("": $KILN_FLIGHT_RECORDER_DIR; no dump
+  // when that is unset too).
+  int flight_recorder_entries = 2048;
+  std::string flight_recorder_dir;
 };
 
 // Runs call(member) for every member of a group of `size` on a thread of its own (member 0 on

@@ -171,7 +171,9 @@ class HostStagedEngine {
   // Publishes the member's dense input and meets the others.
   absl::Status Enter(int member, const Tensor<B>& t, const CollectiveCall& call) {
     slots_[member] = K::Stage(t.primitive());
-    return meeting_.Arrive(member, call.signature);
+    absl::Status s = meeting_.Arrive(member, call.signature);
+    if (s.ok()) call.Started();
+    return s;
   }
 
   std::vector<const void*> Inputs() const {

@@ -57,6 +57,7 @@ class NcclEngine {
     if (!buffers.ok() && buffers.status().code() != absl::StatusCode::kInvalidArgument) return buffers.status();
     refused_[member] = buffers.status();
     if (absl::Status s = meeting_.Arrive(member, call.signature); !s.ok()) return s;
+    call.Started();
     absl::Status ready = meeting_.Together(member, [&] {
       for (const absl::Status& refusal : refused_) {
         if (!refusal.ok()) return refusal;

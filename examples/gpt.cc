@@ -56,6 +56,8 @@ ABSL_FLAG(std::string, prompt, "\n", "the text generation starts from");
 ABSL_FLAG(double, temperature, 1.0, "sampling temperature (> 0)");
 ABSL_FLAG(int, top_k, 0, "sample among the k likeliest bytes (0: all)");
 ABSL_FLAG(double, collective_timeout, 60, "seconds a collective (and the rendezvous) may wait");
+ABSL_FLAG(std::string, flight_recorder_dir, "",
+          "folder where a failed collective dumps every rank's last calls (default: $KILN_FLIGHT_RECORDER_DIR)");
 
 namespace kiln {
 namespace {
@@ -65,7 +67,7 @@ struct Config {
   int steps, batch, warmup, eval_every, eval_batches, sample, top_k, threads;
   double lr, weight_decay, clip, temperature, timeout_s;
   uint64_t seed;
-  std::string data_dir, devices, checkpoint, prompt;
+  std::string data_dir, devices, checkpoint, prompt, flight_recorder_dir;
   CheckpointFlags checkpoints;
   std::string resume_path;  // the folder --resume names ("": a fresh start)
 };
@@ -117,6 +119,8 @@ Config ConfigFromFlags() {
   c.temperature = real("temperature", absl::GetFlag(FLAGS_temperature), 0, 100, true);
   c.top_k = in("top_k", absl::GetFlag(FLAGS_top_k), 0, 256);
   c.timeout_s = real("collective_timeout", absl::GetFlag(FLAGS_collective_timeout), 0, 7 * 24 * 3600, true);
+  c.flight_recorder_dir = absl::GetFlag(FLAGS_flight_recorder_dir);
+  if (c.flight_recorder_dir.size() > 4096) throw UsageError{"--flight_recorder_dir: a path of at most 4096 bytes"};
   return c;
 }
 
@@ -306,9 +310,12 @@ int Main(Config c) {
   c.resume_path = ResumePath(c.checkpoints, "gpt");
   distributed::Settings settings = MathSettings(c);
   settings.emplace_back("--resume", c.resume_path);  // every rank resumes from the same one
-  const Run run = SetUpRun(
-      {.devices = c.devices, .threads = c.threads, .collective_timeout_s = c.timeout_s, .checkpoint = c.checkpoint},
-      settings);
+  const Run run = SetUpRun({.devices = c.devices,
+                            .threads = c.threads,
+                            .collective_timeout_s = c.timeout_s,
+                            .checkpoint = c.checkpoint,
+                            .flight_recorder_dir = c.flight_recorder_dir},
+                           settings);
   const int64_t members = static_cast<int64_t>(run.devices.size()) * run.processes;
   if (c.batch < members) {
     throw UsageError{absl::StrCat("--batch_size=", c.batch, " is smaller than the ", members, " devices")};

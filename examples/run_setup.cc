@@ -56,6 +56,7 @@ Run SetUpRun(const RunFlags& flags, distributed::Settings settings) {
   Run run;
   run.devices = ParseDevices(flags.devices, flags.threads, launch->has_value() ? &**launch : nullptr);
   run.group_options.timeout = std::chrono::milliseconds(static_cast<int64_t>(flags.collective_timeout_s * 1000));
+  run.group_options.flight_recorder_dir = flags.flight_recorder_dir;
   if (!launch->has_value()) return run;
   auto world = distributed::GlooProcessGroup::Connect(
       distributed::ProcessGroupOptions::From(**launch, run.group_options.timeout));

@@ -26,7 +26,8 @@ struct RunFlags {
   std::string devices;
   int threads = 0;  // per device; 0: the cores shared fairly
   double collective_timeout_s = 60;
-  std::string checkpoint;  // "": none
+  std::string checkpoint;           // "": none
+  std::string flight_recorder_dir;  // "": $KILN_FLIGHT_RECORDER_DIR (distributed/flight_recorder.h)
 };
 
 struct Run {

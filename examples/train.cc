@@ -276,7 +276,8 @@ int Train(TrainConfig c) {
   const Run run = SetUpRun({.devices = c.devices,
                             .threads = c.threads,
                             .collective_timeout_s = c.collective_timeout_s,
-                            .checkpoint = c.checkpoint},
+                            .checkpoint = c.checkpoint,
+                            .flight_recorder_dir = c.flight_recorder_dir},
                            settings);
   const std::vector<DispatchDevice>& devices = run.devices;
   const int rank = run.rank, processes = run.processes;

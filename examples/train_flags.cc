@@ -23,6 +23,8 @@ ABSL_FLAG(int, train_limit, 0, "use only the first N training images (0: all)");
 ABSL_FLAG(bool, cosine, true, "cosine learning-rate decay over the run");
 ABSL_FLAG(double, collective_timeout, 60,
           "seconds a collective (and the rendezvous) may wait for the other devices and processes");
+ABSL_FLAG(std::string, flight_recorder_dir, "",
+          "folder where a failed collective dumps every rank's last calls (default: $KILN_FLIGHT_RECORDER_DIR)");
 
 namespace kiln {
 namespace {
@@ -77,6 +79,11 @@ absl::StatusOr<TrainConfig> TrainConfigFromFlags() {
   if (!(c.collective_timeout_s > 0 && c.collective_timeout_s <= kMaxTimeoutSeconds)) {
     return Bad("collective_timeout", Number(c.collective_timeout_s),
                absl::StrCat("--collective_timeout must be > 0 seconds and at most ", kMaxTimeoutSeconds, " (a week)"));
+  }
+  c.flight_recorder_dir = absl::GetFlag(FLAGS_flight_recorder_dir);
+  if (c.flight_recorder_dir.size() > kMaxFlightRecorderDir) {
+    return Bad("flight_recorder_dir", c.flight_recorder_dir.substr(0, 40) + "...",
+               absl::StrCat("a path of at most ", kMaxFlightRecorderDir, " bytes"));
   }
   return c;
 }

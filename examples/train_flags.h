@@ -31,7 +31,11 @@ struct TrainConfig {
   int train_limit = 0;      // 0: all
   bool cosine = true;
   double collective_timeout_s = 60;  // in (0, kMaxTimeoutSeconds]
+  std::string flight_recorder_dir;   // "": $KILN_FLIGHT_RECORDER_DIR
 };
+
+// The longest --flight_recorder_dir (a path).
+inline constexpr size_t kMaxFlightRecorderDir = 4096;
 
 inline constexpr double kMaxTimeoutSeconds = 7 * 24 * 3600;
 

@@ -107,7 +107,7 @@ absl::StatusOr<std::shared_ptr<GlooProcessGroup>> GlooProcessGroup::Connect(cons
   }
   if (absl::Status s = CheckTimeout(o.timeout, "process group"); !s.ok()) return s;
   IgnoreBrokenPipes();
-  auto store = RendezvousStore::Open(o.rendezvous, o.run_id);
+  absl::StatusOr<std::shared_ptr<RendezvousStore>> store = RendezvousStore::Open(o.rendezvous, o.run_id);
   if (!store.ok()) return store.status();
   const std::string where =
       absl::StrCat("rendezvous at ", o.rendezvous, o.run_id.empty() ? "" : absl::StrCat(" (run ", o.run_id, ")"));
@@ -135,7 +135,7 @@ absl::StatusOr<std::shared_ptr<GlooProcessGroup>> GlooProcessGroup::Connect(cons
     return ConnectionError(why, absl::StrCat(where, ": rank ", o.rank, " could not connect to the others: ", why));
   }
   try {  // the first messages (sizing the send buffers) can meet a peer that died since
-    return std::shared_ptr<GlooProcessGroup>(new GlooProcessGroup(o.rank, o.world_size, o.timeout, context));
+    return std::shared_ptr<GlooProcessGroup>(new GlooProcessGroup(o.rank, o.world_size, o.timeout, context, *store));
   } catch (const std::exception& e) {
     const std::string why = Reason(e);
     return ConnectionError(why,
@@ -144,8 +144,8 @@ absl::StatusOr<std::shared_ptr<GlooProcessGroup>> GlooProcessGroup::Connect(cons
 }
 
 GlooProcessGroup::GlooProcessGroup(int rank, int size, std::chrono::milliseconds timeout,
-                                   std::shared_ptr<gloo::Context> context)
-    : rank_(rank), size_(size), timeout_(timeout), context_(std::move(context)) {
+                                   std::shared_ptr<gloo::Context> context, std::shared_ptr<RendezvousStore> store)
+    : rank_(rank), size_(size), timeout_(timeout), context_(std::move(context)), store_(std::move(store)) {
   if (size_ == 1) return;
   // Every rank takes its slots in the same order, so they match across ranks: the mailbox's
   // two, the results', then the one that sizes the send buffers.

@@ -30,6 +30,7 @@ class Context;
 namespace kiln::distributed {
 
 class Mailbox;
+class RendezvousStore;
 
 struct ProcessGroupOptions {
   int rank = 0;
@@ -66,7 +67,7 @@ class GlooProcessGroup : public ProcessGroup {
   int rank() const override { return rank_; }
   int world_size() const override { return size_; }
   const char* engine() const override { return "gloo"; }
-  std::chrono::milliseconds timeout() const { return timeout_; }
+  std::chrono::milliseconds timeout() const override { return timeout_; }
 
   absl::Status Agree(absl::string_view call) override;  // agreement.cc
   absl::Status AllReduce(absl::string_view call, const void* in, void* out, int64_t count, DType dtype,
@@ -75,13 +76,17 @@ class GlooProcessGroup : public ProcessGroup {
   absl::Status AllGather(absl::string_view call, void* data, int64_t bytes_per_rank) override;
   absl::Status ReduceScatter(absl::string_view call, void* data, int64_t count, DType dtype,
                              ReduceOp kind) override;  // direct_reduce.cc
+  // Through the rendezvous store, under this run's keys (notes.cc).
+  std::vector<std::optional<std::string>> ExchangeNotes(const std::string& key, const std::string& note,
+                                                        std::chrono::milliseconds wait) override;
 
   // Gloo's context, for benchmarks that time raw Gloo on the same connections (unusable once
   // the group has failed: its connections are closed).
   const std::shared_ptr<gloo::Context>& context() const { return context_; }
 
  private:
-  GlooProcessGroup(int rank, int size, std::chrono::milliseconds timeout, std::shared_ptr<gloo::Context> context);
+  GlooProcessGroup(int rank, int size, std::chrono::milliseconds timeout, std::shared_ptr<gloo::Context> context,
+                   std::shared_ptr<RendezvousStore> store);
 
   // All-reduce and reduce-scatter (direct_reduce.cc): each rank reduces its part, segment by
   // segment, through the mailbox, agreeing on the call while its first segments are already
@@ -108,7 +113,9 @@ class GlooProcessGroup : public ProcessGroup {
   const int rank_, size_;
   const std::chrono::milliseconds timeout_;
   std::shared_ptr<gloo::Context> context_;
-  std::mutex mu_;  // one collective at a time: Gloo's context is not for concurrent use
+  const std::shared_ptr<RendezvousStore> store_;  // kept for ExchangeNotes
+  std::mutex notes_mu_;                           // the store is not for concurrent use
+  std::mutex mu_;                                 // one collective at a time: Gloo's context is not for concurrent use
   absl::Status broken_;
   std::string called_;
   std::unique_ptr<Mailbox> mailbox_;  // null in a world of one

@@ -16,8 +16,11 @@
 #ifndef KILN_DISTRIBUTED_PROCESS_PROCESS_GROUP_H_
 #define KILN_DISTRIBUTED_PROCESS_PROCESS_GROUP_H_
 
+#include <chrono>
 #include <cstdint>
+#include <optional>
 #include <string>
+#include <vector>
 
 #include "absl/status/status.h"
 #include "absl/strings/string_view.h"
@@ -33,6 +36,8 @@ class ProcessGroup {
   virtual int rank() const = 0;
   virtual int world_size() const = 0;
   virtual const char* engine() const = 0;  // "gloo"
+  // The deadline of every call.
+  virtual std::chrono::milliseconds timeout() const = 0;
 
   // Compares `call` across the ranks and moves nothing else: InvalidArgument on every rank
   // if they differ (as below); a deadline like every collective.
@@ -56,6 +61,20 @@ class ProcessGroup {
   // In place: data holds `count` elements on every rank; on return, data[0, count / world)
   // is the reduction of part `rank` (count divides by the world size).
   virtual absl::Status ReduceScatter(absl::string_view call, void* data, int64_t count, DType dtype, ReduceOp kind) = 0;
+
+  // A side channel for diagnostics after a failure, which must not need the group's own
+  // connections (a failure may have closed them): leaves `note` for the other ranks under
+  // `key` and returns every rank's note under `key` (this rank's included), waiting at most
+  // `wait` for those not there yet; a rank that leaves none in time is nullopt. Best effort,
+  // never an error. This default has no channel: only this rank's own note.
+  virtual std::vector<std::optional<std::string>> ExchangeNotes(const std::string& key, const std::string& note,
+                                                                std::chrono::milliseconds wait) {
+    (void)key;
+    (void)wait;
+    std::vector<std::optional<std::string>> notes(world_size());
+    notes[rank()] = note;
+    return notes;
+  }
 };
 
 }  // namespace kiln::distributed

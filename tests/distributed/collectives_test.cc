@@ -138,7 +138,9 @@ TYPED_TEST(Collectives, MismatchedShapesFailForEveryMember) {
     EXPECT_EQ(s.message(),
               "collective members disagree: member 0 called all_reduce(sum) of f32[3] but member 1 "
               "called all_reduce(sum) of f32[4]; every member must make the same call with tensors "
-              "of one shape and dtype");
+              "of one shape and dtype; flight recorder: member 0 is in all_reduce(sum) of f32[3] (seq 0); "
+              "member 1 is in all_reduce(sum) of f32[4] (seq 0) (set KILN_FLIGHT_RECORDER_DIR to dump "
+              "every member's last calls)");
   }
   // The group still works after a rejected call.
   EXPECT_TRUE(group.AllReduce(this->Inputs(d, {4}), ReduceOp::kSum).ok());
@@ -172,7 +174,9 @@ TYPED_TEST(Collectives, AMemberThatNeverArrivesIsADeadlineNotAHang) {
     EXPECT_EQ(s.code(), absl::StatusCode::kDeadlineExceeded);
     EXPECT_EQ(s.message(),
               "collective arrival: member(s) 2 of 3 did not arrive within 200 ms; the "
-              "group is unusable from now on");
+              "group is unusable from now on; flight recorder: member 2 has made no call; members 0, 1 are "
+              "waiting in all_reduce(sum) of f32[2] (seq 0) (set KILN_FLIGHT_RECORDER_DIR to dump every "
+              "member's last calls)");
   }
   // The late member, and everyone after, gets the same error at once.
   EXPECT_EQ(group.AllReduce(2, T::zeros({2}, DType::kF32, d[2]), ReduceOp::kSum).status().code(),

@@ -129,7 +129,9 @@ TEST(ProcessGroupErrors, MismatchedShapesFailOnEveryRankBeforeDataMoves) {
         r.output,
         "STATUS INVALID_ARGUMENT: process group: rank 1 called all_reduce(sum) of f32[5] on 1 local device(s) but "
         "rank 0 called all_reduce(sum) of f32[4] on 1 local device(s); every rank must make the same collective "
-        "calls, in the same order, with tensors of one shape and dtype (no tensor was changed)\n"))
+        "calls, in the same order, with tensors of one shape and dtype (no tensor was changed); flight recorder: "
+        "rank 0 is in all_reduce(sum) of f32[4] (seq 0); rank 1 is in all_reduce(sum) of f32[5] (seq 0) (set "
+        "KILN_FLIGHT_RECORDER_DIR to dump every member's last calls)\n"))
         << r.output;
     EXPECT_TRUE(absl::StrContains(r.output, "OK the next call works")) << r.output;
     EXPECT_TRUE(absl::StrContains(r.output,

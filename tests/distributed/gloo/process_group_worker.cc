@@ -6,7 +6,7 @@
 //
 //   process_group_worker <scenario> [local devices] [timeout ms] [iterations]
 //   scenarios: collectives, large, autodiff, data_parallel, mismatch_shape, mismatch_dtype,
-//   mismatch_large, repeated, loop, join; cuda_collectives, cuda_autodiff, cuda_mismatch_shape
+//   mismatch_large, repeated, loop, tagged_loop, join; cuda_collectives, cuda_autodiff, cuda_mismatch_shape
 //   run on CUDA devices through NCCL (the process with local rank l takes GPUs l * devices,
 //   ...), in a --config=cuda build.
 #include <algorithm>
@@ -473,6 +473,26 @@ int Loop(const Setup<Cpu>& s, int iterations) {
   return 0;
 }
 
+// Per-member all-reduces tagged 'step i', as a training loop's: until told to stop
+// (iterations), a collective fails, or, with SKIP set, rank 1 skips step SKIP (and calls the
+// next) to show what the flight recorder says about a rank out of step.
+int TaggedLoop(const Setup<Cpu>& s, int iterations) {
+  DeviceGroup<Cpu> group(s.devices, {.process_group = s.world});
+  const int skip = std::getenv("SKIP") ? std::atoi(std::getenv("SKIP")) : -1;
+  for (int i = 0; iterations <= 0 || i < iterations; ++i) {
+    if (i == skip && s.world->rank() == 1) continue;
+    auto out =
+        group.AllReduce(0, T::full({4}, 1.0f, DType::kF32, s.devices[0]), ReduceOp::kSum, absl::StrCat("step ", i));
+    if (!out.ok()) return Status(out.status());
+    if (i % 50 == 0) {
+      std::printf("ITERATION %d ok\n", i);
+      std::fflush(stdout);
+    }
+  }
+  Check(true, "all iterations");
+  return 0;
+}
+
 int Main(int argc, char** argv) {
   absl::string_view scenario = argc > 1 ? argv[1] : "";
   const int local = argc > 2 ? std::atoi(argv[2]) : 1;
@@ -521,6 +541,7 @@ int Main(int argc, char** argv) {
   if (scenario == "same_string") return SameString(s);
   if (scenario == "broadcast_first") return BroadcastFirst(s);
   if (scenario == "loop") return Loop(s, iterations);
+  if (scenario == "tagged_loop") return TaggedLoop(s, iterations);
   if (scenario == "join") return 0;
   std::printf("unknown scenario '%s'\n", std::string(scenario).c_str());
   return 1;
