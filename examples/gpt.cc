@@ -333,22 +333,6 @@ int Main(Config c) {
 }  // namespace kiln
 
 int main(int argc, char** argv) {
-  try {
-    const auto command_line = kiln::ParseCommandLineStrictly(std::vector<std::string>(argv + 1, argv + argc));
-    if (!command_line.ok()) throw kiln::UsageError{std::string(command_line.status().message())};
-    if (*command_line == kiln::CommandLine::kHelp) {
-      std::printf("%s", kiln::Usage("gpt", "Trains a byte-level GPT on Debian's fortunes with kiln.").c_str());
-      return 0;
-    }
-    return kiln::Main(kiln::ConfigFromFlags());
-  } catch (const kiln::UsageError& e) {
-    std::fprintf(stderr, "gpt: %s\n", e.message.c_str());
-    return 2;
-  } catch (const kiln::RunFailure& e) {
-    std::fprintf(stderr, "gpt: %s\n", e.message.c_str());
-    return 1;
-  } catch (const kiln::Error& e) {
-    std::fprintf(stderr, "gpt: %s\n", e.what());
-    return 2;
-  }
+  return kiln::RunMain(argc, argv, "gpt", "Trains a byte-level GPT on Debian's fortunes with kiln.",
+                       [] { return kiln::Main(kiln::ConfigFromFlags()); });
 }

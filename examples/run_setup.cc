@@ -2,6 +2,9 @@
 
 #include <algorithm>
 #include <chrono>
+#include <cstdio>
+#include <string>
+#include <vector>
 
 #include "absl/strings/str_cat.h"
 #include "backends/cpu/cpu_device.h"
@@ -9,7 +12,9 @@
 #include "distributed/group.h"
 #include "distributed/own_devices.h"
 #include "distributed/process/launch_env.h"
+#include "examples/command_line.h"
 #include "nn/safetensors.h"
+#include "tensor/error.h"
 
 namespace kiln {
 namespace {
@@ -71,6 +76,27 @@ Run SetUpRun(const RunFlags& flags, distributed::Settings settings) {
   run.rank = (*world)->rank();
   run.processes = (*world)->world_size();
   return run;
+}
+
+int RunMain(int argc, char** argv, const char* program, const char* summary, const std::function<int()>& run) {
+  try {
+    const auto command_line = ParseCommandLineStrictly(std::vector<std::string>(argv + 1, argv + argc));
+    if (!command_line.ok()) throw UsageError{std::string(command_line.status().message())};
+    if (*command_line == CommandLine::kHelp) {
+      std::printf("%s", Usage(program, summary).c_str());
+      return 0;
+    }
+    return run();
+  } catch (const UsageError& e) {
+    std::fprintf(stderr, "%s: %s\n", program, e.message.c_str());
+    return 2;
+  } catch (const RunFailure& e) {
+    std::fprintf(stderr, "%s: %s\n", program, e.message.c_str());
+    return 1;
+  } catch (const Error& e) {
+    std::fprintf(stderr, "%s: %s\n", program, e.what());
+    return 2;
+  }
 }
 
 }  // namespace kiln

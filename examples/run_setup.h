@@ -6,6 +6,7 @@
 #ifndef KILN_EXAMPLES_RUN_SETUP_H_
 #define KILN_EXAMPLES_RUN_SETUP_H_
 
+#include <functional>
 #include <string>
 #include <vector>
 
@@ -39,6 +40,11 @@ struct Run {
 // Throws UsageError or RunFailure. `settings` (those that change the math) are compared with
 // every other rank's.
 Run SetUpRun(const RunFlags& flags, distributed::Settings settings);
+
+// A training program's main: the command line parsed strictly into the flags (--help prints
+// the usage with `summary`), then `run`. A UsageError or kiln::Error exits 2 and a RunFailure
+// 1, each with its message after "`program`: " on stderr.
+int RunMain(int argc, char** argv, const char* program, const char* summary, const std::function<int()>& run);
 
 }  // namespace kiln
 

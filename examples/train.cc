@@ -297,25 +297,9 @@ int Train(TrainConfig c) {
 }  // namespace kiln
 
 int main(int argc, char** argv) {
-  try {
-    const std::vector<std::string> args(argv + 1, argv + argc);
-    const auto command_line = kiln::ParseCommandLineStrictly(args);
-    if (!command_line.ok()) throw kiln::UsageError{std::string(command_line.status().message())};
-    if (*command_line == kiln::CommandLine::kHelp) {
-      std::printf("%s", kiln::Usage("train", "Trains a model on Fashion-MNIST with kiln.").c_str());
-      return 0;
-    }
+  return kiln::RunMain(argc, argv, "train", "Trains a model on Fashion-MNIST with kiln.", [] {
     const auto config = kiln::TrainConfigFromFlags();
     if (!config.ok()) throw kiln::UsageError{std::string(config.status().message())};
     return kiln::Train(*config);
-  } catch (const kiln::UsageError& e) {
-    std::fprintf(stderr, "train: %s\n", e.message.c_str());
-    return 2;
-  } catch (const kiln::RunFailure& e) {
-    std::fprintf(stderr, "train: %s\n", e.message.c_str());
-    return 1;
-  } catch (const kiln::Error& e) {
-    std::fprintf(stderr, "train: %s\n", e.what());
-    return 2;
-  }
+  });
 }

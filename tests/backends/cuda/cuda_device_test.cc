@@ -7,14 +7,10 @@
 #include "backends/cuda/context.h"
 #include "backends/cuda/cuda_backend.h"
 #include "backends/dispatch/dispatch_backend.h"
+#include "tests/backends.h"
 
 namespace kiln {
 namespace {
-
-#define SKIP_WITHOUT_GPU()                                 \
-  if (const absl::Status s = cuda::Available(); !s.ok()) { \
-    GTEST_SKIP() << "no CUDA device: " << s.message();     \
-  }
 
 TEST(CudaDevice, Names) {
   EXPECT_EQ(CudaDevice().ToString(), "cuda:0");
@@ -48,7 +44,7 @@ TEST(CudaDevice, NoGpuIsAClearError) {
 }
 
 TEST(CudaDevice, MissingIndexNamesTheDevicesThatExist) {
-  SKIP_WITHOUT_GPU();
+  KILN_SKIP_IF_UNAVAILABLE(Cuda);
   const int count = cuda::DeviceCount();
   const absl::Status s = cuda::CheckDevice(CudaDevice(count));
   EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument);
@@ -57,7 +53,7 @@ TEST(CudaDevice, MissingIndexNamesTheDevicesThatExist) {
 }
 
 TEST(CudaBackend, AllocatorReusesMemoryAcrossSteps) {
-  SKIP_WITHOUT_GPU();
+  KILN_SKIP_IF_UNAVAILABLE(Cuda);
   using T = Tensor<Cuda>;
   const T x = T::ones({256, 256});
   (void)(x + x).sum().item<float>();  // warm-up: the sizes of one step are now cached
@@ -69,7 +65,7 @@ TEST(CudaBackend, AllocatorReusesMemoryAcrossSteps) {
 }
 
 TEST(CudaBackend, LongChainsRunInStreamOrder) {
-  SKIP_WITHOUT_GPU();
+  KILN_SKIP_IF_UNAVAILABLE(Cuda);
   using T = Tensor<Cuda>;
   // Each step frees the previous tensor while its kernels may still be queued: stream order
   // makes the reuse safe.
@@ -79,7 +75,7 @@ TEST(CudaBackend, LongChainsRunInStreamOrder) {
 }
 
 TEST(CudaBackend, LargeAndLongReductions) {
-  SKIP_WITHOUT_GPU();
+  KILN_SKIP_IF_UNAVAILABLE(Cuda);
   using T = Tensor<Cuda>;
   // Long rows (two passes), a long column reduction, and more rows than one grid dimension.
   const T row = T::ones({1, 5'000'000}, DType::kF64);
@@ -94,7 +90,7 @@ TEST(CudaBackend, LargeAndLongReductions) {
 }
 
 TEST(CudaBackend, CopiesBetweenDevices) {
-  SKIP_WITHOUT_GPU();
+  KILN_SKIP_IF_UNAVAILABLE(Cuda);
   if (cuda::DeviceCount() < 2) GTEST_SKIP() << "needs two CUDA devices";
   using T = Tensor<Cuda>;
   const T x = T::arange(0, 10, 1, DType::kF32).reshape({2, 5}).transpose(0, 1);
@@ -104,7 +100,7 @@ TEST(CudaBackend, CopiesBetweenDevices) {
 }
 
 TEST(CudaBackend, DispatchRunsOnCuda) {
-  SKIP_WITHOUT_GPU();
+  KILN_SKIP_IF_UNAVAILABLE(Cuda);
   using D = Tensor<Dispatch>;
   const DispatchDevice device = DispatchDevice::Parse("cuda:0").value();
   const D x = D::arange(0, 4, 1, DType::kF32, device);
