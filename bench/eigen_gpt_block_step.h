@@ -276,12 +276,13 @@ class EigenGptBlockStep {
     const Index d = dy.cols();
     const float n = static_cast<float>(d);
     const int parts = Rows([&](int part, Index begin, Index end) {
-      auto sums = partials_.row(part);
-      sums.head(d) =
-          (dy.middleRows(begin, end - begin).array() * xhat.middleRows(begin, end - begin).array()).colwise().sum();
-      sums.segment(d, d) = dy.middleRows(begin, end - begin).colwise().sum();
-      if (dx == nullptr) return;
+      // Row by row: a row-major matrix's column sums vectorise along the row.
+      auto sums = partials_.row(part).head(2 * d);
+      sums.setZero();
       for (Index r = begin; r < end; ++r) {
+        sums.head(d).array() += dy.row(r).array() * xhat.row(r).array();
+        sums.tail(d) += dy.row(r);
+        if (dx == nullptr) continue;
         const auto g = dy.row(r).array() * V(weight).array();
         const float mean_g = g.sum() / n, mean_gx = (g * xhat.row(r).array()).sum() / n;
         dx->row(r).array() = rstd[r] * (g - mean_g - xhat.row(r).array() * mean_gx);
@@ -296,7 +297,9 @@ class EigenGptBlockStep {
     Gemm(dy, true, x, false, params_[weight].grad);
     const Index n = dy.cols();
     const int parts = Rows([&](int part, Index begin, Index end) {
-      partials_.row(part).head(n) = dy.middleRows(begin, end - begin).colwise().sum();
+      auto sums = partials_.row(part).head(n);
+      sums.setZero();
+      for (Index r = begin; r < end; ++r) sums += dy.row(r);
     });
     params_[bias].grad.row(0) = partials_.topLeftCorner(parts, n).colwise().sum();
     Gemm(dy, false, W(weight), false, *dx);
