@@ -98,6 +98,7 @@ class EigenGptBlockStep {
     probs_.resize(s_.batch * s_.heads * s_.seq, s_.seq);
     dprobs_.resize(threads_ * s_.seq, s_.seq);
     partials_.resize(threads_, 2 * f);
+    tanh_.resize(threads_, f);
   }
 
   auto& params() { return params_; }
@@ -186,11 +187,14 @@ class EigenGptBlockStep {
   void Backward() {
     // out = h + proj(gelu(fc(ln_2(h)))): through the MLP, then add the residual's gradient.
     LinearBackward(dout_, gelu_, kMlpProjWeight, kMlpProjBias, &dgelu_);
-    Rows([&](int, Index begin, Index end) {
-      const auto v = fc_.middleRows(begin, end - begin).array();
-      const auto th = (kSqrt2OverPi * (v + kGeluCubic * v.cube())).tanh();
-      dgelu_.middleRows(begin, end - begin).array() *=
-          0.5f * (1.0f + th) + 0.5f * v * (1.0f - th.square()) * kSqrt2OverPi * (1.0f + 3 * kGeluCubic * v.square());
+    Rows([&](int part, Index begin, Index end) {
+      auto th = tanh_.row(part).array();  // evaluated once per row, used twice
+      for (Index r = begin; r < end; ++r) {
+        const auto v = fc_.row(r).array();
+        th = (kSqrt2OverPi * (v + kGeluCubic * v.cube())).tanh();
+        dgelu_.row(r).array() *=
+            0.5f * (1.0f + th) + 0.5f * v * (1.0f - th.square()) * kSqrt2OverPi * (1.0f + 3 * kGeluCubic * v.square());
+      }
     });
     LinearBackward(dgelu_, ln2_, kFcWeight, kFcBias, &dh_);  // dh_: the gradient of ln_2's output
     LayerNormBackward(dh_, xhat2_, rstd2_, kLn2Weight, &dh_);
@@ -380,6 +384,7 @@ class EigenGptBlockStep {
   Mat probs_;     // [batch * heads * seq, seq]: each head's attention weights
   Mat dprobs_;    // [threads * seq, seq]: a scratch per part
   Mat partials_;  // [threads, 2 * 4 width]: per-part column sums
+  Mat tanh_;      // [threads, 4 width]: the GELU backward's tanh of one row
 };
 
 }  // namespace kiln::bench
