@@ -44,11 +44,13 @@ def rates(path):
         if name not in out:
             seconds = b["real_time"] * {"ns": 1e-9, "us": 1e-6, "ms": 1e-3, "s": 1}[b["time_unit"]]
             out[name] = (1 / seconds, "it/s")
-    # The no-framework peer at its best thread count: BM_StepEigen/<step>/best.
+    # The no-framework peer at its best thread count and threading (Eigen's thread pool or
+    # OpenMP): BM_StepEigen/<step>/best.
     for name in list(out):
-        m = re.match(r"(BM_StepEigen/\w+)/\d+$", name)
-        if m and (m.group(1) + "/best" not in out or out[name][0] > out[m.group(1) + "/best"][0]):
-            out[m.group(1) + "/best"] = out[name]
+        m = re.match(r"BM_StepEigen(?:OpenMp)?(/\w+)/\d+$", name)
+        best = "BM_StepEigen" + m.group(1) + "/best" if m else None
+        if m and (best not in out or out[name][0] > out[best][0]):
+            out[best] = out[name]
     return out
 
 

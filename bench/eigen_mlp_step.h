@@ -2,22 +2,25 @@
 // kiln's step is measured against. Forward (GEMM, bias, ReLU), softmax cross-entropy or mean
 // squared error, the backward GEMMs, and SGD with momentum, in place on preallocated
 // matrices. On one thread the GEMMs are Eigen's matrix products; on more, Eigen's tensor
-// contraction on a ThreadPoolDevice (Eigen's own threading without OpenMP, which would change
-// Eigen's inline code under kiln's feet in the same binary).
+// contraction on a ThreadPoolDevice, or, compiled with OpenMP (bench/eigen_step_openmp.cc,
+// in a namespace of its own so that kiln's Eigen code in the same binary stays as it is),
+// the same matrix products parallelised by Eigen through OpenMP.
 #ifndef KILN_BENCH_EIGEN_MLP_STEP_H_
 #define KILN_BENCH_EIGEN_MLP_STEP_H_
 
-// Eigen's thread pool (as backends/cpu/cpu_device.cc and tensor_bench.cc use it).
-#ifndef EIGEN_USE_THREADS
-#define EIGEN_USE_THREADS
-#endif
 #include <cmath>
 #include <cstdint>
 #include <random>
 #include <vector>
 
 #include "Eigen/Core"
+#ifndef _OPENMP
+// Eigen's thread pool (as tensor_bench.cc uses it).
+#ifndef EIGEN_USE_THREADS
+#define EIGEN_USE_THREADS
+#endif
 #include "unsupported/Eigen/CXX11/Tensor"
+#endif
 
 namespace kiln::bench {
 
@@ -27,7 +30,12 @@ class EigenMlpStep {
   using Row = Eigen::RowVectorXf;
 
   EigenMlpStep(const std::vector<int64_t>& sizes, int64_t batch, bool classify, int threads)
+#ifdef _OPENMP
+      : classify_(classify), threads_(threads) {
+    Eigen::setNbThreads(threads);
+#else
       : classify_(classify), pool_(threads), device_(&pool_, threads), threads_(threads) {
+#endif
     std::mt19937 gen(1);
     const auto uniform = [&](Mat& m, float bound) {
       std::uniform_real_distribution<float> u(-bound, bound);
@@ -98,14 +106,16 @@ class EigenMlpStep {
   }
 
  private:
-  using TensorMap = Eigen::TensorMap<Eigen::Tensor<const float, 2, Eigen::RowMajor>>;
-  using OutMap = Eigen::TensorMap<Eigen::Tensor<float, 2, Eigen::RowMajor>>;
-
   // out = op(a) op(b), op a transpose where asked.
   void Gemm(const Mat& a, bool ta, const Mat& b, bool tb, Mat& out) {
     const int64_t m = ta ? a.cols() : a.rows(), n = tb ? b.rows() : b.cols();
     out.resize(m, n);
-    if (threads_ == 1) {
+#ifdef _OPENMP
+    constexpr bool kProducts = true;  // Eigen splits them over setNbThreads threads
+#else
+    const bool kProducts = threads_ == 1;
+#endif
+    if (kProducts) {
       if (ta) {
         out.noalias() = a.transpose() * b;
       } else if (tb) {
@@ -115,16 +125,22 @@ class EigenMlpStep {
       }
       return;
     }
+#ifndef _OPENMP
+    using TensorMap = Eigen::TensorMap<Eigen::Tensor<const float, 2, Eigen::RowMajor>>;
+    using OutMap = Eigen::TensorMap<Eigen::Tensor<float, 2, Eigen::RowMajor>>;
     const TensorMap ta_map(a.data(), a.rows(), a.cols()), tb_map(b.data(), b.rows(), b.cols());
     OutMap o(out.data(), m, n);
     const Eigen::array<Eigen::IndexPair<int>, 1> dims = {Eigen::IndexPair<int>(ta ? 0 : 1, tb ? 1 : 0)};
     o.device(device_) = ta_map.contract(tb_map, dims);
+#endif
   }
 
   static constexpr float kLr = 0.01f, kMomentum = 0.9f;
   bool classify_;
+#ifndef _OPENMP
   Eigen::ThreadPool pool_;
   Eigen::ThreadPoolDevice device_;
+#endif
   int threads_;
   std::vector<Mat> w_, vw_, gw_, acts_;
   std::vector<Row> b_, vb_, gb_;

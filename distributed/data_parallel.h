@@ -49,6 +49,43 @@ class DataParallel {
   nn::Module<AD>& replica(int member) { return *replicas_[member]; }
   nn::Optimizer<B>& optimizer(int member) { return *optimizers_[member]; }
   GradientSync<B>& sync(int member) { return *syncs_[member]; }
+  // Every member's random streams (its replica's named_generators, in order) over every
+  // process, by global member index then stream: what a checkpoint keeps of them. A collective
+  // when the model has any: every rank calls it at the same step.
+  absl::StatusOr<std::vector<uint64_t>> GeneratorStates() {
+    const int64_t per_member = static_cast<int64_t>(replicas_[0]->named_generators().size());
+    if (per_member == 0) return std::vector<uint64_t>{};
+    std::vector<std::vector<uint64_t>> gathered(size());
+    const absl::Status status = threads_.Run([&](int r) -> absl::Status {
+      std::vector<int64_t> mine;
+      for (auto& [name, g] : replicas_[r]->named_generators()) mine.push_back(static_cast<int64_t>(g->state()));
+      const auto device = group_->devices()[r];
+      auto all = group_->inner().AllGather(r, Tensor<B>::from_vector(mine, {per_member}, device), "generator states");
+      if (!all.ok()) return all.status();
+      const TensorData host = all->to_data();
+      for (int64_t v : host.values<int64_t>()) gathered[r].push_back(static_cast<uint64_t>(v));
+      return absl::OkStatus();
+    });
+    if (!status.ok()) return status;
+    return gathered[0];
+  }
+  // Sets the local members' streams from GeneratorStates() of a run with `members` global
+  // members: the same world size continues every stream exactly; another one gives global
+  // member g the streams of member g % members (dropout masks then differ from the old run's).
+  absl::Status SetGeneratorStates(const std::vector<uint64_t>& states, int members) {
+    const size_t per_member = replicas_[0]->named_generators().size();
+    if (members < 1 || states.size() != per_member * members) {
+      return absl::InvalidArgumentError(absl::StrCat("DataParallel: ", states.size(), " generator states for ", members,
+                                                     " members of ", per_member, " streams each"));
+    }
+    for (int r = 0; r < size(); ++r) {
+      const size_t first = (group_->global_rank(r) % members) * per_member;
+      auto generators = replicas_[r]->named_generators();
+      for (size_t i = 0; i < per_member; ++i) *generators[i].second = Generator(states[first + i]);
+    }
+    return absl::OkStatus();
+  }
+
   // Clips the synced gradients to a global L2 norm of max_norm before every step (0: off).
   // Every replica, on every rank, holds the same synced gradients, so all scale alike and the
   // replicas stay bit-identical.

@@ -158,6 +158,12 @@ class GradientSync {
         cv.wait(lock, [&] { return stop || (done < static_cast<int>(buckets.size()) && remaining[done] == 0); });
         if (stop) return;
         const int k = done;
+        if (group.global_size() == 1) {  // an all-reduce over one member is the identity: no copy
+          for (int i : buckets[k]) results[i] = grads[i];
+          ++done;
+          cv.notify_all();
+          continue;
+        }
         std::vector<Tensor<B>> flat;
         for (int i : buckets[k]) flat.push_back(Tensor<B>(*grads[i]).reshape({-1}));
         const uint64_t this_step = step;

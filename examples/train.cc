@@ -34,8 +34,10 @@
 #include "distributed/process/settings_agreement.h"
 #include "examples/command_line.h"
 #include "examples/progress.h"
+#include "examples/run_checkpoints.h"
 #include "examples/run_setup.h"
 #include "examples/train_flags.h"
+#include "examples/train_position.h"
 #include "nn/activation.h"
 #include "nn/checkpoint.h"
 #include "nn/conv.h"
@@ -115,6 +117,11 @@ std::string JsonNumber(double v, int decimals) {
   return std::isfinite(v) ? absl::StrFormat("%.*f", decimals, v) : "null";
 }
 
+int Fail(const absl::Status& s) {
+  std::fprintf(stderr, "train: %s\n", std::string(s.message()).c_str());
+  return 1;
+}
+
 // Training proper, with backend B's tensors on `devices` (one replica each), one rank of
 // `processes` (the group holds the process group when there are several).
 template <Backend B>
@@ -168,21 +175,35 @@ int TrainOn(const TrainConfig& c, const std::shared_ptr<distributed::DeviceGroup
     }
     throw UsageError{std::string(dp.status().message())};
   }
-  const bool lead = rank == 0;  // evaluates, prints and writes the checkpoint
+  const bool lead = rank == 0;  // evaluates, prints and writes the checkpoints
   nn::Module<AD>& model = (*dp)->replica(0);
   const auto loss_fn = [](nn::Module<AD>& m, const T& x, const T& y) { return nn::CrossEntropy(m(x), y); };
 
+  // Where the run stands; a resumed run starts where its checkpoint left off, every replica
+  // and random stream as they were.
+  RunCheckpoints<B> checkpoints(c.checkpoints, c.resume_path, MathSettings(c), **dp, lead);
+  TrainPosition here;
+  here.members = members;
+  here.devices =
+      absl::StrCat(absl::StrJoin(devices, ",", [](std::string* out, const auto& d) { out->append(d.ToString()); }),
+                   processes > 1 ? absl::StrCat(" x ", processes, " processes") : "");
+  here.data_generator = gen.state();
+  TrainPosition at = checkpoints.Resume(here);
+  gen = Generator(at.data_generator);
+
   const nn::CosineSchedule schedule{.base_lr = c.lr, .total_steps = steps_per_epoch * c.epochs, .min_lr = c.lr * 0.01};
   Progress progress(lead && isatty(STDOUT_FILENO), steps_per_epoch, c.epochs);
-  double last_loss = 0, accuracy = 0, train_seconds = 0;
-  int64_t step = 0;
-  for (int epoch = 1; epoch <= c.epochs; ++epoch) {
+  double last_loss = at.last_epoch_loss, accuracy = 0, train_seconds = 0;
+  int64_t samples = 0;
+  bool evaluated = false;
+  for (int64_t epoch = at.epoch; epoch <= c.epochs; ++epoch) {
+    at.epoch = epoch;
+    at.data_generator = gen.state();
     const Tensor<B> order = Shuffle<B>(n, gen, device);
     const auto start = std::chrono::steady_clock::now();
-    double loss_sum = 0;
-    for (int64_t b = 0; b < steps_per_epoch; ++b, ++step) {
+    for (int64_t b = at.step_in_epoch; b < steps_per_epoch; ++b) {
       if (c.cosine) {
-        for (int r = 0; r < (*dp)->size(); ++r) (*dp)->optimizer(r).set_lr(schedule(step));
+        for (int r = 0; r < (*dp)->size(); ++r) (*dp)->optimizer(r).set_lr(schedule(at.step));
       }
       const Tensor<B> idx = order.slice(0, b * batch, std::min(n, (b + 1) * batch));
       const absl::StatusOr<double> loss =
@@ -195,46 +216,68 @@ int TrainOn(const TrainConfig& c, const std::shared_ptr<distributed::DeviceGroup
       // rank stops here together.
       if (!std::isfinite(*loss)) {
         std::fprintf(stderr,
-                     "train: the training loss became %g at epoch %d, step %lld: the run diverged (lower --lr "
+                     "train: the training loss became %g at epoch %lld, step %lld: the run diverged (lower --lr "
                      "or --weight_decay)\n",
-                     *loss, epoch, static_cast<long long>(step + 1));
+                     *loss, static_cast<long long>(epoch), static_cast<long long>(at.step + 1));
         return 1;
       }
-      last_loss = *loss;
-      loss_sum += last_loss;
+      samples += idx.size(0);
+      at.loss_sum += *loss;
+      at.step_in_epoch = b + 1;
+      ++at.step;
       const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-      if (lead) progress.Step(epoch, b + 1, loss_sum / (b + 1), std::min(n, (b + 1) * batch) / std::max(seconds, 1e-9));
+      if (lead)
+        progress.Step(static_cast<int>(epoch), b + 1, at.loss_sum / (b + 1),
+                      std::min(n, (b + 1) * batch) / std::max(seconds, 1e-9));
+      if (checkpoints.due(at.step) && b + 1 < steps_per_epoch) {  // an epoch's end has its own
+        if (absl::Status s = checkpoints.Save(at); !s.ok()) return Fail(s);
+      }
     }
     train_seconds += std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-    last_loss = loss_sum / steps_per_epoch;
-    if (!lead) continue;
-    accuracy = Evaluate(model, test_x, test_y);
-    progress.EndEpoch(epoch, last_loss, accuracy);
-    if (!c.checkpoint.empty()) {
-      if (absl::Status s = nn::SaveCheckpoint(c.checkpoint, model, &(*dp)->optimizer(0)); !s.ok()) {
-        std::fprintf(stderr, "train: %s\n", std::string(s.message()).c_str());
-        return 1;
+    last_loss = at.last_epoch_loss = at.loss_sum / steps_per_epoch;
+    // The next epoch begins here: a checkpoint now resumes with its shuffle.
+    at.epoch = epoch + 1;
+    at.step_in_epoch = 0;
+    at.loss_sum = 0;
+    at.data_generator = gen.state();
+    if (lead) {
+      accuracy = Evaluate(model, test_x, test_y);
+      evaluated = true;
+      progress.EndEpoch(static_cast<int>(epoch), last_loss, accuracy);
+      if (!c.checkpoint.empty()) {
+        if (absl::Status s = nn::SaveCheckpoint(c.checkpoint, model); !s.ok()) return Fail(s);
       }
     }
+    if (checkpoints.enabled()) {
+      if (absl::Status s = checkpoints.Save(at); !s.ok()) return Fail(s);
+    }
   }
+  if (absl::Status s = checkpoints.Finish(); !s.ok()) return Fail(s);
   if (!lead) return 0;
+  if (!evaluated) accuracy = Evaluate(model, test_x, test_y);  // resumed after the last epoch
   std::vector<std::string> names;
   for (const auto& d : devices) names.push_back(absl::StrCat("\"", d.ToString(), "\""));
+  std::string extra;
+  if (processes > 1) absl::StrAppend(&extra, ",\"processes\":", processes);
+  absl::StrAppend(&extra, checkpoints.JsonFields());
   std::printf(
       "{\"test_accuracy\":%s,\"train_loss\":%s,\"epochs\":%d,\"steps\":%lld,"
       "\"samples_per_sec\":%s,\"devices\":[%s]%s}\n",
-      JsonNumber(accuracy, 4).c_str(), JsonNumber(last_loss, 4).c_str(), c.epochs, static_cast<long long>(step),
-      JsonNumber(static_cast<double>(samples_per_epoch) * c.epochs / std::max(train_seconds, 1e-9), 1).c_str(),
-      absl::StrJoin(names, ",").c_str(), processes > 1 ? absl::StrCat(",\"processes\":", processes).c_str() : "");
+      JsonNumber(accuracy, 4).c_str(), JsonNumber(last_loss, 4).c_str(), c.epochs, static_cast<long long>(at.step),
+      JsonNumber(static_cast<double>(samples) / std::max(train_seconds, 1e-9), 1).c_str(),
+      absl::StrJoin(names, ",").c_str(), extra.c_str());
   return 0;
 }
 
-int Train(const TrainConfig& c) {
+int Train(TrainConfig c) {
+  c.resume_path = ResumePath(c.checkpoints, "train");
+  distributed::Settings settings = MathSettings(c);
+  settings.emplace_back("--resume", c.resume_path);  // every rank resumes from the same one
   const Run run = SetUpRun({.devices = c.devices,
                             .threads = c.threads,
                             .collective_timeout_s = c.collective_timeout_s,
                             .checkpoint = c.checkpoint},
-                           MathSettings(c));
+                           settings);
   const std::vector<DispatchDevice>& devices = run.devices;
   const int rank = run.rank, processes = run.processes;
   const int64_t members = static_cast<int64_t>(devices.size()) * processes;

@@ -6,6 +6,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "data/idx.h"
+#include "examples/checkpoint_flags.h"
 
 ABSL_FLAG(std::string, model, "mlp", "mlp (784-256-256-10) or cnn (two conv layers)");
 ABSL_FLAG(int, epochs, 0, "passes over the training set (0: 10 for mlp, 4 for cnn)");
@@ -17,7 +18,7 @@ ABSL_FLAG(uint64_t, seed, 1, "seed for initialisation, shuffling and dropout");
 ABSL_FLAG(std::string, data_dir, kiln::data::kFashionMnistDir, "folder with the *-idx?-ubyte.gz files");
 ABSL_FLAG(std::string, devices, "cpu:0", "devices to train on, data-parallel (e.g. cpu:0,cpu:1)");
 ABSL_FLAG(int, threads, 0, "threads per device (0: the cores shared fairly)");
-ABSL_FLAG(std::string, checkpoint, "", "safetensors file written after every epoch");
+ABSL_FLAG(std::string, checkpoint, "", "safetensors file of the parameters written after every epoch");
 ABSL_FLAG(int, train_limit, 0, "use only the first N training images (0: all)");
 ABSL_FLAG(bool, cosine, true, "cosine learning-rate decay over the run");
 ABSL_FLAG(double, collective_timeout, 60,
@@ -66,6 +67,9 @@ absl::StatusOr<TrainConfig> TrainConfigFromFlags() {
   if (c.threads < 0 || c.threads > 1024)
     return Bad("threads", absl::StrCat(c.threads), "expected 0..1024 (0: fair share)");
   c.checkpoint = absl::GetFlag(FLAGS_checkpoint);
+  auto checkpoints = CheckpointFlagsFromFlags();
+  if (!checkpoints.ok()) return checkpoints.status();
+  c.checkpoints = *std::move(checkpoints);
   c.train_limit = absl::GetFlag(FLAGS_train_limit);
   if (c.train_limit < 0) return Bad("train_limit", absl::StrCat(c.train_limit), "expected >= 0 (0: all images)");
   c.cosine = absl::GetFlag(FLAGS_cosine);

@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
+#include "examples/checkpoint_flags.h"
 
 namespace kiln {
 
@@ -23,9 +24,11 @@ struct TrainConfig {
   uint64_t seed = 1;
   std::string data_dir;
   std::string devices;
-  int threads = 0;  // per device; 0: the cores shared fairly
-  std::string checkpoint;
-  int train_limit = 0;  // 0: all
+  int threads = 0;         // per device; 0: the cores shared fairly
+  std::string checkpoint;  // parameters after every epoch ("": none)
+  CheckpointFlags checkpoints;
+  std::string resume_path;  // set by the program: the folder --resume names ("": a fresh start)
+  int train_limit = 0;      // 0: all
   bool cosine = true;
   double collective_timeout_s = 60;  // in (0, kMaxTimeoutSeconds]
 };

@@ -1,6 +1,7 @@
 // ReadLaunchEnv on any environment: a status, never a crash. The input is lines NAME=VALUE, a
-// fake environment (a later line wins, as with setenv). What is accepted must be a place a
-// rank can take; what is refused must say so in a short message that never shows the token.
+// fake environment (a later line wins, as with setenv). What is accepted must be a place (and a
+// run generation) a rank can take; what is refused must say so in a short message that never
+// shows the token.
 #include <cstdint>
 #include <cstdlib>
 #include <map>
@@ -9,15 +10,18 @@
 #include <string_view>
 
 #include "absl/strings/match.h"
+#include "absl/strings/str_cat.h"
 #include "absl/strings/string_view.h"
 #include "distributed/process/launch_env.h"
 
 namespace {
 
 using kiln::distributed::CheckRendezvousAddress;
+using kiln::distributed::kMaxGenerationRunIdLength;
 using kiln::distributed::kMaxHostLength;
 using kiln::distributed::kMaxLocalWorldSize;
 using kiln::distributed::kMaxRendezvousLength;
+using kiln::distributed::kMaxRestartCount;
 using kiln::distributed::kMaxRunIdLength;
 using kiln::distributed::kMaxRunTokenLength;
 using kiln::distributed::kMaxWorldSize;
@@ -47,7 +51,16 @@ void CheckAccepted(const LaunchEnv& e, const std::map<std::string, std::string>&
   Require(CheckRendezvousAddress(e.rendezvous).ok());
   Require(Text(e.rendezvous, kMaxRendezvousLength));
   Require(Text(e.host, kMaxHostLength));
-  Require(Text(e.run_id, kMaxRunIdLength));
+  // A generation above 0 is named at the end of the run id, and only there.
+  Require(0 <= e.restart_count && e.restart_count <= kMaxRestartCount);
+  const std::string generation = absl::StrCat("restart-", e.restart_count);
+  if (e.restart_count == 0) {
+    Require(Text(e.run_id, kMaxRunIdLength));
+  } else {
+    Require(Text(e.run_id, kMaxGenerationRunIdLength));
+    Require(e.run_id == generation || absl::EndsWith(e.run_id, "." + generation));
+    Require(vars.count("KILN_RESTART_COUNT") == 1 || vars.count("SLURM_RESTART_COUNT") == 1);
+  }
   if (!e.run_token.empty()) {
     Require(e.run_token.size() >= kMinRunTokenLength && e.run_token.size() <= kMaxRunTokenLength);
     for (const char c : e.run_token) Require(c > ' ' && c <= '~');

@@ -43,19 +43,19 @@ class Flatten : public Module<B> {
 template <Backend B>
 class Dropout : public Module<B> {
  public:
-  Dropout(double p, uint64_t seed) : p_(p), gen_(seed) {
+  Dropout(double p, uint64_t seed) : p_(p), gen_(this->add_generator("masks", seed)) {
     if (!(p >= 0 && p < 1)) ThrowInvalidArgument("Dropout: p = %g must be in [0, 1)", p);
   }
   Tensor<B> forward(const Tensor<B>& x) override {
     if (!this->is_training() || p_ == 0) return x;
-    const auto keep = Tensor<B>::uniform(x.shape(), 0, 1, gen_, x.dtype(), x.device()).ge(p_);
+    const auto keep = Tensor<B>::uniform(x.shape(), 0, 1, this->generator(gen_), x.dtype(), x.device()).ge(p_);
     return Tensor<B>::where(keep, x / (1 - p_), x.scalar_like(0));
   }
   std::unique_ptr<Module<B>> clone() const override { return this->template CloneAs<Dropout>(); }
 
  private:
   double p_;
-  Generator gen_;
+  size_t gen_;  // generator(gen_): the masks
 };
 
 }  // namespace kiln::nn

@@ -27,7 +27,7 @@ class CausalSelfAttention : public Module<B> {
  public:
   CausalSelfAttention(int64_t dim, int64_t heads, Generator& gen, AttentionModuleOptions options = {},
                       const typename B::Device& device = {})
-      : dim_(dim), heads_(heads), dropout_(options.dropout), gen_(gen.NextU64()) {
+      : dim_(dim), heads_(heads), dropout_(options.dropout), gen_(this->add_generator("dropout", gen.NextU64())) {
     if (dim < 1 || heads < 1 || dim % heads != 0) {
       ThrowInvalidArgument("CausalSelfAttention: %d heads do not divide the width %d", heads, dim);
     }
@@ -45,18 +45,18 @@ class CausalSelfAttention : public Module<B> {
     // [b, s, 3*d] -> [3, b, heads, s, hd]
     const Tensor<B> qkv = this->child(qkv_)(x).reshape({b, s, 3, heads_, hd}).permute({2, 0, 3, 1, 4});
     const functional::AttentionOptions<B> attention{
-        .causal = true, .dropout = dropout_, .training = this->is_training(), .gen = &gen_};
+        .causal = true, .dropout = dropout_, .training = this->is_training(), .gen = &this->generator(gen_)};
     const Tensor<B> y = functional::scaled_dot_product_attention(
         qkv.slice(0, 0, 1).squeeze(0), qkv.slice(0, 1, 2).squeeze(0), qkv.slice(0, 2, 3).squeeze(0), attention);
     const Tensor<B> merged = y.permute({0, 2, 1, 3}).reshape({b, s, dim_});
-    return functional::dropout(this->child(proj_)(merged), dropout_, this->is_training(), gen_);
+    return functional::dropout(this->child(proj_)(merged), dropout_, this->is_training(), this->generator(gen_));
   }
   std::unique_ptr<Module<B>> clone() const override { return this->template CloneAs<CausalSelfAttention>(); }
 
  private:
   int64_t dim_, heads_;
   double dropout_;
-  Generator gen_;
+  size_t gen_;  // generator(gen_): the dropout masks
   size_t qkv_ = 0, proj_ = 0;
 };
 

@@ -52,16 +52,16 @@ inline bool ParseOptimizerSteps(const std::string& text, int64_t* steps) {
 // whole file fits the module (and the optimizer, when one is given). With an optimizer, each
 // "optimizer/<slot>/<path>" tensor must be one of its slots() for a parameter of the model,
 // with that parameter's shape and dtype, and a parameter has either all its slots or none.
+// `path` names the file in errors.
 template <Backend B>
-absl::Status LoadCheckpoint(const std::string& path, Module<Autodiff<B>>& module, Optimizer<B>* optimizer = nullptr) {
-  absl::StatusOr<TensorFile> file = ReadSafetensors(path);
-  if (!file.ok()) return file.status();
+absl::Status LoadCheckpointFrom(const TensorFile& file, const std::string& path, Module<Autodiff<B>>& module,
+                                Optimizer<B>* optimizer = nullptr) {
   auto params = module.named_parameters();
   std::map<std::string, Tensor<Autodiff<B>>*> by_name;
   for (auto& [name, p] : params) {
     by_name.emplace(name, p);
-    const auto it = file->tensors.find(name);
-    if (it == file->tensors.end()) {
+    const auto it = file.tensors.find(name);
+    if (it == file.tensors.end()) {
       return absl::NotFoundError(absl::StrCat(path, " has no tensor for parameter ", name));
     }
     if (it->second.shape() != p->shape() || it->second.dtype() != p->dtype()) {
@@ -70,7 +70,7 @@ absl::Status LoadCheckpoint(const std::string& path, Module<Autodiff<B>>& module
                                                      " in the model"));
     }
   }
-  for (const auto& [name, data] : file->tensors) {
+  for (const auto& [name, data] : file.tensors) {
     if (!by_name.contains(name) && name.rfind(kOptimizerPrefix, 0) != 0) {
       return absl::InvalidArgumentError(
           absl::StrCat(path, " has tensor ", name, ", which is no parameter of the model"));
@@ -79,23 +79,23 @@ absl::Status LoadCheckpoint(const std::string& path, Module<Autodiff<B>>& module
   typename Optimizer<B>::State state;
   int64_t steps = 0;
   if (optimizer != nullptr) {
-    const auto name = file->metadata.find("optimizer");
-    if (name == file->metadata.end() || name->second != optimizer->name()) {
+    const auto name = file.metadata.find("optimizer");
+    if (name == file.metadata.end() || name->second != optimizer->name()) {
       return absl::InvalidArgumentError(
           absl::StrCat(path, " holds no state for optimizer ", optimizer->name(),
-                       name == file->metadata.end() ? "" : absl::StrCat(" (it has ", name->second, ")")));
+                       name == file.metadata.end() ? "" : absl::StrCat(" (it has ", name->second, ")")));
     }
-    const auto count = file->metadata.find("optimizer.steps");
-    if (count == file->metadata.end() || !ParseOptimizerSteps(count->second, &steps)) {
+    const auto count = file.metadata.find("optimizer.steps");
+    if (count == file.metadata.end() || !ParseOptimizerSteps(count->second, &steps)) {
       return absl::InvalidArgumentError(
           absl::StrCat(path, ": optimizer.steps is ",
-                       count == file->metadata.end() ? "missing" : absl::StrCat("\"", count->second, "\""),
+                       count == file.metadata.end() ? "missing" : absl::StrCat("\"", count->second, "\""),
                        ", not a whole number from 0 to 2^53"));
     }
     const std::vector<std::string> slots = optimizer->slots();
     const std::string kept = slots.empty() ? "none" : absl::StrJoin(slots, ", ");
     std::map<std::string, int> slots_of;  // parameter path -> how many of its slots are here
-    for (const auto& [key, data] : file->tensors) {
+    for (const auto& [key, data] : file.tensors) {
       if (key.rfind(kOptimizerPrefix, 0) != 0) continue;
       const std::string rest = key.substr(std::strlen(kOptimizerPrefix));
       const size_t slash = rest.find('/');
@@ -129,10 +129,18 @@ absl::Status LoadCheckpoint(const std::string& path, Module<Autodiff<B>>& module
     }
   }
   std::vector<Tensor<B>> values;
-  for (auto& [name, p] : params) values.push_back(Tensor<B>::from_data(file->tensors.at(name), p->device()));
+  for (auto& [name, p] : params) values.push_back(Tensor<B>::from_data(file.tensors.at(name), p->device()));
   for (size_t i = 0; i < params.size(); ++i) *params[i].second = params[i].second->with_value(values[i]);
   if (optimizer != nullptr) optimizer->load_state(std::move(state), steps);
   return absl::OkStatus();
+}
+
+// LoadCheckpointFrom the safetensors file at `path`.
+template <Backend B>
+absl::Status LoadCheckpoint(const std::string& path, Module<Autodiff<B>>& module, Optimizer<B>* optimizer = nullptr) {
+  absl::StatusOr<TensorFile> file = ReadSafetensors(path);
+  if (!file.ok()) return file.status();
+  return LoadCheckpointFrom(*file, path, module, optimizer);
 }
 
 }  // namespace kiln::nn

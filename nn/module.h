@@ -79,6 +79,15 @@ class Module {
     }
   }
 
+  // Every random stream of the model (dropout masks), depth-first, named by path like the
+  // parameters: a checkpoint saves their states so a resumed run draws what an uninterrupted
+  // one would.
+  std::vector<std::pair<std::string, Generator*>> named_generators() {
+    std::vector<std::pair<std::string, Generator*>> out;
+    CollectGenerators("", out);
+    return out;
+  }
+
   int64_t parameter_count() {
     int64_t n = 0;
     for (auto& [name, p] : named_parameters()) n += p->numel();
@@ -94,7 +103,7 @@ class Module {
   bool is_training() const { return training_; }
 
  protected:
-  Module(const Module& other) : params_(other.params_), training_(other.training_) {
+  Module(const Module& other) : params_(other.params_), generators_(other.generators_), training_(other.training_) {
     for (auto& [name, p] : params_) p = AsParameter(p);
     for (const auto& [name, child] : other.children_) children_.emplace_back(name, child->clone());
   }
@@ -107,6 +116,13 @@ class Module {
   }
   Tensor<B>& param(size_t i) { return params_[i].second; }
   const Tensor<B>& param(size_t i) const { return params_[i].second; }
+
+  // A random stream of the module's own, reached by generator(i); copies take its state.
+  size_t add_generator(std::string name, uint64_t seed) {
+    generators_.emplace_back(std::move(name), Generator(seed));
+    return generators_.size() - 1;
+  }
+  Generator& generator(size_t i) { return generators_[i].second; }
 
   size_t add_child(std::string name, std::unique_ptr<Module> child) {
     children_.emplace_back(std::move(name), std::move(child));
@@ -127,7 +143,13 @@ class Module {
     for (auto& [name, child] : children_) child->Collect(prefix + name + ".", out);
   }
 
+  void CollectGenerators(const std::string& prefix, std::vector<std::pair<std::string, Generator*>>& out) {
+    for (auto& [name, g] : generators_) out.emplace_back(prefix + name, &g);
+    for (auto& [name, child] : children_) child->CollectGenerators(prefix + name + ".", out);
+  }
+
   std::vector<std::pair<std::string, Tensor<B>>> params_;
+  std::vector<std::pair<std::string, Generator>> generators_;
   std::vector<std::pair<std::string, std::unique_ptr<Module>>> children_;
   bool training_ = true;
 };

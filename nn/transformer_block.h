@@ -15,7 +15,7 @@ class TransformerBlock : public Module<B> {
  public:
   TransformerBlock(int64_t dim, int64_t heads, Generator& gen, AttentionModuleOptions options = {},
                    const typename B::Device& device = {})
-      : dropout_(options.dropout), gen_(gen.NextU64()) {
+      : dropout_(options.dropout), gen_(this->add_generator("dropout", gen.NextU64())) {
     const NormOptions norm{.dtype = options.dtype};
     const LinearOptions linear{.bias = options.bias, .dtype = options.dtype, .init_std = options.init_std};
     const LinearOptions residual{.bias = options.bias, .dtype = options.dtype, .init_std = options.residual_init_std};
@@ -30,13 +30,13 @@ class TransformerBlock : public Module<B> {
     const Tensor<B> h = x + this->child(attn_)(this->child(ln_1_)(x));
     const Tensor<B> m = this->child(proj_)(
         functional::gelu(this->child(fc_)(this->child(ln_2_)(h)), functional::GeluApproximation::kTanh));
-    return h + functional::dropout(m, dropout_, this->is_training(), gen_);
+    return h + functional::dropout(m, dropout_, this->is_training(), this->generator(gen_));
   }
   std::unique_ptr<Module<B>> clone() const override { return this->template CloneAs<TransformerBlock>(); }
 
  private:
   double dropout_;
-  Generator gen_;
+  size_t gen_;  // generator(gen_): the dropout masks
   size_t ln_1_ = 0, attn_ = 0, ln_2_ = 0, fc_ = 0, proj_ = 0;
 };
 

@@ -15,6 +15,8 @@ class Generator {
   uint64_t NextU64();    // SplitMix64: a counter through a strong mixer
   double NextUniform();  // [0, 1) with 53 random bits
   double NextNormal();   // standard normal (Box-Muller)
+  // The whole state: Generator(state()) continues exactly where this one is (checkpoints).
+  uint64_t state() const { return state_; }
 
  private:
   uint64_t state_;

@@ -61,8 +61,8 @@ else
   data=/usr/share/datasets/fashion-mnist
   echo "== build (--config=cuda)"
   start=$(date +%s)
-  if ! ./bazelw build --config=cuda --jobs="$jobs" //tests/... //bench:cuda_bench //examples:train //tools:launch \
-      >"$logs/build.log" 2>&1; then
+  if ! ./bazelw build --config=cuda --jobs="$jobs" //tests/... //bench:cuda_bench //bench:cuda_host_bench_real \
+      //examples:train //tools:launch >"$logs/build.log" 2>&1; then
     tail -n 40 "$logs/build.log"
     echo "gpu_check: BUILD FAILED (log: $logs/build.log)"
     exit 1
@@ -108,6 +108,11 @@ run_bench() {
   timeout 300 "$bin/bench/cuda_bench" --benchmark_min_time=0.5 --benchmark_counters_tabular=true \
     --benchmark_filter="${BENCH_FILTER:-.}" 2>&1 |
     tee "$logs/bench.txt"
+  # Host time per op with real launches (the same ops bench/README.md times over the fake
+  # runtime without a GPU).
+  timeout 120 "$bin/bench/cuda_host_bench_real" --benchmark_min_time=0.2 --benchmark_counters_tabular=true \
+    --benchmark_filter="${BENCH_FILTER:-.}" 2>&1 |
+    tee "$logs/host_bench.txt"
 }
 
 run_train() {

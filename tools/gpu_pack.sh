@@ -14,10 +14,11 @@ pack=${1:-.gpu}
 targets=(
   //tests/backends/cuda/... //tests/tensor/... //tests/autodiff:gradcheck_test
   //tests/distributed/... //tests/examples:train_multiprocess_cuda_test
-  //bench:cuda_bench //examples:train //examples:gpt //tools:launch
+  //bench:cuda_bench //bench:cuda_host_bench_real //examples:train //examples:gpt //tools:launch
 )
 ./bazelw build --config=cuda "${targets[@]}"
-programs=(bench/cuda_bench examples/train examples/gpt tools/launch tests/distributed/gloo/process_group_worker)
+programs=(bench/cuda_bench bench/cuda_host_bench_real examples/train examples/gpt tools/launch
+  tests/distributed/gloo/process_group_worker)
 for t in $(tools/gpu_check.sh --list-tests); do programs+=("$t"); done
 
 rm -rf "$pack"

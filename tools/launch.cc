@@ -1,6 +1,6 @@
 // launch: starts N ranks of a program on this machine, like `torchrun --standalone`.
 //
-//   launch --nproc=N [--rendezvous=ADDR] [--grace=SECONDS] [--] program [args...]
+//   launch --nproc=N [--rendezvous=ADDR] [--grace=SECONDS] [--max_restarts=R] [--] program [args...]
 //
 // Each rank gets KILN_RANK, KILN_WORLD_SIZE, KILN_LOCAL_RANK, KILN_LOCAL_WORLD_SIZE,
 // KILN_RENDEZVOUS (default: a fresh directory under $TMPDIR or /tmp, removed at the end),
@@ -14,7 +14,16 @@
 // a signal), the others get SIGTERM, then SIGKILL after the grace period, and launch exits with
 // that rank's status (128 + signal for a signal). When launch itself fails (a system call such
 // as fork; the message names the call and the reason), it stops the ranks already started the
-// same way and exits 1. Usage errors exit 2: N must be 1..1024, SECONDS 0..3600.
+// same way and exits 1. Usage errors exit 2: N must be 1..1024, SECONDS 0..3600, R 0..1000000.
+//
+// --max_restarts=R (default 0: none), like torchrun's: when a rank fails, once every rank has
+// been stopped as above and reaped, launch starts all N again, up to R times, with the same
+// rendezvous address and run id and a new run generation, KILN_RESTART_COUNT (0 at the first
+// start, then 1, 2, ...; ReadLaunchEnv gives it as restart_count and puts it in the run id, so
+// each generation meets under its own store keys). A token launch made is made afresh for each
+// generation, so no process of an earlier one can join a later one. A generation whose ranks
+// all exit 0 ends launch with 0; after R restarts launch exits with the last failure's status.
+// A signal to launch, or a failure of launch itself, ends it without a restart.
 #include <fcntl.h>
 #include <ftw.h>
 #include <poll.h>
@@ -36,22 +45,18 @@
 #include <vector>
 
 #include "absl/strings/escaping.h"
-#include "absl/strings/match.h"
-#include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
-#include "absl/strings/string_view.h"
-#include "absl/strings/strip.h"
 #include "distributed/process/launch_env.h"
+#include "tools/launch_options.h"
 
 namespace {
 
 using Clock = std::chrono::steady_clock;
 
-// More ranks than any machine has cores is a typo; launch also holds two pipes per rank, and
-// the usual open-file limit is 1024.
-constexpr int kMaxRanks = 1024;
-constexpr double kMaxGraceSeconds = 3600;
 constexpr int kTokenBytes = 32;
+using kiln::launch::Options;
+using kiln::launch::Quote;
+using kiln::launch::Usage;
 
 int signal_pipe[2] = {-1, -1};
 
@@ -62,73 +67,10 @@ void OnSignal(int sig) {
   errno = saved;
 }
 
-// An argument as a message shows it: escaped, and cut so that a huge one gives a short line.
-std::string Quote(absl::string_view value) {
-  constexpr size_t kShown = 64;
-  if (value.size() <= kShown) return absl::StrCat("'", absl::CHexEscape(value), "'");
-  return absl::StrCat("'", absl::CHexEscape(value.substr(0, kShown)), "'... (", value.size(), " bytes)");
-}
-
 // Reports the system call that just failed, with errno's reason.
 void Failed(const std::string& call) {
   const int error = errno;
   std::fprintf(stderr, "launch: %s failed: %s\n", call.c_str(), strerror(error));
-}
-
-struct Options {
-  int nproc = 0;
-  std::string rendezvous;
-  double grace = 5;
-  std::vector<std::string> command;
-};
-
-[[noreturn]] void Usage(const std::string& why) {
-  std::fprintf(stderr,
-               "launch: %s\nusage: launch --nproc=N [--rendezvous=file:///dir|redis://host:port] "
-               "[--grace=SECONDS] [--] program [args...]\n",
-               why.c_str());
-  std::exit(2);
-}
-
-bool AllOf(absl::string_view s, absl::string_view allowed) {
-  return !s.empty() && s.find_first_not_of(allowed) == absl::string_view::npos;
-}
-
-Options Parse(int argc, char** argv) {
-  Options o;
-  int i = 1;
-  for (; i < argc; ++i) {
-    absl::string_view arg = argv[i];
-    if (arg == "--") {
-      ++i;
-      break;
-    }
-    if (!absl::StartsWith(arg, "--")) break;
-    if (absl::ConsumePrefix(&arg, "--nproc=")) {
-      // Digits only: SimpleAtoi would take " 2" and "+2" too.
-      if (!AllOf(arg, "0123456789") || !absl::SimpleAtoi(arg, &o.nproc) || o.nproc < 1 || o.nproc > kMaxRanks) {
-        Usage(absl::StrCat("--nproc=", Quote(arg), ": expected a whole number of ranks in 1..", kMaxRanks));
-      }
-    } else if (absl::ConsumePrefix(&arg, "--rendezvous=")) {
-      o.rendezvous = std::string(arg);
-      if (absl::Status s = kiln::distributed::CheckRendezvousAddress(o.rendezvous); !s.ok()) {
-        Usage(absl::StrCat("--rendezvous: ", s.message()));
-      }
-    } else if (absl::ConsumePrefix(&arg, "--grace=")) {
-      // Plain decimals only, which also keeps out nan, inf, exponents and signs.
-      if (!AllOf(arg, "0123456789.") || !absl::SimpleAtod(arg, &o.grace) || !(o.grace >= 0) ||
-          o.grace > kMaxGraceSeconds) {
-        Usage(absl::StrCat("--grace=", Quote(arg), ": expected seconds in 0..", kMaxGraceSeconds,
-                           " (a decimal number such as 2.5)"));
-      }
-    } else {
-      Usage(absl::StrCat("unknown flag ", Quote(arg)));
-    }
-  }
-  if (o.nproc == 0) Usage("--nproc is required");
-  for (; i < argc; ++i) o.command.push_back(argv[i]);
-  if (o.command.empty()) Usage("no program to run");
-  return o;
 }
 
 // One output stream of a rank: bytes in, whole prefixed lines out.
@@ -191,6 +133,7 @@ void CloseStream(Rank& rank, Stream& s) {
   s.fd = -1;
 }
 
+// How a rank ended: "exited with status 1", "was killed by signal 9 (Killed)".
 std::string Describe(int status) {
   if (WIFSIGNALED(status))
     return absl::StrCat("was killed by signal ", WTERMSIG(status), " (", strsignal(WTERMSIG(status)), ")");
@@ -251,23 +194,37 @@ bool InstallSignalHandlers() {
   return true;
 }
 
-// The variables every rank shares, set in launch's environment for the ranks to inherit.
+// The variables every rank of every generation shares, set in launch's environment for the
+// ranks to inherit.
 bool SetSharedEnvironment(const Options& o, const std::string& run_id) {
   std::vector<std::pair<const char*, std::string>> vars = {{"KILN_WORLD_SIZE", absl::StrCat(o.nproc)},
                                                            {"KILN_LOCAL_WORLD_SIZE", absl::StrCat(o.nproc)},
                                                            {"KILN_RENDEZVOUS", o.rendezvous},
                                                            {"KILN_RUN_ID", run_id}};
   if (std::getenv("KILN_HOST") == nullptr) vars.push_back({"KILN_HOST", "127.0.0.1"});
-  if (std::getenv("KILN_RUN_TOKEN") == nullptr) {
-    std::optional<std::string> token = RandomHex(kTokenBytes, "the run token");
-    if (!token) return false;
-    vars.push_back({"KILN_RUN_TOKEN", *token});
-  }
   for (const auto& [name, value] : vars) {
     if (setenv(name, value.c_str(), 1) != 0) {
       Failed(absl::StrCat("setenv(", name, ")"));
       return false;
     }
+  }
+  return true;
+}
+
+// The variables of one run generation: its number and, when launch makes the token, a fresh
+// one, which a process left over from an earlier generation cannot prove.
+bool SetGeneration(int generation, bool own_token) {
+  if (own_token) {
+    std::optional<std::string> token = RandomHex(kTokenBytes, "the run token");
+    if (!token) return false;
+    if (setenv("KILN_RUN_TOKEN", token->c_str(), 1) != 0) {
+      Failed("setenv(KILN_RUN_TOKEN)");
+      return false;
+    }
+  }
+  if (setenv("KILN_RESTART_COUNT", absl::StrCat(generation).c_str(), 1) != 0) {
+    Failed("setenv(KILN_RESTART_COUNT)");
+    return false;
   }
   return true;
 }
@@ -351,9 +308,23 @@ bool StartRank(std::vector<char*>& args, Rank& rank) {
   return true;
 }
 
-// Forwards the ranks' output and signals until every rank has exited; returns launch's exit
-// code. `result` is already set when launch failed while starting them.
-int Supervise(std::vector<Rank>& ranks, Clock::duration grace, std::optional<int> result) {
+// How one generation of ranks ended.
+struct Outcome {
+  int code = 0;  // launch's exit status, were it to end here
+  // The rank whose failure ended the generation, and its wait status; unset when the ranks
+  // all exited 0, or when a signal to launch or a failure of launch came first.
+  std::optional<int> failed_rank;
+  int failed_status = 0;
+  bool interrupted = false;  // a signal to launch or a failure of launch: no restart
+};
+
+// Forwards the ranks' output and signals until every rank has exited. `result` is already set
+// when launch failed while starting them. `generation` is added to the failure message ("" or
+// " in generation G").
+Outcome Supervise(std::vector<Rank>& ranks, Clock::duration grace, std::optional<int> result,
+                  const std::string& generation) {
+  Outcome outcome;
+  outcome.interrupted = result.has_value();
   std::optional<Clock::time_point> kill_at;  // SIGKILL to the stragglers after the grace period
   bool killed = false;
   auto stop_all = [&](int sig) {
@@ -393,6 +364,7 @@ int Supervise(std::vector<Rank>& ranks, Clock::duration grace, std::optional<int
       // Without poll the output cannot be forwarded: stop the run, but still reap every rank.
       Failed("poll");
       poll_failed = true;
+      outcome.interrupted = true;
       if (!result) result = 1;
       stop_all(SIGTERM);
       for (Rank& r : ranks) {
@@ -419,6 +391,7 @@ int Supervise(std::vector<Rank>& ranks, Clock::duration grace, std::optional<int
     while ((got = read(signal_pipe[0], &sig, 1)) == 1) {
       if (sig == SIGINT || sig == SIGTERM || sig == SIGHUP) {
         std::fprintf(stderr, "launch: got %s; forwarding it to every rank\n", strsignal(sig));
+        outcome.interrupted = true;
         if (!result) result = 128 + sig;
         stop_all(sig);
       }
@@ -434,6 +407,7 @@ int Supervise(std::vector<Rank>& ranks, Clock::duration grace, std::optional<int
         Failed(absl::StrCat("waitpid for rank ", r.index, " (pid ", r.pid, ")"));
         r.exited = true;
         --running;
+        outcome.interrupted = true;
         if (!result) result = 1;
         stop_all(SIGTERM);
         continue;
@@ -443,8 +417,10 @@ int Supervise(std::vector<Rank>& ranks, Clock::duration grace, std::optional<int
       const bool failed = !(WIFEXITED(r.status) && WEXITSTATUS(r.status) == 0);
       if (failed && !result) {
         result = ExitCode(r.status);
-        std::fprintf(stderr, "launch: rank %d (pid %d) %s; stopping the other ranks\n", r.index, r.pid,
-                     Describe(r.status).c_str());
+        outcome.failed_rank = r.index;
+        outcome.failed_status = r.status;
+        std::fprintf(stderr, "launch: rank %d (pid %d) %s%s; stopping the other ranks\n", r.index, r.pid,
+                     Describe(r.status).c_str(), generation.c_str());
         stop_all(SIGTERM);
       }
     }
@@ -456,21 +432,23 @@ int Supervise(std::vector<Rank>& ranks, Clock::duration grace, std::optional<int
   for (Rank& r : ranks) {
     for (Stream& s : r.streams) CloseStream(r, s);
   }
-  return result.value_or(0);
+  outcome.code = result.value_or(0);
+  return outcome;
 }
 
-int Run(const Options& o) {
-  if (!InstallSignalHandlers()) return 1;
-  const std::optional<std::string> id = RandomHex(3, "the run id");
-  if (!id) return 1;
-  const std::string run_id = absl::StrCat("launch-", getpid(), "-", *id);
-  if (!SetSharedEnvironment(o, run_id)) return 1;
+// A SIGINT, SIGTERM or SIGHUP that reached launch after the last generation's ranks were
+// reaped (0: none): it must not be answered by starting them again.
+int PendingStopSignal() {
+  unsigned char sig;
+  int stop = 0;
+  while (read(signal_pipe[0], &sig, 1) == 1) {
+    if (sig == SIGINT || sig == SIGTERM || sig == SIGHUP) stop = sig;
+  }
+  return stop;
+}
 
-  std::vector<std::string> command = o.command;
-  std::vector<char*> args;
-  for (std::string& a : command) args.push_back(a.data());
-  args.push_back(nullptr);
-
+// Starts the ranks of one generation and supervises them until they have all exited.
+Outcome RunGeneration(const Options& o, std::vector<char*>& args, const std::string& generation) {
   std::vector<Rank> ranks;
   ranks.reserve(o.nproc);
   std::optional<int> result;
@@ -485,7 +463,43 @@ int Run(const Options& o) {
       break;
     }
   }
-  return Supervise(ranks, std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(o.grace)), result);
+  return Supervise(ranks, std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(o.grace)), result,
+                   generation);
+}
+
+int Run(const Options& o) {
+  if (!InstallSignalHandlers()) return 1;
+  const std::optional<std::string> id = RandomHex(3, "the run id");
+  if (!id) return 1;
+  const std::string run_id = absl::StrCat("launch-", getpid(), "-", *id);
+  const bool own_token = std::getenv("KILN_RUN_TOKEN") == nullptr;
+  if (!SetSharedEnvironment(o, run_id)) return 1;
+
+  std::vector<std::string> command = o.command;
+  std::vector<char*> args;
+  for (std::string& a : command) args.push_back(a.data());
+  args.push_back(nullptr);
+
+  for (int generation = 0;; ++generation) {
+    if (!SetGeneration(generation, own_token)) return 1;
+    // Without restarts, messages stay as they were before generations existed.
+    const Outcome out =
+        RunGeneration(o, args, o.max_restarts > 0 ? absl::StrCat(" in generation ", generation) : std::string());
+    if (!out.failed_rank || out.interrupted || o.max_restarts == 0) return out.code;
+    const std::string failure =
+        absl::StrCat("rank ", *out.failed_rank, " ", Describe(out.failed_status), " in generation ", generation);
+    if (generation == o.max_restarts) {
+      std::fprintf(stderr, "launch: giving up after %d restart(s): %s; exiting with status %d\n", o.max_restarts,
+                   failure.c_str(), out.code);
+      return out.code;
+    }
+    if (const int sig = PendingStopSignal(); sig != 0) {
+      std::fprintf(stderr, "launch: got %s; not restarting\n", strsignal(sig));
+      return out.code;
+    }
+    std::fprintf(stderr, "launch: restart %d of %d: %s; starting all %d rank(s) again as generation %d\n",
+                 generation + 1, o.max_restarts, failure.c_str(), o.nproc, generation + 1);
+  }
 }
 
 }  // namespace
@@ -496,7 +510,7 @@ int main(int argc, char** argv) {
   for (int fd = 0; fd < 3; ++fd) {
     if (fcntl(fd, F_GETFD) < 0 && errno == EBADF && open("/dev/null", O_RDWR) != fd) return 1;
   }
-  Options o = Parse(argc, argv);
+  Options o = kiln::launch::ParseOptions(argc, argv);
   std::string store_dir;
   if (o.rendezvous.empty()) {
     const char* tmp = std::getenv("TMPDIR");

@@ -1,6 +1,5 @@
 #include "backends/cpu/cpu_device.h"
 
-#define EIGEN_USE_THREADS
 #include <algorithm>
 #include <cstdio>
 #include <cstdlib>
@@ -13,7 +12,7 @@
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
-#include "unsupported/Eigen/CXX11/ThreadPool"
+#include "backends/cpu/worker_pool.h"
 
 namespace kiln {
 
@@ -22,12 +21,13 @@ std::string CpuDevice::ToString() const { return absl::StrCat("cpu:", index_); }
 namespace cpu {
 namespace {
 
-// A device's workers: threads - 1 pool threads, since the caller runs one chunk itself.
+// A device's workers: threads - 1 pool threads, since the caller runs one chunk itself. They
+// spin between jobs only while every device's threads together fit the machine's cores.
 struct DeviceContext {
-  explicit DeviceContext(int threads)
-      : threads(threads), pool(threads > 1 ? std::make_unique<Eigen::ThreadPool>(threads - 1) : nullptr) {}
+  DeviceContext(int threads, bool spin)
+      : threads(threads), pool(threads > 1 ? std::make_unique<WorkerPool>(threads - 1, spin) : nullptr) {}
   int threads;
-  std::unique_ptr<Eigen::ThreadPool> pool;
+  std::unique_ptr<WorkerPool> pool;
 };
 
 // Threads of every device together: far beyond any machine's cores, far below what makes
@@ -93,9 +93,10 @@ class Runtime {
   // The old devices stay if the new ones' threads cannot be made.
   absl::Status Apply(const Config& config) {
     std::vector<std::shared_ptr<const DeviceContext>> contexts;
+    const bool spin = static_cast<int64_t>(config.devices) * Threads(config) <= HardwareThreads();
     try {
       for (int i = 0; i < config.devices; ++i)
-        contexts.push_back(std::make_shared<const DeviceContext>(Threads(config)));
+        contexts.push_back(std::make_shared<const DeviceContext>(Threads(config), spin));
     } catch (const std::system_error& e) {
       return absl::ResourceExhaustedError(
           absl::StrFormat("cpu::Configure: cannot start the threads of %d devices: %s", config.devices, e.what()));
@@ -154,17 +155,11 @@ void ParallelFor(const CpuDevice& device, int64_t n, int64_t min_grain, absl::Fu
     return;
   }
   const int64_t per_chunk = (n + chunks - 1) / chunks;
-  Eigen::Barrier barrier(static_cast<unsigned>(chunks - 1));
-  for (int64_t c = 1; c < chunks; ++c) {
+  context->pool->Run(chunks, [&](int64_t c) {
     const int64_t begin = std::min(n, c * per_chunk);
     const int64_t end = std::min(n, begin + per_chunk);
-    context->pool->Schedule([&fn, &barrier, begin, end] {
-      if (begin < end) fn(begin, end);
-      barrier.Notify();
-    });
-  }
-  fn(0, std::min(n, per_chunk));
-  barrier.Wait();
+    if (begin < end) fn(begin, end);
+  });
 }
 
 }  // namespace cpu

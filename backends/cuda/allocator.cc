@@ -24,7 +24,7 @@ CachingAllocator::~CachingAllocator() {
 void CachingAllocator::SweepPendingLocked() {
   for (size_t i = 0; i < pending_.size();) {
     if (pending_[i].ready()) {
-      free_blocks_.emplace(pending_[i].block.size, pending_[i].block.ptr);
+      CacheLocked(pending_[i].block);
       pending_[i] = std::move(pending_.back());
       pending_.pop_back();
     } else {
@@ -40,6 +40,19 @@ void CachingAllocator::ReleaseLocked() {
     stats_.cached_bytes -= static_cast<int64_t>(size);
   }
   free_blocks_.clear();
+  spare_nodes_.clear();
+}
+
+void CachingAllocator::CacheLocked(Block block) {
+  if (spare_nodes_.empty()) {
+    free_blocks_.emplace(block.size, block.ptr);
+    return;
+  }
+  FreeBlocks::node_type node = std::move(spare_nodes_.back());
+  spare_nodes_.pop_back();
+  node.key() = block.size;
+  node.mapped() = block.ptr;
+  free_blocks_.insert(std::move(node));
 }
 
 absl::StatusOr<CachingAllocator::Block> CachingAllocator::Allocate(size_t nbytes) {
@@ -50,7 +63,7 @@ absl::StatusOr<CachingAllocator::Block> CachingAllocator::Allocate(size_t nbytes
   // Best fit among cached blocks, but never one more than twice the size asked for.
   if (auto it = free_blocks_.lower_bound(size); it != free_blocks_.end() && it->first <= 2 * size) {
     const Block block{it->second, it->first};
-    free_blocks_.erase(it);
+    spare_nodes_.push_back(free_blocks_.extract(it));
     stats_.cached_bytes -= static_cast<int64_t>(block.size);
     stats_.in_use_bytes += static_cast<int64_t>(block.size);
     ++stats_.hits;
@@ -80,7 +93,7 @@ void CachingAllocator::Free(Block block, Ready ready) {
   if (ready && !ready()) {
     pending_.push_back({block, std::move(ready)});
   } else {
-    free_blocks_.emplace(block.size, block.ptr);
+    CacheLocked(block);
   }
 }
 

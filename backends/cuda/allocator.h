@@ -66,12 +66,17 @@ class CachingAllocator {
  private:
   void SweepPendingLocked();
   void ReleaseLocked();
+  void CacheLocked(Block block);
 
   const std::string name_;
   const RawAllocate allocate_;
   const RawFree free_;
   mutable std::mutex mu_;
-  std::multimap<size_t, void*> free_blocks_;  // size class -> block
+  using FreeBlocks = std::multimap<size_t, void*>;
+  FreeBlocks free_blocks_;  // size class -> block
+  // Map nodes of blocks handed out, reused when blocks come back: a steady stream of ops then
+  // allocates and frees no host memory for the cache's bookkeeping.
+  std::vector<FreeBlocks::node_type> spare_nodes_;
   struct Pending {
     Block block;
     Ready ready;

@@ -1,7 +1,7 @@
 #include "backends/cuda/context.h"
 
+#include <atomic>
 #include <memory>
-#include <vector>
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
@@ -29,17 +29,21 @@ class Runtime {
       unavailable_ = absl::FailedPreconditionError("no CUDA device is available (cudaGetDeviceCount found 0 devices)");
     }
     count_ = unavailable_.ok() ? count : 0;
-    contexts_.resize(count_);
+    contexts_ = std::make_unique<std::atomic<DeviceContext*>[]>(count_);
   }
 
   int count() const { return count_; }
   const absl::Status& unavailable() const { return unavailable_; }
 
+  // Every op asks, so a context that exists is found without a lock; the lock only keeps
+  // two threads from making the same one.
   DeviceContext& Get(int index) {
+    if (DeviceContext* c = contexts_[index].load(std::memory_order_acquire)) return *c;
     std::lock_guard lock(mu_);
-    std::unique_ptr<DeviceContext>& slot = contexts_[index];
-    if (slot == nullptr) slot = Make(index);
-    return *slot;
+    if (DeviceContext* c = contexts_[index].load(std::memory_order_relaxed)) return *c;
+    DeviceContext* made = Make(index).release();  // never destroyed, see context.h
+    contexts_[index].store(made, std::memory_order_release);
+    return *made;
   }
 
  private:
@@ -78,7 +82,7 @@ class Runtime {
   int count_ = 0;
   absl::Status unavailable_;
   std::mutex mu_;
-  std::vector<std::unique_ptr<DeviceContext>> contexts_;
+  std::unique_ptr<std::atomic<DeviceContext*>[]> contexts_;  // one slot per device
 };
 
 Runtime& GetRuntime() {
@@ -105,10 +109,22 @@ absl::Status CheckDevice(const CudaDevice& device) {
                       count, count == 1 ? "" : "s", count - 1));
 }
 
-DeviceContext& Context(const CudaDevice& device) {
+DeviceContext& Lookup(const CudaDevice& device) {
   ThrowIfError(CheckDevice(device));
-  DeviceContext& c = GetRuntime().Get(device.index());
-  ThrowIfCuda(cudaSetDevice(c.index), absl::StrCat(device.ToString(), ": cudaSetDevice"));
+  return GetRuntime().Get(device.index());
+}
+
+DeviceContext& Context(const CudaDevice& device) {
+  DeviceContext& c = Lookup(device);
+  // cudaGetDevice reads a thread-local; cudaSetDevice costs more, and a thread's ops are
+  // mostly on one device. Asking (rather than remembering the last device set here) stays
+  // right when the caller or another library switched devices in between.
+  int current = -1;
+  if (cudaGetDevice(&current) == cudaSuccess && current == c.index) return c;
+  cudaGetLastError();  // a failed cudaGetDevice must not surface as the next launch's error
+  if (const cudaError_t error = cudaSetDevice(c.index); error != cudaSuccess) {
+    ThrowIfCuda(error, absl::StrCat(device.ToString(), ": cudaSetDevice"));
+  }
   return c;
 }
 

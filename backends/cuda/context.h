@@ -29,6 +29,10 @@ struct DeviceContext {
 // (InvalidArgument, see CheckDevice) for a device that does not exist.
 DeviceContext& Context(const CudaDevice& device);
 
+// The same context without touching the thread's current device, for what needs only its
+// allocator or stream handle (a buffer's memory).
+DeviceContext& Lookup(const CudaDevice& device);
+
 // Pinned host memory for transfers, shared by all devices.
 CachingAllocator& PinnedMemory();
 

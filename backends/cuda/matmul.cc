@@ -7,6 +7,8 @@
 #include <optional>
 #include <vector>
 
+#include "absl/container/inlined_vector.h"
+#include "absl/types/span.h"
 #include "backends/cuda/cuda_backend.h"
 #include "backends/cuda/kernels/kernels.h"
 #include "backends/cuda/launch.h"
@@ -37,7 +39,9 @@ std::optional<MatrixLayout> LayoutOf(int64_t rows, int64_t cols, int64_t rs, int
 struct Operand {
   StridedTensor t;  // possibly a contiguous copy of the input
   MatrixLayout layout;
-  std::vector<int64_t> offsets;  // element offset of each batch, row-major over the batch dims
+  // Element offset of each batch, row-major over the batch dims (inline: most matmuls have
+  // one batch or a few, and a heap vector per operand was a visible part of a small one).
+  absl::InlinedVector<int64_t, 4> offsets;
 };
 
 Operand Prepare(const StridedTensor& p, const Shape& batch) {
@@ -58,7 +62,7 @@ Operand Prepare(const StridedTensor& p, const Shape& batch) {
 }
 
 // The common stride of evenly spaced batch offsets, if they are.
-std::optional<int64_t> EvenStride(const std::vector<int64_t>& offsets) {
+std::optional<int64_t> EvenStride(absl::Span<const int64_t> offsets) {
   if (offsets.size() < 2) return 0;
   const int64_t stride = offsets[1] - offsets[0];
   for (size_t i = 2; i < offsets.size(); ++i) {
@@ -112,13 +116,15 @@ Cuda::Primitive Cuda::matmul(const Primitive& a, const Primitive& b) {
   const std::optional<int64_t> stride_b = EvenStride(pb.offsets);
   std::lock_guard lock(c.blas_mu);
   if (stride_a && stride_b) {
-    cuda::ThrowIfCublas(
-        cublasGemmStridedBatchedEx(c.blas, pb.layout.op, pa.layout.op, static_cast<int>(n), static_cast<int>(m),
-                                   static_cast<int>(k), alpha, base_b + pb.offsets[0] * es, type,
-                                   static_cast<int>(pb.layout.ld), *stride_b, base_a + pa.offsets[0] * es, type,
-                                   static_cast<int>(pa.layout.ld), *stride_a, beta, base_c, type, static_cast<int>(n),
-                                   m * n, static_cast<int>(batches), compute, CUBLAS_GEMM_DEFAULT),
-        absl::StrCat(a.device.ToString(), ": cublasGemmStridedBatchedEx"));
+    const cublasStatus_t status = cublasGemmStridedBatchedEx(
+        c.blas, pb.layout.op, pa.layout.op, static_cast<int>(n), static_cast<int>(m), static_cast<int>(k), alpha,
+        base_b + pb.offsets[0] * es, type, static_cast<int>(pb.layout.ld), *stride_b, base_a + pa.offsets[0] * es, type,
+        static_cast<int>(pa.layout.ld), *stride_a, beta, base_c, type, static_cast<int>(n), m * n,
+        static_cast<int>(batches), compute, CUBLAS_GEMM_DEFAULT);
+    // The message only on failure: formatting it on every call cost more than the call's setup.
+    if (status != CUBLAS_STATUS_SUCCESS) {
+      cuda::ThrowIfCublas(status, absl::StrCat(a.device.ToString(), ": cublasGemmStridedBatchedEx"));
+    }
     return out;
   }
   // Irregular batch offsets: arrays of per-batch pointers, copied to the device (from

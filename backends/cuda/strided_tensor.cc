@@ -6,8 +6,7 @@
 
 namespace kiln::cuda {
 
-DeviceBuffer::DeviceBuffer(const CudaDevice& device, int64_t nbytes)
-    : memory_(Context(device).memory), nbytes_(nbytes) {
+DeviceBuffer::DeviceBuffer(const CudaDevice& device, int64_t nbytes) : memory_(Lookup(device).memory), nbytes_(nbytes) {
   absl::StatusOr<CachingAllocator::Block> block = memory_->Allocate(static_cast<size_t>(nbytes));
   ThrowIfError(block.status());
   block_ = *block;
@@ -25,9 +24,11 @@ DeviceBuffer::~DeviceBuffer() {
 void DeviceBuffer::SetFence(Event event) {
   std::lock_guard lock(mu_);
   fence_ = std::move(event);
+  has_fence_.store(true, std::memory_order_release);
 }
 
 DeviceBuffer::Event DeviceBuffer::fence() const {
+  if (!has_fence_.load(std::memory_order_acquire)) return nullptr;
   std::lock_guard lock(mu_);
   return fence_;
 }

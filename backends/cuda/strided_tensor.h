@@ -6,6 +6,7 @@
 
 #include <cuda_runtime_api.h>
 
+#include <atomic>
 #include <cstddef>
 #include <memory>
 #include <mutex>
@@ -42,6 +43,9 @@ class DeviceBuffer {
   int64_t nbytes_;
   mutable std::mutex mu_;
   Event fence_;
+  // Set once fence_ is: every op asks for its inputs' fences, nearly always of buffers that
+  // have none, and this answers that without the mutex.
+  std::atomic<bool> has_fence_{false};
 };
 
 struct StridedTensor {

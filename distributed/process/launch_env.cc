@@ -23,6 +23,10 @@ namespace kiln::distributed {
 // leave rank 0 waiting for ranks that never come. On one machine, more than one rank per CPU does not help, and Linux
 // runs at most 8192 CPUs on x86-64 (MAXSMP).
 static_assert(kMaxLocalWorldSize <= kMaxWorldSize);
+// A restart starts every rank again, which takes seconds at the least: a million restarts is
+// past any job's life, so a larger generation is a corrupt variable. The bound also keeps the
+// ".restart-G" suffix within kMaxGenerationRunIdLength.
+static_assert(kMaxGenerationRunIdLength - kMaxRunIdLength == sizeof(".restart-1000000") - 1);
 
 namespace {
 
@@ -284,6 +288,24 @@ absl::StatusOr<std::optional<LaunchEnv>> ReadLaunchEnv(const GetEnv& getenv) {
     if (absl::Status s = CheckText("SLURM_JOB_ID", "=", job, kMaxSlurmIdLength); !s.ok()) return s;
     if (absl::Status s = CheckText("SLURM_STEP_ID", "=", step, kMaxSlurmIdLength); !s.ok()) return s;
     env.run_id = absl::StrCat("slurm-", job, ".", step);
+  }
+  // The generation: tools/launch's count wins over Slurm's (launch may run inside a requeued
+  // job, whose count then says nothing about launch's own restarts).
+  for (const char* name : {"KILN_RESTART_COUNT", "SLURM_RESTART_COUNT"}) {
+    const char* value = getenv(name);
+    if (value == nullptr) continue;
+    absl::StatusOr<int64_t> count = ParseInt(name, value);
+    if (!count.ok()) return count.status();
+    if (*count < 0 || *count > kMaxRestartCount) {
+      return absl::InvalidArgumentError(
+          absl::StrCat(name, "=", *count, " is out of range (a run generation is 0..", kMaxRestartCount, ")"));
+    }
+    env.restart_count = static_cast<int>(*count);
+    break;
+  }
+  // Each generation meets under its own keys (launch_env.h says why).
+  if (env.restart_count > 0) {
+    env.run_id = absl::StrCat(env.run_id, env.run_id.empty() ? "" : ".", "restart-", env.restart_count);
   }
   if (const char* host = getenv("KILN_HOST"); host != nullptr) {
     if (absl::Status s = CheckText("KILN_HOST", "=", host, kMaxHostLength); !s.ok()) return s;

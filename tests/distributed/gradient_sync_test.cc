@@ -228,5 +228,32 @@ TYPED_TEST(GradientSyncTest, AnExtraBackwardCannotMixRounds) {
   }
 }
 
+// A group of one member (one device, one process: every single-device run of DataParallel):
+// the all-reduce is the identity, so the synced gradients are the local ones, not copies.
+TYPED_TEST(GradientSyncTest, AGroupOfOneHandsBackTheLocalGradients) {
+  using B = TypeParam;
+  using ADB = Autodiff<B>;
+  using AD = Tensor<ADB>;
+  const auto d = TestDevices<B>::Provide(1);
+  for (ReduceOp kind : {ReduceOp::kSum, ReduceOp::kMean, ReduceOp::kMax}) {
+    SCOPED_TRACE(OpName(kind));
+    Generator gen(5);
+    Probe<B> model(gen, Graphs<B>()[1].second, d[0]);
+    DeviceGroup<B> group(d);
+    GradientSync<B> sync(group, 0, model, SyncOptions{.reduce = kind});
+    for (int step = 0; step < 3; ++step) {
+      Generator data(step);
+      const auto grads = model(AD::uniform({3, 3}, -1, 1, data, DType::kF64, d[0])).sum().backward();
+      auto s = sync.Finish(grads);
+      ASSERT_TRUE(s.ok()) << s.status();
+      EXPECT_EQ(s->get(model.w())->to_data().ToDoubles(), grads.get(model.w())->to_data().ToDoubles());
+      EXPECT_EQ(s->get(model.unused())->to_data().ToDoubles(), std::vector<double>(2, 0.0));
+      if constexpr (std::is_same_v<B, Cpu>) {
+        EXPECT_EQ(s->get(model.w())->primitive().buffer, grads.get(model.w())->primitive().buffer);
+      }
+    }
+  }
+}
+
 }  // namespace
 }  // namespace kiln::distributed

@@ -47,5 +47,33 @@ tail -n 1 "$tmp/mp.out" | grep -q '^\[rank 0\] {"val_loss":.*"devices":\["cpu:0"
   fail "2 x 1 summary: $(tail -n 1 "$tmp/mp.out")"
 cmp -s "$tmp/in.safetensors" "$tmp/mp.safetensors" || fail "2 x 1 checkpoint differs from cpu:0,cpu:1 in one process"
 
+# Resumed from a training checkpoint (dropout on: its random streams come back too) it ends
+# byte for byte as the uninterrupted run; without dropout, resumed on two devices, within f32
+# summation order.
+tiny=(--steps=60 --layers=1 --width=32 --heads=2 --context=16 --batch_size=8 --eval_every=30 --eval_batches=2 --threads=1)
+"$gpt" "${tiny[@]}" --dropout=0.1 --checkpoint="$tmp/full.safetensors" >"$tmp/full.out" 2>&1 || fail "tiny run: $(cat "$tmp/full.out")"
+"$gpt" "${tiny[@]}" --dropout=0.1 --checkpoint_dir="$tmp/ck" --checkpoint_every=20 --keep_checkpoints=10 >"$tmp/ck.out" 2>&1 ||
+  fail "checkpointing run: $(cat "$tmp/ck.out")"
+grep -q '"checkpoints":4,' "$tmp/ck.out" || fail "checkpoints at 20, 30, 40, 60 expected: $(tail -n 1 "$tmp/ck.out")"
+"$gpt" "${tiny[@]}" --dropout=0.1 --resume="$tmp/ck/step-000000000040" --checkpoint="$tmp/resumed.safetensors" \
+  >"$tmp/resumed.out" 2>&1 || fail "resumed run: $(cat "$tmp/resumed.out")"
+grep -q '"resumed_from_step":40' "$tmp/resumed.out" || fail "resume summary: $(tail -n 1 "$tmp/resumed.out")"
+cmp -s "$tmp/full.safetensors" "$tmp/resumed.safetensors" || fail "resumed gpt differs from the uninterrupted run"
+expect_error "was written by a run with --dropout=0.10000000000000001; this run has --dropout=0" \
+  "${tiny[@]}" --resume="$tmp/ck/step-000000000040"
+"$gpt" "${tiny[@]}" --checkpoint="$tmp/plain.safetensors" >/dev/null 2>&1 || fail "tiny run without dropout"
+"$gpt" "${tiny[@]}" --checkpoint_dir="$tmp/ck0" --checkpoint_every=20 >/dev/null 2>&1 || fail "checkpointing without dropout"
+"$gpt" "${tiny[@]}" --devices=cpu:0,cpu:1 --resume="$tmp/ck0/step-000000000040" --checkpoint="$tmp/two.safetensors" \
+  >"$tmp/two.out" 2>&1 || fail "resumed on two devices: $(cat "$tmp/two.out")"
+/usr/bin/env python3 - "$tmp/plain.safetensors" "$tmp/two.safetensors" <<'PY' || fail "resumed on two devices differs"
+import array, json, struct, sys
+def load(p):
+    raw = open(p, "rb").read(); n = struct.unpack("<Q", raw[:8])[0]; h = json.loads(raw[8:8 + n])
+    return {k: array.array("f", raw[8 + n + v["data_offsets"][0]:8 + n + v["data_offsets"][1]]) for k, v in h.items() if k != "__metadata__"}
+a, b = load(sys.argv[1]), load(sys.argv[2])
+worst = max(abs(x - y) for k in a for x, y in zip(a[k], b[k]))
+sys.exit(0 if a.keys() == b.keys() and worst < 1e-5 else f"max |diff| {worst}")
+PY
+
 if ((failures)); then echo "$failures failed"; exit 1; fi
 echo "all gpt_test checks passed"

@@ -69,6 +69,19 @@ TEST(TrainFlags, NonFiniteAndOutOfRangeNumbersAreRefused) {
   EXPECT_EQ(Error({"--epochs=-1"}), "--epochs=-1: expected 0..100000 (0: the default)");
 }
 
+TEST(TrainFlags, CheckpointsAndResuming) {
+  EXPECT_EQ(Error({"--checkpoint_every=-1"}), "--checkpoint_every=-1: expected 0..2^40 steps");
+  EXPECT_EQ(Error({"--checkpoint_every=10"}), "--checkpoint_every=10: needs --checkpoint_dir");
+  EXPECT_EQ(Error({"--keep_checkpoints=0", "--checkpoint_dir=ck"}), "--keep_checkpoints=0: expected 1..1000000");
+  EXPECT_EQ(Error({"--resume=latest"}), "--resume=latest: needs --checkpoint_dir");
+  const TrainConfig c = Config({"--checkpoint_dir=ck", "--checkpoint_every=100", "--resume=latest"});
+  EXPECT_EQ(c.checkpoints.dir, "ck");
+  EXPECT_EQ(c.checkpoints.every, 100);
+  EXPECT_EQ(c.checkpoints.keep, 3);
+  EXPECT_EQ(c.checkpoints.resume, "latest");
+  EXPECT_EQ(Config({"--resume=ck/step-000000000100"}).checkpoints.resume, "ck/step-000000000100");
+}
+
 TEST(TrainFlags, HelpIsNotARun) {
   absl::FlagSaver restore;
   EXPECT_EQ(ParseCommandLineStrictly({"--lr=nan", "--help"}).value(), CommandLine::kHelp);

@@ -41,7 +41,8 @@ grep -q "launch: rank 1 (pid [0-9]*) exited with status 7; stopping the other ra
 "$launch" --nproc=2 -- bash -c 'if [[ $KILN_RANK == 0 ]]; then kill -9 $$; fi; sleep 60' 2>"$tmp/err"
 status=$?
 [[ $status -eq 137 ]] || fail "a rank killed by SIGKILL gave $status"
-grep -q "rank 0 (pid [0-9]*) was killed by signal 9" "$tmp/err" || fail "no signal message: $(cat "$tmp/err")"
+grep -qx "launch: rank 0 (pid [0-9]*) was killed by signal 9 (Killed); stopping the other ranks" "$tmp/err" ||
+  fail "no signal message: $(cat "$tmp/err")"
 
 # A rank that ignores SIGTERM is killed after the grace period.
 start=$(date +%s)
@@ -84,6 +85,12 @@ for g in nan inf -inf -1 3600.5 1e9 1e999 +1 " 1" "" . 0x10 five; do
   expect_usage "--grace='$g': expected seconds in 0..3600 (a decimal number such as 2.5)" --nproc=1 --grace="$g" true
 done
 "$launch" --nproc=1 --grace=3600 true || fail "--grace=3600 was refused"
+# Restarts are a whole number in 0..1000000 (launch_restart_test runs them).
+for m in -1 +1 " 1" "1 " "" 1.0 0x1 1e3 two 1000001 99999999999999999999; do
+  expect_usage "--max_restarts='$m': expected a whole number of restarts in 0..1000000" --nproc=1 --max_restarts="$m" true
+done
+"$launch" --nproc=1 --max_restarts=1000000 true || fail "--max_restarts=1000000 was refused"
+"$launch" --nproc=1 --max_restarts=0 true || fail "--max_restarts=0 was refused"
 "$launch" --nproc=1 --grace=0.25 true || fail "--grace=0.25 was refused"
 "$launch" --nproc=1024 --grace=0 -- true 2>"$tmp/err" || grep -q "failed: Too many open files" "$tmp/err" ||
   fail "--nproc=1024: $(head -3 "$tmp/err")"

@@ -45,9 +45,11 @@ struct StridedIndex {
 // Builds the index for `rank` dims of `shape` and operand k's `strides[k]`. Size-1 dims are
 // dropped and neighbouring dims merged where every operand steps through them as one, so a
 // dense tensor becomes one dim (and `flat`). Returns false if more than kMaxDims dims remain.
+// Only rank, flat and the first `rank` entries of *out are written (the rest stay as they
+// were: zero in a fresh index): every op builds one, and zeroing and copying a whole index
+// were most of the time this took.
 template <int N>
 bool MakeStridedIndex(int rank, const int64_t* shape, const int64_t* const* strides, StridedIndex<N>* out) {
-  StridedIndex<N> index;
   int kept = 0;
   // Innermost dim first; merged into the previous kept dim when contiguous with it.
   int64_t sizes[64];
@@ -70,6 +72,7 @@ bool MakeStridedIndex(int rank, const int64_t* shape, const int64_t* const* stri
     ++kept;
   }
   if (kept > kMaxDims) return false;
+  StridedIndex<N>& index = *out;
   index.rank = kept;
   bool flat = kept <= 1;
   for (int j = 0; j < kept; ++j) {
@@ -81,7 +84,6 @@ bool MakeStridedIndex(int rank, const int64_t* shape, const int64_t* const* stri
   }
   // Rank 0 (one element) is flat; rank 1 is flat only with unit strides.
   index.flat = flat;
-  *out = index;
   return true;
 }
 

@@ -329,5 +329,48 @@ TEST(LaunchEnv, TextValuesAreBoundedAndPrintable) {
   EXPECT_FALSE(CheckRendezvousAddress("redis://head:65536").ok());
 }
 
+TEST(LaunchEnv, RestartCountIsTheGenerationAndNamespacesTheRunId) {
+  // Unset: generation 0, and the run id as it always was.
+  EXPECT_EQ((*Read(KilnWith("KILN_RUN_ID", "r")))->restart_count, 0);
+  EXPECT_EQ((*Read(KilnWith("KILN_RUN_ID", "r")))->run_id, "r");
+  auto vars = KilnWith("KILN_RUN_ID", "launch-7-abc");
+  vars["KILN_RESTART_COUNT"] = "0";
+  EXPECT_EQ((*Read(vars))->run_id, "launch-7-abc");
+  vars["KILN_RESTART_COUNT"] = "2";
+  EXPECT_EQ((*Read(vars))->restart_count, 2);
+  EXPECT_EQ((*Read(vars))->run_id, "launch-7-abc.restart-2");
+  // No run id (Open MPI without KILN_RUN_ID): the generation alone.
+  EXPECT_EQ((*Read(KilnWith("KILN_RESTART_COUNT", "1")))->run_id, "restart-1");
+  // A requeued Slurm job: its restart count, next to its job and step.
+  auto slurm = SlurmWith({{"SLURM_JOB_ID", "4711"}, {"SLURM_STEP_ID", "0"}, {"SLURM_RESTART_COUNT", "3"}});
+  EXPECT_EQ((*Read(slurm))->restart_count, 3);
+  EXPECT_EQ((*Read(slurm))->run_id, "slurm-4711.0.restart-3");
+  // tools/launch's own count wins over the job's.
+  slurm["KILN_RESTART_COUNT"] = "1";
+  EXPECT_EQ((*Read(slurm))->restart_count, 1);
+  EXPECT_EQ((*Read(slurm))->run_id, "slurm-4711.0.restart-1");
+  // The longest run id and generation still fit their bound.
+  vars = KilnWith("KILN_RUN_ID", std::string(kMaxRunIdLength, 'r'));
+  vars["KILN_RESTART_COUNT"] = absl::StrCat(kMaxRestartCount);
+  EXPECT_EQ((*Read(vars))->run_id.size(), kMaxGenerationRunIdLength);
+}
+
+TEST(LaunchEnv, RestartCountErrors) {
+  ExpectError(KilnWith("KILN_RESTART_COUNT", "-1"),
+              "KILN_RESTART_COUNT=-1 is out of range (a run generation is 0..1000000)");
+  ExpectError(KilnWith("KILN_RESTART_COUNT", "1000001"),
+              "KILN_RESTART_COUNT=1000001 is out of range (a run generation is 0..1000000)");
+  ExpectError(KilnWith("KILN_RESTART_COUNT", "99999999999999999999"),
+              "KILN_RESTART_COUNT='99999999999999999999' is out of range");
+  for (const std::string bad : {"", " 1", "+1", "1 ", "one", "1.0", "0x1", "1\n"}) {
+    ExpectError(KilnWith("KILN_RESTART_COUNT", bad),
+                absl::StrCat("KILN_RESTART_COUNT='", absl::CHexEscape(bad), "' is not an integer"));
+  }
+  ExpectError(SlurmWith({{"SLURM_RESTART_COUNT", "-2"}}),
+              "SLURM_RESTART_COUNT=-2 is out of range (a run generation is 0..1000000)");
+  ExpectError(SlurmWith({{"SLURM_RESTART_COUNT", "2\n[rank 0] forged"}}),
+              "SLURM_RESTART_COUNT='2\\n[rank 0] forged' is not an integer");
+}
+
 }  // namespace
 }  // namespace kiln::distributed

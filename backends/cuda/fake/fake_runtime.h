@@ -1,0 +1,36 @@
+// A fake CUDA runtime and cuBLAS for measuring the CUDA backend's host path on machines
+// without a GPU (bench/cuda_host_bench.cc, tests/backends/cuda/fake_runtime_test.cc). Linked
+// into a binary, its definitions take precedence over libcudart's and libcublas's, so kiln's
+// CUDA code runs unchanged: device memory is host memory, kernels and GEMMs are counted and
+// never run, streams and events are always ready. Never part of a real build.
+#ifndef KILN_BACKENDS_CUDA_FAKE_FAKE_RUNTIME_H_
+#define KILN_BACKENDS_CUDA_FAKE_FAKE_RUNTIME_H_
+
+#include <cstdint>
+#include <string>
+
+namespace kiln::cuda::fake {
+
+// How many GPUs the fake runtime reports (cuda:0 and cuda:1).
+inline constexpr int kDevices = 2;
+
+// Totals since the process started, over all threads.
+struct Counts {
+  int64_t launches = 0;         // kernel launches (<<<>>>)
+  int64_t blas_calls = 0;       // cuBLAS GEMM calls
+  int64_t syncs = 0;            // cudaStreamSynchronize / cudaDeviceSynchronize
+  int64_t mallocs = 0;          // cudaMalloc and cudaHostAlloc
+  int64_t copies = 0;           // cudaMemcpy*Async and cudaMemsetAsync
+  int64_t device_switches = 0;  // cudaSetDevice
+  int64_t runtime_calls = 0;    // every other runtime entry point (cudaSetDevice, events, ...)
+};
+Counts GetCounts();
+Counts operator-(const Counts& after, const Counts& before);
+
+// The device-side (mangled) name of the most recent kernel launched on this thread; empty
+// before the first.
+std::string LastKernel();
+
+}  // namespace kiln::cuda::fake
+
+#endif  // KILN_BACKENDS_CUDA_FAKE_FAKE_RUNTIME_H_

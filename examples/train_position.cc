@@ -1,0 +1,126 @@
+#include "examples/train_position.h"
+
+#include <cmath>
+
+#include "absl/strings/ascii.h"
+#include "absl/strings/escaping.h"
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "absl/strings/str_join.h"
+#include "absl/strings/str_split.h"
+
+namespace kiln {
+namespace {
+
+constexpr char kSettingPrefix[] = "setting";  // "setting--batch_size" = "64"
+constexpr int64_t kMaxCount = int64_t{1} << 53;
+
+// Digits only, no sign or space, at most `max`.
+bool ParseCount(const std::string& text, uint64_t max, uint64_t* out) {
+  if (text.empty() || text.size() > 20) return false;
+  for (char c : text) {
+    if (!absl::ascii_isdigit(static_cast<unsigned char>(c))) return false;
+  }
+  return absl::SimpleAtoi(text, out) && *out <= max;
+}
+
+class Reader {
+ public:
+  Reader(const std::map<std::string, std::string>& metadata, const std::string& path)
+      : metadata_(metadata), path_(path) {}
+
+  const std::string* Find(const std::string& key) {
+    const auto it = metadata_.find(key);
+    if (it != metadata_.end()) return &it->second;
+    if (error_.ok()) error_ = absl::InvalidArgumentError(absl::StrCat(path_, ": the training state has no ", key));
+    return nullptr;
+  }
+  template <class T>
+  void Count(const std::string& key, uint64_t max, T* out) {
+    const std::string* text = Find(key);
+    uint64_t v = 0;
+    if (text == nullptr) return;
+    if (!ParseCount(*text, max, &v)) return Fail(key, *text, absl::StrCat("a whole number from 0 to ", max));
+    *out = static_cast<T>(v);
+  }
+  void Number(const std::string& key, double* out) {
+    const std::string* text = Find(key);
+    if (text == nullptr) return;
+    if (text->size() > 40 || !absl::SimpleAtod(*text, out) || !std::isfinite(*out)) Fail(key, *text, "a finite number");
+  }
+  void Fail(const std::string& key, const std::string& value, const std::string& expected) {
+    if (error_.ok()) {
+      error_ = absl::InvalidArgumentError(absl::StrCat(path_, ": the training state's ", key, " is \"",
+                                                       absl::CEscape(value.substr(0, 40)), "\", not ", expected));
+    }
+  }
+  absl::Status& error() { return error_; }
+
+ private:
+  const std::map<std::string, std::string>& metadata_;
+  const std::string& path_;
+  absl::Status error_;
+};
+
+}  // namespace
+
+std::map<std::string, std::string> PositionMetadata(const TrainPosition& p, const distributed::Settings& settings) {
+  std::map<std::string, std::string> m;
+  m["step"] = absl::StrCat(p.step);
+  m["epoch"] = absl::StrCat(p.epoch);
+  m["step_in_epoch"] = absl::StrCat(p.step_in_epoch);
+  m["data_generator"] = absl::StrCat(p.data_generator);
+  m["loss_sum"] = absl::StrFormat("%.17g", p.loss_sum);
+  m["last_epoch_loss"] = absl::StrFormat("%.17g", p.last_epoch_loss);
+  m["members"] = absl::StrCat(p.members);
+  m["devices"] = p.devices;
+  m["generators"] = absl::StrJoin(p.generators, ",");
+  for (const auto& [flag, value] : settings) m[kSettingPrefix + flag] = value;
+  return m;
+}
+
+absl::StatusOr<TrainPosition> ParsePosition(const std::map<std::string, std::string>& metadata,
+                                            const distributed::Settings& settings, const std::string& path) {
+  // Settings first: a checkpoint of another run is refused for what differs, not for a detail.
+  for (const auto& [flag, value] : settings) {
+    const auto it = metadata.find(kSettingPrefix + flag);
+    if (it == metadata.end()) {
+      return absl::InvalidArgumentError(absl::StrCat(path, " does not say which ", flag, " it was written with"));
+    }
+    if (it->second != value) {
+      return absl::InvalidArgumentError(absl::StrCat(path, " was written by a run with ", flag, "=",
+                                                     absl::CEscape(it->second.substr(0, 64)), "; this run has ", flag,
+                                                     "=", value));
+    }
+  }
+  TrainPosition p;
+  Reader r(metadata, path);
+  r.Count("step", kMaxCount, &p.step);
+  r.Count("epoch", kMaxCount, &p.epoch);
+  r.Count("step_in_epoch", kMaxCount, &p.step_in_epoch);
+  r.Count("data_generator", UINT64_MAX, &p.data_generator);
+  r.Number("loss_sum", &p.loss_sum);
+  r.Number("last_epoch_loss", &p.last_epoch_loss);
+  r.Count("members", 1 << 20, &p.members);
+  if (const std::string* devices = r.Find("devices")) p.devices = *devices;
+  if (const std::string* list = r.Find("generators"); list != nullptr && !list->empty()) {
+    for (absl::string_view part : absl::StrSplit(*list, ',')) {
+      uint64_t v = 0;
+      if (!ParseCount(std::string(part), UINT64_MAX, &v)) {
+        r.Fail("generators", std::string(part), "a list of whole numbers");
+        break;
+      }
+      p.generators.push_back(v);
+    }
+  }
+  if (!r.error().ok()) return r.error();
+  if (p.epoch < 1 || p.members < 1 || p.step_in_epoch > p.step) {
+    return absl::InvalidArgumentError(absl::StrCat(path, ": the training state's position (step ", p.step, ", epoch ",
+                                                   p.epoch, ", step ", p.step_in_epoch, " of it, ", p.members,
+                                                   " members) is impossible"));
+  }
+  return p;
+}
+
+}  // namespace kiln

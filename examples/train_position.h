@@ -1,0 +1,42 @@
+// Where a training run stands, as its training checkpoint records it (metadata of
+// nn::TrainingCheckpoint's state file): enough, with the model and the optimizer, to go on
+// exactly as if the run had never stopped. Every value read back from a file is checked.
+#ifndef KILN_EXAMPLES_TRAIN_POSITION_H_
+#define KILN_EXAMPLES_TRAIN_POSITION_H_
+
+#include <cstdint>
+#include <map>
+#include <string>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "distributed/process/settings_agreement.h"
+
+namespace kiln {
+
+struct TrainPosition {
+  int64_t step = 0;                  // steps done in all
+  int64_t epoch = 1;                 // the epoch running (1-based)
+  int64_t step_in_epoch = 0;         // steps of `epoch` done
+  uint64_t data_generator = 0;       // the data order's generator as `epoch` began (train: before its
+                                     // shuffle) or at `step` (gpt: before the next batch's draw)
+  double loss_sum = 0;               // the losses of `epoch`'s steps so far
+  double last_epoch_loss = 0;        // the mean loss of the epoch before `epoch` (0: none)
+  int64_t members = 1;               // devices over every process that trained until here
+  std::string devices;               // those of rank 0, e.g. "cpu:0,cpu:1", and the process count
+  std::vector<uint64_t> generators;  // DataParallel::GeneratorStates()
+};
+
+// The metadata of a checkpoint at `position` of a run with `settings` (flag, value).
+std::map<std::string, std::string> PositionMetadata(const TrainPosition& position,
+                                                    const distributed::Settings& settings);
+
+// The position in a checkpoint's metadata (`path` names it in errors): InvalidArgument naming
+// the first key that is missing or malformed, or the first setting that differs from this
+// run's `settings` ("... was written by a run with --batch_size=64; this run has 128").
+absl::StatusOr<TrainPosition> ParsePosition(const std::map<std::string, std::string>& metadata,
+                                            const distributed::Settings& settings, const std::string& path);
+
+}  // namespace kiln
+
+#endif  // KILN_EXAMPLES_TRAIN_POSITION_H_

@@ -1,0 +1,40 @@
+// A training checkpoint's state file on any bytes: ReadSafetensors, the random streams and
+// the run position its metadata holds (examples/train_position) checked against a run's settings. An error
+// names the file; a position that parses is one a run can continue from, and writing it back
+// gives the same metadata.
+#include <cstdint>
+#include <cstdlib>
+#include <string>
+
+#include "backends/cpu/cpu_backend.h"
+#include "examples/train_position.h"
+#include "fuzz/memory_file.h"
+#include "nn/activation.h"
+#include "nn/safetensors.h"
+#include "nn/training_checkpoint.h"
+
+extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
+  const kiln::fuzz::MemoryFile input(data, size);
+  const std::string path = input.path();
+  const auto file = kiln::nn::ReadSafetensors(path);
+  if (!file.ok()) return 0;
+  kiln::nn::Dropout<kiln::Autodiff<kiln::Cpu>> dropout(0.5, 1);  // one random stream, "masks"
+  const auto streams = kiln::nn::StreamStates(file->metadata, dropout.named_generators(), path);
+  if (!streams.ok() && streams.status().message().find(path) == std::string::npos) std::abort();
+  if (streams.ok() && streams->size() != 1) std::abort();
+  const kiln::distributed::Settings settings = {{"--model", "mlp"}, {"--batch_size", "64"}};
+  const auto position = kiln::ParsePosition(file->metadata, settings, path);
+  if (!position.ok()) {
+    if (position.status().message().find(path) == std::string::npos) std::abort();
+    return 0;
+  }
+  const kiln::TrainPosition& p = *position;
+  if (p.epoch < 1 || p.members < 1 || p.step < 0 || p.step_in_epoch < 0 || p.step_in_epoch > p.step) std::abort();
+  // What the position writes back parses to the same position.
+  const auto again = kiln::ParsePosition(kiln::PositionMetadata(p, settings), settings, path);
+  if (!again.ok() || again->step != p.step || again->data_generator != p.data_generator ||
+      again->generators != p.generators || again->loss_sum != p.loss_sum) {
+    std::abort();
+  }
+  return 0;
+}

@@ -1,0 +1,58 @@
+#!/usr/bin/env bash
+# A data-parallel run under tools/launch --max_restarts with training checkpoints: one rank is
+# killed with SIGKILL once the run is under way; every rank restarts, resumes from the newest
+# complete checkpoint and the job ends with the parameters of an uninterrupted run, byte for
+# byte. A rank that fails on every start ends the job after N restarts with its status.
+set -uo pipefail
+train="$1"
+launch="$2"
+compare="$3"
+tmp="${TEST_TMPDIR:-$(mktemp -d)}"
+failures=0
+fail() { echo "FAIL: $*"; failures=$((failures + 1)); }
+
+# 4000 images, batch 64: 63 steps an epoch, 189 in all; a checkpoint every 10 steps.
+common=(--train_limit=4000 --epochs=3 --batch_size=64 --threads=1 --devices=cpu:0)
+
+"$launch" --nproc=2 -- "$train" "${common[@]}" --checkpoint="$tmp/full.safetensors" >"$tmp/full.out" 2>&1 ||
+  fail "uninterrupted run: $(cat "$tmp/full.out")"
+
+"$launch" --nproc=2 --max_restarts=2 -- "$train" "${common[@]}" --checkpoint_dir="$tmp/ck" --checkpoint_every=10 \
+  --resume=latest --checkpoint="$tmp/restarted.safetensors" >"$tmp/restarted.out" 2>&1 &
+job=$!
+# Once a checkpoint past a step drawn at random is complete, kill rank 1 (launch's second child).
+kill_after=$((20 + RANDOM % 100))
+deadline=$((SECONDS + 120))
+until compgen -G "$tmp/ck/step-*" >/dev/null &&
+  (( 10#$(ls "$tmp/ck" | grep '^step-' | sort | tail -n 1 | cut -c6-) >= kill_after )); do
+  ((SECONDS < deadline)) || { fail "no checkpoint past step $kill_after in 120 s"; break; }
+  kill -0 "$job" 2>/dev/null || { fail "the job ended before the kill: $(cat "$tmp/restarted.out")"; break; }
+  sleep 0.05
+done
+ranks=($(pgrep -P "$job" | sort -n))
+if ((${#ranks[@]} == 2)); then
+  kill -KILL "${ranks[1]}"
+else
+  fail "expected 2 ranks under launch, found ${#ranks[@]}"
+fi
+wait "$job" || fail "the restarted job failed: $(cat "$tmp/restarted.out")"
+grep -q "launch: restart 1 of 2: rank 1 was killed by signal 9 (Killed) in generation 0" "$tmp/restarted.out" ||
+  fail "no restart line: $(cat "$tmp/restarted.out")"
+grep -q '"resumed_from_step":' "$tmp/restarted.out" || fail "generation 1 did not resume: $(tail -n 3 "$tmp/restarted.out")"
+cmp -s "$tmp/full.safetensors" "$tmp/restarted.safetensors" ||
+  fail "killed at step ~$kill_after and restarted: differs by $("$compare" "$tmp/full.safetensors" "$tmp/restarted.safetensors")"
+
+# A rank that fails on every start (an unwritable checkpoint folder fails rank 0 with exit 2).
+touch "$tmp/not_a_folder"
+"$launch" --nproc=2 --max_restarts=1 --grace=1 -- "$train" "${common[@]}" --collective_timeout=5 \
+  --checkpoint_dir="$tmp/not_a_folder/ck" --resume=latest >"$tmp/failing.out" 2>&1
+status=$?
+((status != 0)) || fail "the always-failing job succeeded"
+grep -q "launch: giving up after 1 restart(s): rank 0 exited with status 2 in generation 1" "$tmp/failing.out" ||
+  fail "no give-up line: $(cat "$tmp/failing.out")"
+
+if ((failures)); then
+  echo "$failures failure(s)"
+  exit 1
+fi
+echo "PASS (killed after step $kill_after)"
