@@ -37,7 +37,7 @@ def rates(path):
     for b in data["benchmarks"]:
         if has_aggregates and b.get("aggregate_name") != "median":
             continue
-        name = re.sub(r"(/real_time)?(_median)?$", "", b.get("run_name", b["name"]))
+        name = re.sub(r"(/process_time)?(/real_time)?(_median)?$", "", b.get("run_name", b["name"]))
         for unit in ("GFLOPS", "GB/s", "samples/s"):
             if unit in b:
                 out[name] = (b[unit] * 1e-9 if b[unit] > 1e6 else b[unit], unit)

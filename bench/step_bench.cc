@@ -1,20 +1,23 @@
 // One training step (forward, loss, backward, SGD with momentum) of the Fashion-MNIST MLP
 // (784-256-256-10) and of a tiny, overhead-bound MLP (10-100-100-1), batch 64, on 2 threads;
-// and the autodiff overhead per op of a chain of small ops. Built with --config=libtorch, the
-// same binary also runs LibTorch on the same steps. The same steps written directly in Eigen
-// (bench/eigen_mlp_step.h), at 1 and 2 threads, are the no-framework limit bench/compare.py
-// pairs kiln with (the faster of the two).
+// one step of a GPT-2 transformer block at examples/gpt's sizes; and the autodiff overhead per
+// op of a chain of small ops. Built with --config=libtorch, the same binary also runs LibTorch
+// on the MLP steps. The same steps written directly in Eigen (bench/eigen_mlp_step.h,
+// bench/eigen_gpt_block_step.h), at 1 and 2 threads, are the no-framework limit
+// bench/compare.py pairs kiln with (the faster of the two).
 #include <benchmark/benchmark.h>
 
 #define EIGEN_USE_THREADS  // before any Eigen header (bench/eigen_mlp_step.h)
 #include "autodiff/autodiff.h"
 #include "backends/cpu/cpu_backend.h"
+#include "bench/eigen_gpt_block_step.h"
 #include "bench/eigen_mlp_step.h"
 #include "nn/activation.h"
 #include "nn/linear.h"
 #include "nn/loss.h"
 #include "nn/optim.h"
 #include "nn/sequential.h"
+#include "nn/transformer_block.h"
 
 #ifdef KILN_WITH_LIBTORCH
 #include <torch/torch.h>
@@ -67,6 +70,41 @@ void BM_StepEigen(benchmark::State& state, std::initializer_list<int64_t> sizes,
 }
 BENCHMARK_CAPTURE(BM_StepEigen, mlp_784_256_256_10, {784, 256, 256, 10}, true)->Arg(1)->Arg(2)->UseRealTime();
 BENCHMARK_CAPTURE(BM_StepEigen, tiny_10_100_100_1, {10, 100, 100, 1}, false)->Arg(1)->Arg(2)->UseRealTime();
+
+// One block of examples/gpt's model (batch 32, context 64, width 128, 4 heads, GPT-2's init):
+// forward, mean squared error to a fixed target, backward, and AdamW as examples/gpt sets it
+// (betas 0.9 / 0.99, decay 0.1 on the linear weights). Neither side clips the gradients.
+constexpr bench::GptBlockShape kGptBlock{.batch = 32, .seq = 64, .width = 128, .heads = 4};
+
+void BM_StepKiln(benchmark::State& state, bench::GptBlockShape s) {
+  if (!cpu::Configure({.devices = 1, .threads_per_device = kThreads}).ok()) std::abort();
+  Generator gen(1);
+  nn::TransformerBlock<AD> block(s.width, s.heads, gen, {.init_std = 0.02, .residual_init_std = 0.02 / std::sqrt(2.0)});
+  const T x = T::normal({s.batch, s.seq, s.width}, 0, 1, gen);
+  const T target = T::normal({s.batch, s.seq, s.width}, 0, 1, gen);
+  nn::AdamW<Cpu> adamw(1e-3, {.beta2 = 0.99, .weight_decay = 0.1, .decays = nn::DecayOnlyMatrices});
+  for (auto _ : state) {
+    const T loss = nn::MeanSquaredError(block(x), target);
+    adamw.step(block, loss.backward());
+  }
+}
+// CPU time over all threads too: the work per step, which a shared machine inflates less than
+// the wall time.
+BENCHMARK_CAPTURE(BM_StepKiln, gpt_block_32x64_d128_h4, kGptBlock)->UseRealTime()->MeasureProcessCPUTime();
+
+void BM_StepEigen(benchmark::State& state, bench::GptBlockShape s) {
+  bench::EigenGptBlockStep step(s, {}, static_cast<int>(state.range(0)));
+  const float first = step.Step();
+  float last = first;
+  for (auto _ : state) last = step.Step();
+  state.counters["loss_first"] = first;
+  state.counters["loss_last"] = last;
+}
+BENCHMARK_CAPTURE(BM_StepEigen, gpt_block_32x64_d128_h4, kGptBlock)
+    ->Arg(1)
+    ->Arg(2)
+    ->UseRealTime()
+    ->MeasureProcessCPUTime();
 
 // A chain of 100 element-wise ops on 16 floats, forward and backward: what each recorded op
 // costs beyond its arithmetic.
