@@ -6,6 +6,7 @@
 
 #include "Eigen/Core"
 #include "backends/cpu/cpu_backend.h"
+#include "backends/cpu/streaming_store.h"
 #include "backends/cpu/strided.h"
 #include "tensor/shape_rules.h"
 
@@ -133,8 +134,18 @@ StridedTensor RunBinary(const StridedTensor& a, const StridedTensor& b, const Sh
     return t.shape == shape && t.IsContiguous() ? 1 : -1;
   };
   if (const int64_t sa = flat_stride(a), sb = flat_stride(b); sa >= 0 && sb >= 0) {
+    const bool stream = shape.numel() * static_cast<int64_t>(sizeof(R)) >= cpu::kStreamingBytes;
     cpu::ParallelFor(a.device, shape.numel(), cpu::kElementwiseGrain, [&](int64_t lo, int64_t hi) {
-      BinaryRun(pa + lo * sa, sa, pb + lo * sb, sb, po + lo, hi - lo, f);
+      if (!stream) {
+        BinaryRun(pa + lo * sa, sa, pb + lo * sb, sb, po + lo, hi - lo, f);
+        return;
+      }
+      cpu::WriteStreaming(po + lo, hi - lo, [&](R* dst, int64_t at, int64_t n) {
+        const T *xa = pa + (lo + at) * sa, *xb = pb + (lo + at) * sb;
+        cpu::PrefetchAhead(xa, sa, n, pa + hi * sa);
+        cpu::PrefetchAhead(xb, sb, n, pb + hi * sb);
+        BinaryRun(xa, sa, xb, sb, dst, n, f);
+      });
     });
     return out;
   }
