@@ -308,14 +308,13 @@ int TrainOn(const Config& c, const std::shared_ptr<distributed::DeviceGroup<Auto
 
 int Main(Config c) {
   c.resume_path = ResumePath(c.checkpoints, "gpt");
-  distributed::Settings settings = MathSettings(c);
-  settings.emplace_back("--resume", c.resume_path);  // every rank resumes from the same one
   const Run run = SetUpRun({.devices = c.devices,
                             .threads = c.threads,
                             .collective_timeout_s = c.timeout_s,
                             .checkpoint = c.checkpoint,
-                            .flight_recorder_dir = c.flight_recorder_dir},
-                           settings);
+                            .flight_recorder_dir = c.flight_recorder_dir,
+                            .resume = c.resume_path},
+                           MathSettings(c));
   const int64_t members = static_cast<int64_t>(run.devices.size()) * run.processes;
   if (c.batch < members) {
     throw UsageError{absl::StrCat("--batch_size=", c.batch, " is smaller than the ", members, " devices")};

@@ -155,7 +155,6 @@ int TrainOn(const TrainConfig& c, const std::shared_ptr<distributed::DeviceGroup
   }
   const int64_t batch = c.batch_size;
   const int64_t steps_per_epoch = n / batch + (n % batch >= members ? 1 : 0);
-  const int64_t samples_per_epoch = std::min(n, steps_per_epoch * batch);
 
   Generator gen(c.seed);
   const auto initial = BuildModel<B>(c.model, gen, device);
@@ -271,14 +270,13 @@ int TrainOn(const TrainConfig& c, const std::shared_ptr<distributed::DeviceGroup
 
 int Train(TrainConfig c) {
   c.resume_path = ResumePath(c.checkpoints, "train");
-  distributed::Settings settings = MathSettings(c);
-  settings.emplace_back("--resume", c.resume_path);  // every rank resumes from the same one
   const Run run = SetUpRun({.devices = c.devices,
                             .threads = c.threads,
                             .collective_timeout_s = c.collective_timeout_s,
                             .checkpoint = c.checkpoint,
-                            .flight_recorder_dir = c.flight_recorder_dir},
-                           settings);
+                            .flight_recorder_dir = c.flight_recorder_dir,
+                            .resume = c.resume_path},
+                           MathSettings(c));
   const std::vector<DispatchDevice>& devices = run.devices;
   const int rank = run.rank, processes = run.processes;
   const int64_t members = static_cast<int64_t>(devices.size()) * processes;

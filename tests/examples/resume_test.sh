@@ -2,7 +2,7 @@
 # examples/train resumed from its training checkpoints: on the same devices it ends with the
 # parameters of an uninterrupted run byte for byte (mid-epoch and at an epoch's end, the MLP
 # and the CNN with its dropout streams); on other world sizes (1 -> 2 devices, 2 -> 1, 2
-# processes -> 1) within f32 summation order; the model file holds the parameters only; a
+# -> 4, 2 processes -> 1) within f32 summation order; the model file holds the parameters only; a
 # checkpoint that does not fit the run is refused naming what differs, before any training.
 set -uo pipefail
 train="$1"
@@ -54,20 +54,27 @@ done
   fail "resumed summary $(tail -n 1 "$tmp/resumed50.out") vs $(tail -n 1 "$tmp/full.out")"
 
 # Other world sizes: every remaining sample once, the same global batches, so the same
-# parameters up to the order of f32 sums.
-within() {  # within A B: max |diff| of two checkpoints below 1e-5
+# parameters up to the order of f32 sums: 3e-8 to 6e-8 here in the optimised build, 2e-4 in
+# the sanitizer build (-O1: other instruction choices, and training amplifies each rounding
+# difference). A resume that loses the data order moved them by 8e-3 to 2e-2 (checked by
+# breaking it).
+within() {  # within A B: max |diff| of two checkpoints below 1e-3
   local d
   d=$("$compare" "$1" "$2" | cut -d' ' -f1)
-  /usr/bin/env python3 -c "import sys; sys.exit(0 if float('$d') < 1e-5 else 1)" || fail "$2 differs from $1 by $d"
+  echo "$(basename "$2") vs $(basename "$1"): max |diff| $d"
+  /usr/bin/env python3 -c "import sys; sys.exit(0 if float('$d') < 1e-3 else 1)" || fail "$2 differs from $1 by $d"
 }
 run two --devices=cpu:0,cpu:1 --resume="$(step "$tmp/ck" 50)" --checkpoint="$tmp/two.safetensors" ||
   fail "1 -> 2 devices: $(cat "$tmp/two.out")"
 grep -q "resuming on 2 devices (cpu:0,cpu:1) from a checkpoint of 1 (cpu:0)" "$tmp/two.out" || fail "1 -> 2 note: $(cat "$tmp/two.out")"
 within "$tmp/full.safetensors" "$tmp/two.safetensors"
-run two_saving --devices=cpu:0,cpu:1 --checkpoint_dir="$tmp/ck2" --checkpoint_every=30 --keep_checkpoints=100 --checkpoint="$tmp/two_full.safetensors" ||
-  fail "2-device checkpointing run: $(cat "$tmp/two_saving.out")"
+run two_saving --devices=cpu:0,cpu:1 --checkpoint_dir="$tmp/ck2" --checkpoint_every=30 --keep_checkpoints=100 \
+  --checkpoint="$tmp/two_full.safetensors" || fail "2-device checkpointing run: $(cat "$tmp/two_saving.out")"
 run one --resume="$(step "$tmp/ck2" 30)" --checkpoint="$tmp/one.safetensors" || fail "2 -> 1 devices: $(cat "$tmp/one.out")"
 within "$tmp/two_full.safetensors" "$tmp/one.safetensors"
+run four --devices=cpu:0,cpu:1,cpu:2,cpu:3 --resume="$(step "$tmp/ck2" 30)" --checkpoint="$tmp/four.safetensors" ||
+  fail "2 -> 4 devices: $(cat "$tmp/four.out")"
+within "$tmp/two_full.safetensors" "$tmp/four.safetensors"
 "$launch" --nproc=2 -- "$train" "${common[@]}" --devices=cpu:0 --checkpoint_dir="$tmp/ck3" --checkpoint_every=30 --keep_checkpoints=100 \
   >"$tmp/mp.out" 2>&1 || fail "2 x 1 checkpointing run: $(cat "$tmp/mp.out")"
 run from_mp --resume="$(step "$tmp/ck3" 60)" --checkpoint="$tmp/from_mp.safetensors" ||
