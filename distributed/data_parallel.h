@@ -69,15 +69,21 @@ class DataParallel {
     if (!status.ok()) return status;
     return gathered[0];
   }
-  // Sets the local members' streams from GeneratorStates() of a run with `members` global
-  // members: the same world size continues every stream exactly; another one gives global
-  // member g the streams of member g % members (dropout masks then differ from the old run's).
-  absl::Status SetGeneratorStates(const std::vector<uint64_t>& states, int members) {
+  // Whether `states` can be GeneratorStates() of a run of this model with `members` members.
+  absl::Status CheckGeneratorStates(const std::vector<uint64_t>& states, int members) {
     const size_t per_member = replicas_[0]->named_generators().size();
     if (members < 1 || states.size() != per_member * members) {
       return absl::InvalidArgumentError(absl::StrCat("DataParallel: ", states.size(), " generator states for ", members,
                                                      " members of ", per_member, " streams each"));
     }
+    return absl::OkStatus();
+  }
+  // Sets the local members' streams from GeneratorStates() of a run with `members` global
+  // members: the same world size continues every stream exactly; another one gives global
+  // member g the streams of member g % members (dropout masks then differ from the old run's).
+  absl::Status SetGeneratorStates(const std::vector<uint64_t>& states, int members) {
+    if (absl::Status s = CheckGeneratorStates(states, members); !s.ok()) return s;
+    const size_t per_member = replicas_[0]->named_generators().size();
     for (int r = 0; r < size(); ++r) {
       const size_t first = (group_->global_rank(r) % members) * per_member;
       auto generators = replicas_[r]->named_generators();

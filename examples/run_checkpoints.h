@@ -53,13 +53,19 @@ class RunCheckpoints {
     if (!checkpoint.ok()) throw UsageError{absl::StrCat("--resume=", path, ": ", checkpoint.status().message())};
     auto at = ParsePosition(checkpoint->state.metadata, settings_, path);
     if (!at.ok()) throw UsageError{absl::StrCat("--resume: ", at.status().message())};
-    // Replica 0 is checked whole before it changes; the others are the same model.
+    // Everything is checked before anything changes: the streams' count here, replica 0 whole in
+    // RestoreTraining (the others are the same model).
+    const int members = static_cast<int>(at->members);
+    if (absl::Status s = dp_.CheckGeneratorStates(at->generators, members); !s.ok()) {
+      throw UsageError{absl::StrCat("--resume=", path, ": ", s.message())};
+    }
     for (int r = 0; r < dp_.size(); ++r) {
       if (absl::Status s = nn::RestoreTraining(*checkpoint, path, dp_.replica(r), dp_.optimizer(r)); !s.ok()) {
         throw UsageError{absl::StrCat("--resume: ", s.message())};
       }
     }
-    if (absl::Status s = dp_.SetGeneratorStates(at->generators, static_cast<int>(at->members)); !s.ok()) {
+    // After RestoreTraining, which set every replica's streams to the saved replica 0's.
+    if (absl::Status s = dp_.SetGeneratorStates(at->generators, members); !s.ok()) {
       throw UsageError{absl::StrCat("--resume=", path, ": ", s.message())};
     }
     if (at->members != here.members) {
