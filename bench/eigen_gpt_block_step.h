@@ -23,6 +23,7 @@
 #include <vector>
 
 #include "Eigen/Core"
+#include "bench/eigen_gemm.h"
 #include "unsupported/Eigen/CXX11/Tensor"
 
 namespace kiln::bench {
@@ -131,8 +132,6 @@ class EigenGptBlockStep {
   using ConstStrided = Eigen::Map<const Mat, 0, Eigen::OuterStride<>>;
   using Flat = Eigen::Map<Eigen::ArrayXf>;
   using ConstFlat = Eigen::Map<const Eigen::ArrayXf>;
-  using TensorMap = Eigen::TensorMap<Eigen::Tensor<const float, 2, Eigen::RowMajor>>;
-  using OutMap = Eigen::TensorMap<Eigen::Tensor<float, 2, Eigen::RowMajor>>;
   enum : Index {
     kLn1Weight,
     kLn1Bias,
@@ -325,22 +324,13 @@ class EigenGptBlockStep {
     });
   }
 
-  // out = op(a) op(b), op a transpose where asked.
+  // out = op(a) op(b), op a transpose where asked (bench/eigen_gemm.h).
   void Gemm(const Mat& a, bool ta, const Mat& b, bool tb, Mat& out) {
     if (threads_ == 1) {
-      if (ta) {
-        out.noalias() = a.transpose() * b;
-      } else if (tb) {
-        out.noalias() = a * b.transpose();
-      } else {
-        out.noalias() = a * b;
-      }
-      return;
+      ProductInto(a, ta, b, tb, out);
+    } else {
+      ContractInto(a, ta, b, tb, out, device_);
     }
-    const TensorMap ta_map(a.data(), a.rows(), a.cols()), tb_map(b.data(), b.rows(), b.cols());
-    OutMap o(out.data(), out.rows(), out.cols());
-    const Eigen::array<Eigen::IndexPair<int>, 1> dims = {Eigen::IndexPair<int>(ta ? 0 : 1, tb ? 1 : 0)};
-    o.device(device_) = ta_map.contract(tb_map, dims);
   }
 
   // body(part, begin, end) over [0, n) in up to `threads` parts of at least min_per_part,

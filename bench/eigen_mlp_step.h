@@ -14,13 +14,7 @@
 #include <vector>
 
 #include "Eigen/Core"
-#ifndef _OPENMP
-// Eigen's thread pool (as tensor_bench.cc uses it).
-#ifndef EIGEN_USE_THREADS
-#define EIGEN_USE_THREADS
-#endif
-#include "unsupported/Eigen/CXX11/Tensor"
-#endif
+#include "bench/eigen_gemm.h"
 
 namespace kiln::bench {
 
@@ -106,32 +100,17 @@ class EigenMlpStep {
   }
 
  private:
-  // out = op(a) op(b), op a transpose where asked.
+  // out = op(a) op(b), op a transpose where asked (bench/eigen_gemm.h).
   void Gemm(const Mat& a, bool ta, const Mat& b, bool tb, Mat& out) {
-    const int64_t m = ta ? a.cols() : a.rows(), n = tb ? b.rows() : b.cols();
-    out.resize(m, n);
+    out.resize(ta ? a.cols() : a.rows(), tb ? b.rows() : b.cols());
 #ifdef _OPENMP
-    constexpr bool kProducts = true;  // Eigen splits them over setNbThreads threads
+    ProductInto(a, ta, b, tb, out);  // Eigen splits them over setNbThreads threads
 #else
-    const bool kProducts = threads_ == 1;
-#endif
-    if (kProducts) {
-      if (ta) {
-        out.noalias() = a.transpose() * b;
-      } else if (tb) {
-        out.noalias() = a * b.transpose();
-      } else {
-        out.noalias() = a * b;
-      }
-      return;
+    if (threads_ == 1) {
+      ProductInto(a, ta, b, tb, out);
+    } else {
+      ContractInto(a, ta, b, tb, out, device_);
     }
-#ifndef _OPENMP
-    using TensorMap = Eigen::TensorMap<Eigen::Tensor<const float, 2, Eigen::RowMajor>>;
-    using OutMap = Eigen::TensorMap<Eigen::Tensor<float, 2, Eigen::RowMajor>>;
-    const TensorMap ta_map(a.data(), a.rows(), a.cols()), tb_map(b.data(), b.rows(), b.cols());
-    OutMap o(out.data(), m, n);
-    const Eigen::array<Eigen::IndexPair<int>, 1> dims = {Eigen::IndexPair<int>(ta ? 0 : 1, tb ? 1 : 0)};
-    o.device(device_) = ta_map.contract(tb_map, dims);
 #endif
   }
 
