@@ -14,7 +14,6 @@
 #include <cuda_runtime_api.h>
 
 #include <chrono>
-#include <cstdio>
 #include <vector>
 
 #include "backends/cuda/context.h"
@@ -254,15 +253,3 @@ BENCHMARK(BM_NcclAllReduce)->Arg(1 << 20)->Arg(1 << 24)->Arg(1 << 28)->UseManual
 
 }  // namespace
 }  // namespace kiln
-
-int main(int argc, char** argv) {
-  if (const absl::Status s = kiln::cuda::Available(); !s.ok()) {
-    std::printf("cuda_bench: skipped: no CUDA device: %s\n", std::string(s.message()).c_str());
-    return 0;
-  }
-  benchmark::Initialize(&argc, argv);
-  if (benchmark::ReportUnrecognizedArguments(argc, argv)) return 1;
-  benchmark::RunSpecifiedBenchmarks();
-  benchmark::Shutdown();
-  return 0;
-}

@@ -13,8 +13,6 @@
 // Next to the ops, the bare launch of an empty kernel: the limit with no framework at all.
 #include <benchmark/benchmark.h>
 
-#include <cstdio>
-
 #include "autodiff/autodiff.h"
 #include "backends/cuda/context.h"
 #include "backends/cuda/cuda_backend.h"
@@ -137,15 +135,3 @@ BENCHMARK(BM_DispatchAdd);
 
 }  // namespace
 }  // namespace kiln
-
-int main(int argc, char** argv) {
-  if (const absl::Status s = kiln::cuda::Available(); !s.ok()) {
-    std::printf("cuda_host_bench_real: skipped: no CUDA device: %s\n", std::string(s.message()).c_str());
-    return 0;
-  }
-  benchmark::Initialize(&argc, argv);
-  if (benchmark::ReportUnrecognizedArguments(argc, argv)) return 1;
-  benchmark::RunSpecifiedBenchmarks();
-  benchmark::Shutdown();
-  return 0;
-}
