@@ -1,5 +1,7 @@
 #include "tensor/dtype.h"
 
+#include "tensor/error.h"
+
 namespace kiln {
 
 const char* DTypeName(DType dtype) {
@@ -9,12 +11,19 @@ const char* DTypeName(DType dtype) {
     case DType::kI32: return "i32";
     case DType::kI64: return "i64";
     case DType::kBool: return "bool";
+    case DType::kBF16: return "bf16";
+    case DType::kF16: return "f16";
   }
   return "?";
 }
 
 int64_t DTypeSize(DType dtype) {
   return VisitDType(dtype, [](auto v) { return static_cast<int64_t>(sizeof(v)); });
+}
+
+void ThrowNotComputedInHalf(DType dtype) {
+  throw Error(absl::InternalError(absl::StrFormat(
+      "a %s tensor reached a kernel that computes in its own type; half types compute in f32", DTypeName(dtype))));
 }
 
 }  // namespace kiln

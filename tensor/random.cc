@@ -24,25 +24,45 @@ double Generator::NextNormal() {
 
 namespace {
 
+// The next value of T toward -infinity from a finite x.
+float NextDown(float x) { return std::nextafter(x, -INFINITY); }
+template <class H>
+requires kIsHalf<H> H NextDown(H x) {
+  // Stepping the bits toward -infinity: down for positive values, up for negative ones.
+  const float f = static_cast<float>(x);
+  if (f == 0) return H::FromBits(0x8001);  // the smallest negative subnormal
+  return H::FromBits(f > 0 ? x.bits - 1 : x.bits + 1);
+}
+
 // `below`: an exclusive upper bound that rounding to f32 must not reach.
 template <class Draw>
 TensorData Fill(const Shape& shape, DType dtype, const char* what, Draw draw,
                 double below = std::numeric_limits<double>::infinity()) {
   if (!IsFloating(dtype)) {
-    ThrowInvalidArgument("%s: dtype %s is not floating; use f32 or f64", what, DTypeName(dtype));
+    ThrowInvalidArgument("%s: dtype %s is not floating; use f32, f64, bf16 or f16", what, DTypeName(dtype));
   }
   TensorData data(shape, dtype);
-  if (dtype == DType::kF32) {
-    for (float& x : data.mutable_values<float>()) {
-      x = static_cast<float>(draw());
-      if (x >= below) x = std::nextafter(static_cast<float>(below), -INFINITY);
-    }
-  } else {
+  if (dtype == DType::kF64) {
     for (double& x : data.mutable_values<double>()) {
       x = draw();
       if (x >= below) x = std::nextafter(below, -INFINITY);
     }
+    return data;
   }
+  // f32 and the half types: drawn in f32 (the half types then rounded from it), so every dtype
+  // and every backend sees the same stream of numbers.
+  VisitDType(dtype, [&](auto v) {
+    using T = decltype(v);
+    if constexpr (std::is_same_v<T, float> || kIsHalf<T>) {
+      const auto reaches = [&](T x) { return static_cast<double>(static_cast<float>(x)) >= below; };
+      T limit = T(static_cast<float>(below));  // then the largest T below the bound
+      while (reaches(limit)) limit = NextDown(limit);
+      for (T& x : data.mutable_values<T>()) {
+        x = T(static_cast<float>(draw()));
+        if (reaches(x)) x = limit;
+      }
+    }
+  });
   return data;
 }
 

@@ -10,6 +10,8 @@
 #include <string>
 #include <type_traits>
 
+#include "tensor/half.h"
+
 namespace kiln {
 
 class Scalar {
@@ -29,6 +31,8 @@ class Scalar {
       return is_integer_ ? i_ != 0 : f_ != 0.0;
     } else if constexpr (std::is_floating_point_v<T>) {
       return static_cast<T>(f_);
+    } else if constexpr (kIsHalf<T>) {
+      return ToHalf<T>(f_);
     } else {
       if (is_integer_) return SaturateInt<T>(i_);
       return FloatToInt<T>(f_);

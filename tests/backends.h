@@ -7,6 +7,7 @@
 
 #include <cstdlib>
 #include <string>
+#include <type_traits>
 #include <vector>
 
 #include "absl/strings/str_format.h"
@@ -41,13 +42,26 @@ template <class... Ts>
 struct AsGtestTypes<TypeList<Ts...>> {
   using type = ::testing::Types<Ts...>;
 };
+// The backends whose bf16 and f16 kernels are done; their configs add both types, plain and
+// under Autodiff.
+template <class B>
+inline constexpr bool kHasHalf = false;
+template <>
+inline constexpr bool kHasHalf<Cpu> = true;
+template <class B>
+using HalfConfigsOf = std::conditional_t<kHasHalf<B>,
+                                         TypeList<Config<B, BFloat16>, Config<B, Float16>, Config<Autodiff<B>, BFloat16>,
+                                                  Config<Autodiff<B>, Float16>>,
+                                         TypeList<>>;
+
 template <class... Bs>
 struct Lists {
-  // Every backend, plain and wrapped in Autodiff, in f32 and f64: the wrapper must not change
-  // a single value. Dispatch runs over the CPU.
+  // Every backend, plain and wrapped in Autodiff, in f32 and f64 (and bf16 and f16 where
+  // kHasHalf): the wrapper must not change a single value. Dispatch runs over the CPU.
   using FloatConfigs = typename AsGtestTypes<typename Concat<
       TypeList<Config<Bs, float>, Config<Bs, double>, Config<Autodiff<Bs>, float>, Config<Autodiff<Bs>, double>>...,
-      TypeList<Config<Dispatch, float>, Config<Autodiff<Dispatch>, double>>>::type>::type;
+      HalfConfigsOf<Bs>...,
+      TypeList<Config<Dispatch, float>, Config<Autodiff<Dispatch>, double>, Config<Dispatch, BFloat16>>>::type>::type;
   using AllBackends =
       typename AsGtestTypes<typename Concat<TypeList<Bs, Autodiff<Bs>>..., TypeList<Dispatch>>::type>::type;
   // The backends gradients are checked on (each is wrapped in Autodiff by the test).

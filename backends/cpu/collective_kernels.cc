@@ -44,13 +44,34 @@ void ReduceTyped(ReduceOp kind, const std::vector<const void*>& inputs, T* out, 
   }
 }
 
+// Half types: every member's value widened to f32, combined in member order, rounded once.
+template <class H>
+void ReduceHalf(ReduceOp kind, const std::vector<const void*>& inputs, H* out, int64_t begin, int64_t end) {
+  const float n = static_cast<float>(inputs.size());
+  for (int64_t i = begin; i < end; ++i) {
+    float acc = static_cast<float>(static_cast<const H*>(inputs[0])[i]);
+    for (size_t m = 1; m < inputs.size(); ++m) {
+      const float x = static_cast<float>(static_cast<const H*>(inputs[m])[i]);
+      switch (kind) {
+        case ReduceOp::kSum:
+        case ReduceOp::kMean: acc += x; break;
+        case ReduceOp::kMax: acc = acc != acc || acc > x ? acc : x; break;
+        case ReduceOp::kMin: acc = acc != acc || acc < x ? acc : x; break;
+      }
+    }
+    out[i] = H(kind == ReduceOp::kMean ? acc / n : acc);
+  }
+}
+
 }  // namespace
 
 void ReduceOnHost(ReduceOp kind, DType dtype, const std::vector<const void*>& inputs, void* out, int64_t begin,
                   int64_t end) {
   VisitDType(dtype, [&](auto v) {
     using T = decltype(v);
-    if constexpr (!std::is_same_v<T, bool>) {
+    if constexpr (kIsHalf<T>) {
+      ReduceHalf<T>(kind, inputs, static_cast<T*>(out), begin, end);
+    } else if constexpr (!std::is_same_v<T, bool>) {
       ReduceTyped<T>(kind, inputs, static_cast<T*>(out), begin, end);
     }
   });
@@ -59,8 +80,11 @@ void ReduceOnHost(ReduceOp kind, DType dtype, const std::vector<const void*>& in
 void DivideOnHost(DType dtype, void* data, int64_t begin, int64_t end, int64_t by) {
   VisitDType(dtype, [&](auto v) {
     using T = decltype(v);
-    if constexpr (!std::is_same_v<T, bool>) {
-      T* p = static_cast<T*>(data);
+    T* p = static_cast<T*>(data);
+    if constexpr (kIsHalf<T>) {
+      const float n = static_cast<float>(by);
+      for (int64_t i = begin; i < end; ++i) p[i] = T(static_cast<float>(p[i]) / n);
+    } else if constexpr (!std::is_same_v<T, bool>) {
       const T n = static_cast<T>(by);
       for (int64_t i = begin; i < end; ++i) p[i] = p[i] / n;
     }

@@ -11,7 +11,11 @@ namespace {
 
 template <class To, class From>
 To Convert(From x) {
-  if constexpr (std::is_same_v<To, bool>) {
+  if constexpr (kIsHalf<To>) {
+    return ToHalf<To>(x);
+  } else if constexpr (kIsHalf<From>) {
+    return Convert<To>(static_cast<float>(x));
+  } else if constexpr (std::is_same_v<To, bool>) {
     return x != From(0);
   } else if constexpr (std::is_floating_point_v<From> && std::is_integral_v<To>) {
     return Scalar::FloatToInt<To>(x);  // saturating, NaN -> 0: a plain cast would be UB

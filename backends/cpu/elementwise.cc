@@ -8,6 +8,7 @@
 #include "backends/cpu/cpu_backend.h"
 #include "backends/cpu/streaming_store.h"
 #include "backends/cpu/strided.h"
+#include "tensor/half_in_f32.h"
 #include "tensor/shape_rules.h"
 
 namespace kiln {
@@ -282,7 +283,8 @@ void WhereRun(const bool* c, int64_t sc, const T* a, int64_t sa, const T* b, int
 }  // namespace
 
 Cpu::Primitive Cpu::unary(UnaryOp op, const Primitive& x) {
-  return VisitDType(x.dtype, [&](auto v) -> Primitive {
+  if (IsHalf(x.dtype)) return HalfInF32<Cpu>::unary(op, x);
+  return VisitComputeDType(x.dtype, [&](auto v) -> Primitive {
     using T = decltype(v);
     if constexpr (std::is_floating_point_v<T>)
       return UnaryFloat<T>(op, x);
@@ -294,8 +296,9 @@ Cpu::Primitive Cpu::unary(UnaryOp op, const Primitive& x) {
 }
 
 Cpu::Primitive Cpu::binary(BinaryOp op, const Primitive& a, const Primitive& b) {
+  if (IsHalf(a.dtype)) return HalfInF32<Cpu>::binary(op, a, b);
   const Shape shape = *BroadcastShapes(a.shape, b.shape);
-  return VisitDType(a.dtype, [&](auto v) -> Primitive {
+  return VisitComputeDType(a.dtype, [&](auto v) -> Primitive {
     using T = decltype(v);
     if (IsComparison(op)) return Compare<T>(op, a, b, shape);
     if constexpr (std::is_same_v<T, bool>) {

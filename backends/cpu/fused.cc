@@ -10,6 +10,7 @@
 
 #include "Eigen/Core"
 #include "backends/cpu/cpu_backend.h"
+#include "tensor/half_in_f32.h"
 #include "backends/cpu/kernels.h"
 #include "tensor/error.h"
 #include "unsupported/Eigen/SpecialFunctions"
@@ -79,6 +80,7 @@ void SoftmaxBackwardRow(const T* y, const T* gy, T* gx, int64_t n, int64_t keep,
 }  // namespace
 
 Cpu::Primitive Cpu::softmax_last(const Primitive& x, bool log, bool causal) {
+  if (IsHalf(x.dtype)) return HalfInF32<Cpu>::softmax_last(x, log, causal);
   const StridedTensor in = contiguous(x);
   StridedTensor out = StridedTensor::Empty(x.shape, x.dtype, x.device);
   const Rows rows = RowsOf(x.shape);
@@ -98,6 +100,7 @@ Cpu::Primitive Cpu::softmax_last(const Primitive& x, bool log, bool causal) {
 }
 
 Cpu::Primitive Cpu::softmax_last_backward(const Primitive& y, const Primitive& gy, bool log, bool causal) {
+  if (IsHalf(y.dtype)) return HalfInF32<Cpu>::softmax_last_backward(y, gy, log, causal);
   const StridedTensor yc = contiguous(y), gc = contiguous(gy);
   StridedTensor out = StridedTensor::Empty(y.shape, y.dtype, y.device);
   const Rows rows = RowsOf(y.shape);
@@ -119,6 +122,7 @@ Cpu::Primitive Cpu::softmax_last_backward(const Primitive& y, const Primitive& g
 
 NormForward<Cpu::Primitive> Cpu::norm_last(const Primitive& x, const Primitive* weight, const Primitive* bias,
                                            double eps, bool rms) {
+  if (IsHalf(x.dtype)) return HalfInF32<Cpu>::norm_last(x, weight, bias, eps, rms);
   const StridedTensor in = contiguous(x);
   const StridedTensor w = weight ? contiguous(*weight) : StridedTensor{};
   const StridedTensor b = bias ? contiguous(*bias) : StridedTensor{};
@@ -154,6 +158,7 @@ NormForward<Cpu::Primitive> Cpu::norm_last(const Primitive& x, const Primitive* 
 NormBackward<Cpu::Primitive> Cpu::norm_last_backward(const Primitive& gy, const Primitive& x, const Primitive* weight,
                                                      const Primitive& mean, const Primitive& rstd, bool rms,
                                                      bool bias_grad) {
+  if (IsHalf(x.dtype)) return HalfInF32<Cpu>::norm_last_backward(gy, x, weight, mean, rstd, rms, bias_grad);
   const StridedTensor gc = contiguous(gy), xc = contiguous(x), mc = contiguous(mean), sc = contiguous(rstd);
   const StridedTensor w = weight ? contiguous(*weight) : StridedTensor{};
   const Rows rows = RowsOf(x.shape);
@@ -219,6 +224,7 @@ void MapChunks(const CpuDevice& device, int64_t n, F f) {
 }  // namespace
 
 Cpu::Primitive Cpu::gelu(const Primitive& x, bool tanh) {
+  if (IsHalf(x.dtype)) return HalfInF32<Cpu>::gelu(x, tanh);
   const StridedTensor in = contiguous(x);
   StridedTensor out = StridedTensor::Empty(x.shape, x.dtype, x.device);
   ForFloat(x.dtype, [&](auto t) {
@@ -238,6 +244,7 @@ Cpu::Primitive Cpu::gelu(const Primitive& x, bool tanh) {
 }
 
 Cpu::Primitive Cpu::gelu_backward(const Primitive& x, const Primitive& gy, bool tanh) {
+  if (IsHalf(x.dtype)) return HalfInF32<Cpu>::gelu_backward(x, gy, tanh);
   const StridedTensor in = contiguous(x), gc = contiguous(gy);
   StridedTensor out = StridedTensor::Empty(x.shape, x.dtype, x.device);
   ForFloat(x.dtype, [&](auto t) {
@@ -277,6 +284,7 @@ std::vector<int64_t> CheckedTargets(const StridedTensor& targets, int64_t classe
 
 CrossEntropyForward<Cpu::Primitive> Cpu::cross_entropy_rows(const Primitive& logits, const Primitive& targets,
                                                             int64_t ignore_index, double smoothing) {
+  if (IsHalf(logits.dtype)) return HalfInF32<Cpu>::cross_entropy_rows(logits, targets, ignore_index, smoothing);
   const Rows rows = RowsOf(logits.shape);
   const std::vector<int64_t> y = CheckedTargets(targets, rows.width, ignore_index);
   const StridedTensor in = contiguous(logits);
@@ -308,6 +316,7 @@ CrossEntropyForward<Cpu::Primitive> Cpu::cross_entropy_rows(const Primitive& log
 
 Cpu::Primitive Cpu::cross_entropy_rows_backward(const Primitive& logits, const Primitive& targets, const Primitive& lse,
                                                 const Primitive& g, int64_t ignore_index, double smoothing) {
+  if (IsHalf(logits.dtype)) return HalfInF32<Cpu>::cross_entropy_rows_backward(logits, targets, lse, g, ignore_index, smoothing);
   const Rows rows = RowsOf(logits.shape);
   const std::vector<int64_t> y = CheckedTargets(targets, rows.width, ignore_index);
   const StridedTensor in = contiguous(logits), lc = contiguous(lse), gc = contiguous(g);

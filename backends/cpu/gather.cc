@@ -2,6 +2,7 @@
 #include <cstring>
 
 #include "backends/cpu/cpu_backend.h"
+#include "tensor/half_in_f32.h"
 #include "backends/cpu/strided.h"
 #include "tensor/cat_slots.h"
 #include "tensor/index_check.h"
@@ -117,6 +118,7 @@ Cpu::Primitive Cpu::gather(const Primitive& p, int64_t dim, const Primitive& ind
 }
 
 Cpu::Primitive Cpu::scatter_add(const Primitive& src, int64_t dim, const Primitive& index, const Shape& shape) {
+  if (IsHalf(src.dtype)) return HalfInF32<Cpu>::scatter_add(src, dim, index, shape);
   CheckIndices(index, shape[dim], "scatter_add", shape);
   StridedTensor out = full(shape, 0, src.dtype, src.device);
   Dims target_strides(out.strides.begin(), out.strides.end());
@@ -124,7 +126,7 @@ Cpu::Primitive Cpu::scatter_add(const Primitive& src, int64_t dim, const Primiti
   target_strides[dim] = 0;
   const cpu::StridedIter<3> iter(index.shape, {index.strides, src.strides, target_strides});
   const int64_t* ids = index.data<int64_t>();
-  VisitDType(src.dtype, [&](auto v) {
+  VisitComputeDType(src.dtype, [&](auto v) {
     using T = decltype(v);
     if constexpr (!std::is_same_v<T, bool>) {
       const T* in = src.data<T>();

@@ -13,9 +13,10 @@ StridedTensor CopyAs(const StridedTensor& src, DType dtype);
 void RequireDevice(const CpuDevice& device);
 
 // f(T{}) with T the float type of `dtype` (f32 or f64; Tensor<B> passes no other to float-only
-// kernels).
+// kernels, and half types are computed in f32 before they get here).
 template <class F>
 void ForFloat(DType dtype, F&& f) {
+  if (IsHalf(dtype)) ThrowNotComputedInHalf(dtype);
   if (dtype == DType::kF64) {
     f(double{});
   } else {

@@ -4,6 +4,7 @@
 #include <optional>
 
 #include "backends/cpu/cpu_backend.h"
+#include "tensor/half_in_f32.h"
 #include "backends/cpu/gemm.h"
 #include "backends/cpu/strided.h"
 #include "tensor/shape_rules.h"
@@ -53,6 +54,7 @@ constexpr int64_t kMinRowsPerBlock = 16;
 }  // namespace
 
 Cpu::Primitive Cpu::matmul(const Primitive& a, const Primitive& b) {
+  if (IsHalf(a.dtype)) return HalfInF32<Cpu>::matmul(a, b);
   const Shape out_shape = *MatmulShape(a.shape, b.shape).out;
   const int64_t r = out_shape.rank();
   const int64_t m = out_shape[r - 2], n = out_shape[r - 1], k = a.shape[a.shape.rank() - 1];
@@ -80,7 +82,7 @@ Cpu::Primitive Cpu::matmul(const Primitive& a, const Primitive& b) {
   }
   const int64_t rows_per_block = (m + row_blocks - 1) / row_blocks;
 
-  VisitDType(a.dtype, [&](auto v) {
+  VisitComputeDType(a.dtype, [&](auto v) {
     using T = decltype(v);
     if constexpr (std::is_floating_point_v<T>) {
       T* c = out.mutable_data<T>();

@@ -8,6 +8,7 @@
 #include "Eigen/Core"
 #include "backends/cpu/cpu_backend.h"
 #include "backends/cpu/strided.h"
+#include "tensor/half_in_f32.h"
 #include "tensor/reduce_layout.h"
 #include "tensor/shape_rules.h"
 
@@ -131,11 +132,12 @@ void ReduceGathered(ReduceOp op, const StridedTensor& p, absl::Span<const int64_
 }  // namespace
 
 Cpu::Primitive Cpu::reduce(ReduceOp op, const Primitive& p, absl::Span<const int64_t> dims, bool keepdim) {
+  if (IsHalf(p.dtype)) return HalfInF32<Cpu>::reduce(op, p, dims, keepdim);
   const Shape out_shape = ReducedShape(p.shape, dims, keepdim);
   StridedTensor out = StridedTensor::Empty(out_shape, p.dtype, p.device);
   int64_t extent = 1;
   for (int64_t d : dims) extent *= p.shape[d];
-  VisitDType(p.dtype, [&](auto v) {
+  VisitComputeDType(p.dtype, [&](auto v) {
     using T = decltype(v);
     if constexpr (!std::is_same_v<T, bool>) {
       T* o = out.mutable_data<T>();
@@ -167,13 +169,14 @@ Cpu::Primitive Cpu::reduce(ReduceOp op, const Primitive& p, absl::Span<const int
 }
 
 Cpu::Primitive Cpu::argmax(const Primitive& p, int64_t dim, bool keepdim) {
+  if (IsHalf(p.dtype)) return HalfInF32<Cpu>::argmax(p, dim, keepdim);
   const int64_t dims[] = {dim};
   const Shape out_shape = ReducedShape(p.shape, dims, keepdim);
   StridedTensor out = StridedTensor::Empty(out_shape, DType::kI64, p.device);
   const ReduceLayout l = ArrangeReduce(p.shape, dims);
   const StridedTensor arranged = ArrangeForReduce<Cpu>(p, l);
   int64_t* o = out.mutable_data<int64_t>();
-  VisitDType(p.dtype, [&](auto v) {
+  VisitComputeDType(p.dtype, [&](auto v) {
     using T = decltype(v);
     const T* x = arranged.template data<T>();
     cpu::ParallelFor(p.device, l.outer * l.inner, 256, [&](int64_t lo, int64_t hi) {

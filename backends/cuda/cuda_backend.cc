@@ -107,8 +107,8 @@ Cuda::Primitive Cuda::full(const Shape& shape, Scalar value, DType dtype, const 
   int64_t i = 0;
   VisitDType(dtype, [&](auto v) {
     using T = decltype(v);
-    if constexpr (std::is_floating_point_v<T>)
-      f = value.as<T>();
+    if constexpr (std::is_floating_point_v<T> || kIsHalf<T>)
+      f = static_cast<double>(value.as<T>());
     else
       i = static_cast<int64_t>(value.as<T>());
   });

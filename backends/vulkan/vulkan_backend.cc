@@ -18,6 +18,10 @@ using vulkan::VulkanTensor;
 namespace vulkan {
 
 VulkanTensor VulkanTensor::Empty(const Shape& shape, DType dtype, const VulkanDevice& device) {
+  if (IsHalf(dtype)) {
+    throw Error(absl::UnimplementedError(absl::StrFormat(
+        "%s: %s tensors are not implemented on the Vulkan backend yet", device.ToString(), DTypeName(dtype))));
+  }
   CheckSize(shape, "allocate");
   Context& context = Context::Of(device);
   VulkanTensor t;

@@ -14,7 +14,14 @@ class GradCheckTest : public ::testing::Test {
   void SetUp() override { KILN_SKIP_IF_UNAVAILABLE(B); }
   using AD = Tensor<Autodiff<B>>;
   using Args = std::vector<AD>;
-  static void Check(const AdFn<B>& f, const std::vector<TensorData>& inputs) { GradCheck<B>(f, inputs); }
+  // Against finite differences in f64, then (where B has half kernels) in bf16 and f16
+  // against the f64 gradients.
+  static void Check(const AdFn<B>& f, const std::vector<TensorData>& inputs, double roundings = 8) {
+    GradCheck<B>(f, inputs);
+    if constexpr (kHasHalf<B>) {
+      for (DType half : {DType::kBF16, DType::kF16}) HalfGradCheck<B>(f, inputs, half, roundings);
+    }
+  }
 };
 TYPED_TEST_SUITE(GradCheckTest, InnerBackends, ConfigNames);
 

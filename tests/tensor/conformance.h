@@ -6,6 +6,8 @@
 #include <gtest/gtest.h>
 
 #include <string>
+#include <type_traits>
+#include <vector>
 
 #include "tensor/random.h"
 #include "tensor/tensor.h"
@@ -38,12 +40,31 @@ class Conformance : public ::testing::Test {
 
   static Ref R(const Tn& t) { return Ref::Of(t.to_data()); }
 
+  // T's unit roundoff u: half the distance from 1 to the next value (2^-8 bf16, 2^-11 f16,
+  // 2^-24 f32, 2^-53 f64).
+  static constexpr double kUnitRoundoff = std::is_same_v<T, BFloat16> ? 0x1p-8
+                                          : std::is_same_v<T, Float16> ? 0x1p-11
+                                          : std::is_same_v<T, float>   ? 0x1p-24
+                                                                       : 0x1p-53;
+  // Closeness in units of u. f32 and f64 keep the suite's first tolerances (2e-6 and 1e-13:
+  // 33.6u and 900.8u), since their kernels round at every step of a long sum. A half result is
+  // computed in f32 from exact half inputs and rounded once, so it is within u of the reference:
+  // 2u leaves room for the f32 arithmetic under it. Tests scale this for chained ops.
+  static constexpr double kTolerance = kUnitRoundoff * (kIsHalf<T> ? 2 : sizeof(T) == 4 ? 33.6 : 900.8);
+
+  // A vector of T from doubles (rounded to nearest even for the half types).
+  static std::vector<T> Values(std::initializer_list<double> v) {
+    std::vector<T> out;
+    for (double x : v) out.push_back(static_cast<T>(x));
+    return out;
+  }
+
   // Relative-and-absolute closeness at the precision of T, scaled by `scale`.
   static void ExpectClose(const Tn& actual, const Ref& expected, double scale = 1.0) {
     const TensorData data = actual.to_data();
     ASSERT_EQ(data.dtype(), kDType);
     ASSERT_EQ(Index(data.shape().dims().begin(), data.shape().dims().end()), expected.shape);
-    const double tol = (sizeof(T) == 4 ? 2e-6 : 1e-13) * scale;
+    const double tol = kTolerance * scale;
     for (int64_t i = 0; i < data.numel(); ++i) {
       const double want = expected.v[i], got = data.AsDouble(i);
       if (std::isnan(want)) {

@@ -28,7 +28,7 @@ TYPED_TEST(Creation, FullZerosOnesArange) {
 TYPED_TEST(Creation, FromDataRoundTrips) {
   using Tn = typename TestFixture::Tn;
   using T = typename TestFixture::T;
-  const std::vector<T> values = {1.5, -2, 3.25, 0, 1e-3, 7};
+  const std::vector<T> values = TestFixture::Values({1.5, -2, 3.25, 0, 1e-3, 7});
   const Tn x = Tn::from_vector(values, {3, 2});
   EXPECT_EQ(x.shape(), Shape({3, 2}));
   EXPECT_EQ(x.dtype(), this->kDType);
@@ -77,7 +77,7 @@ TYPED_TEST(Creation, GeneratorSequenceIsPinned) {
 TYPED_TEST(Creation, CastsBetweenDTypes) {
   using Tn = typename TestFixture::Tn;
   using T = typename TestFixture::T;
-  const Tn x = Tn::from_vector(std::vector<T>{-1.7, 0, 2.9, 1e20, NAN}, {5});
+  const Tn x = Tn::from_vector(TestFixture::Values({-1.7, 0, 2.9, 1e20, NAN}), {5});
   EXPECT_EQ(x.to(DType::kI32).to_data().ToDoubles(),
             (std::vector<double>{-1, 0, 2, 2147483647, 0}));  // truncates, saturates, NaN -> 0
   EXPECT_EQ(x.to(DType::kBool).to_data().ToDoubles(), (std::vector<double>{1, 0, 1, 1, 1}));

@@ -43,7 +43,7 @@ TYPED_TEST(Elementwise, UnaryOpsMatchTheStandardLibrary) {
 
 TYPED_TEST(Elementwise, ReluKeepsNaN) {
   using Tn = typename TestFixture::Tn;
-  const Tn x = Tn::from_vector(std::vector<typename TestFixture::T>{NAN, -1, 2}, {3});
+  const Tn x = Tn::from_vector(TestFixture::Values({NAN, -1, 2}), {3});
   const auto y = x.relu().to_data().ToDoubles();
   EXPECT_TRUE(std::isnan(y[0]));
   EXPECT_EQ(y[1], 0);
@@ -91,8 +91,8 @@ TYPED_TEST(Elementwise, BinaryOpsBroadcastLikeNumPy) {
 TYPED_TEST(Elementwise, ComparisonsGiveBool) {
   using Tn = typename TestFixture::Tn;
   using T = typename TestFixture::T;
-  const Tn a = Tn::from_vector(std::vector<T>{1, 2, 3, 4, 5, 6}, {2, 3});
-  const Tn b = Tn::from_vector(std::vector<T>{2, 2, 7}, {3});
+  const Tn a = Tn::from_vector(TestFixture::Values({1, 2, 3, 4, 5, 6}), {2, 3});
+  const Tn b = Tn::from_vector(TestFixture::Values({2, 2, 7}), {3});
   struct Case {
     Tn result;
     std::vector<double> want;
@@ -132,8 +132,8 @@ TYPED_TEST(Elementwise, ScalarOverloads) {
 TYPED_TEST(Elementwise, MaximumAndMinimumPropagateNaN) {
   using Tn = typename TestFixture::Tn;
   using T = typename TestFixture::T;
-  const Tn a = Tn::from_vector(std::vector<T>{NAN, 1, 2}, {3});
-  const Tn b = Tn::from_vector(std::vector<T>{0, NAN, 3}, {3});
+  const Tn a = Tn::from_vector(TestFixture::Values({NAN, 1, 2}), {3});
+  const Tn b = Tn::from_vector(TestFixture::Values({0, NAN, 3}), {3});
   for (const Tn& r : {a.maximum(b), a.minimum(b)}) {
     const auto v = r.to_data().ToDoubles();
     EXPECT_TRUE(std::isnan(v[0]));

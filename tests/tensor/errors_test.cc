@@ -165,7 +165,7 @@ TYPED_TEST(Errors, DTypeRules) {
                     "arange(0, 1, 0): bounds and step must be finite, step non-zero");
   Generator gen(1);
   this->ExpectError([&] { (void)Tn::uniform({2}, 0, 1, gen, DType::kI32); }, kInvalid,
-                    "uniform: dtype i32 is not floating; use f32 or f64");
+                    "uniform: dtype i32 is not floating; use f32, f64, bf16 or f16");
   this->ExpectError([&] { (void)i.to_data().template values<float>(); }, kInvalid,
                     "TensorData: elements of a i64[3] tensor read as f32");
 }
