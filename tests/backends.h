@@ -49,10 +49,10 @@ inline constexpr bool kHasHalf = false;
 template <>
 inline constexpr bool kHasHalf<Cpu> = true;
 template <class B>
-using HalfConfigsOf = std::conditional_t<kHasHalf<B>,
-                                         TypeList<Config<B, BFloat16>, Config<B, Float16>, Config<Autodiff<B>, BFloat16>,
-                                                  Config<Autodiff<B>, Float16>>,
-                                         TypeList<>>;
+using HalfConfigsOf = std::conditional_t<
+    kHasHalf<B>,
+    TypeList<Config<B, BFloat16>, Config<B, Float16>, Config<Autodiff<B>, BFloat16>, Config<Autodiff<B>, Float16>>,
+    TypeList<>>;
 
 template <class... Bs>
 struct Lists {

@@ -10,9 +10,9 @@
 
 #include "Eigen/Core"
 #include "backends/cpu/cpu_backend.h"
-#include "tensor/half_in_f32.h"
 #include "backends/cpu/kernels.h"
 #include "tensor/error.h"
+#include "tensor/half_in_f32.h"
 #include "unsupported/Eigen/SpecialFunctions"
 
 namespace kiln {
@@ -316,7 +316,8 @@ CrossEntropyForward<Cpu::Primitive> Cpu::cross_entropy_rows(const Primitive& log
 
 Cpu::Primitive Cpu::cross_entropy_rows_backward(const Primitive& logits, const Primitive& targets, const Primitive& lse,
                                                 const Primitive& g, int64_t ignore_index, double smoothing) {
-  if (IsHalf(logits.dtype)) return HalfInF32<Cpu>::cross_entropy_rows_backward(logits, targets, lse, g, ignore_index, smoothing);
+  if (IsHalf(logits.dtype))
+    return HalfInF32<Cpu>::cross_entropy_rows_backward(logits, targets, lse, g, ignore_index, smoothing);
   const Rows rows = RowsOf(logits.shape);
   const std::vector<int64_t> y = CheckedTargets(targets, rows.width, ignore_index);
   const StridedTensor in = contiguous(logits), lc = contiguous(lse), gc = contiguous(g);

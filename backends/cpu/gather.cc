@@ -2,9 +2,9 @@
 #include <cstring>
 
 #include "backends/cpu/cpu_backend.h"
-#include "tensor/half_in_f32.h"
 #include "backends/cpu/strided.h"
 #include "tensor/cat_slots.h"
+#include "tensor/half_in_f32.h"
 #include "tensor/index_check.h"
 
 namespace kiln {

@@ -4,9 +4,9 @@
 #include <optional>
 
 #include "backends/cpu/cpu_backend.h"
-#include "tensor/half_in_f32.h"
 #include "backends/cpu/gemm.h"
 #include "backends/cpu/strided.h"
+#include "tensor/half_in_f32.h"
 #include "tensor/shape_rules.h"
 
 namespace kiln {

@@ -5,8 +5,8 @@
 
 #include "Eigen/Core"
 #include "backends/cpu/cpu_backend.h"
-#include "tensor/half_in_f32.h"
 #include "backends/cpu/kernels.h"
+#include "tensor/half_in_f32.h"
 
 namespace kiln {
 
@@ -71,7 +71,8 @@ SgdStep<Cpu::Primitive> Cpu::sgd_update(const Primitive& p, const Primitive& g, 
 AdamWStep<Cpu::Primitive> Cpu::adamw_update(const Primitive& p, const Primitive& g, const Primitive* exp_avg,
                                             const Primitive* exp_avg_sq, double lr, double beta1, double beta2,
                                             double eps, double weight_decay, double c1, double c2) {
-  if (IsHalf(p.dtype)) return HalfInF32<Cpu>::adamw_update(p, g, exp_avg, exp_avg_sq, lr, beta1, beta2, eps, weight_decay, c1, c2);
+  if (IsHalf(p.dtype))
+    return HalfInF32<Cpu>::adamw_update(p, g, exp_avg, exp_avg_sq, lr, beta1, beta2, eps, weight_decay, c1, c2);
   const StridedTensor pc = contiguous(p), gc = contiguous(g);
   const StridedTensor mc = exp_avg ? contiguous(*exp_avg) : StridedTensor{};
   const StridedTensor vc = exp_avg_sq ? contiguous(*exp_avg_sq) : StridedTensor{};

@@ -19,8 +19,8 @@ namespace vulkan {
 
 VulkanTensor VulkanTensor::Empty(const Shape& shape, DType dtype, const VulkanDevice& device) {
   if (IsHalf(dtype)) {
-    throw Error(absl::UnimplementedError(absl::StrFormat(
-        "%s: %s tensors are not implemented on the Vulkan backend yet", device.ToString(), DTypeName(dtype))));
+    throw Error(absl::UnimplementedError(absl::StrFormat("%s: %s tensors are not implemented on the Vulkan backend yet",
+                                                         device.ToString(), DTypeName(dtype))));
   }
   CheckSize(shape, "allocate");
   Context& context = Context::Of(device);

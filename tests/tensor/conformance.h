@@ -42,7 +42,7 @@ class Conformance : public ::testing::Test {
 
   // T's unit roundoff u: half the distance from 1 to the next value (2^-8 bf16, 2^-11 f16,
   // 2^-24 f32, 2^-53 f64).
-  static constexpr double kUnitRoundoff = std::is_same_v<T, BFloat16> ? 0x1p-8
+  static constexpr double kUnitRoundoff = std::is_same_v<T, BFloat16>  ? 0x1p-8
                                           : std::is_same_v<T, Float16> ? 0x1p-11
                                           : std::is_same_v<T, float>   ? 0x1p-24
                                                                        : 0x1p-53;
