@@ -143,8 +143,23 @@ CachingAllocator& PinnedMemory() {
   return *pinned;
 }
 
+absl::Status CaptureRefusal(const DeviceContext& context, const char* op) {
+  if (!context.capturing.load(std::memory_order_acquire)) return absl::OkStatus();
+  return absl::FailedPreconditionError(
+      absl::StrCat("cuda:", context.index, ": ", op,
+                   " waits for the device or the host, which a CUDA graph capture cannot hold (a capture records "
+                   "work without running it, and a replay would skip the wait): leave it out of the captured step"));
+}
+
+void ThrowCaptureRefusal(const DeviceContext& context, const char* op) {
+  absl::Status s = CaptureRefusal(context, op);
+  if (s.ok()) s = absl::InternalError(absl::StrCat("cuda:", context.index, ": ", op, ": the capture ended meanwhile"));
+  throw Error(std::move(s));
+}
+
 void Synchronize(const CudaDevice& device) {
   DeviceContext& c = Context(device);
+  RefuseDuringCapture(c, "Synchronize");
   ThrowIfCuda(cudaStreamSynchronize(c.stream), absl::StrCat(device.ToString(), ": cudaStreamSynchronize"));
 }
 
