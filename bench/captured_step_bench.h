@@ -55,9 +55,7 @@ void CapturedStepBenchmark(benchmark::State& state, AfterStep&& after_step) {
   }
   const Tensor<Cuda> x = Tensor<Cuda>::uniform({batch, in}, -1, 1, gen);
   const Tensor<Cuda> y = Tensor<Cuda>::uniform({batch, out}, -1, 1, gen);
-  const auto one = [&]() -> bool {
-    return captured ? (*step)->Step(x, y).ok() : (*dp)->Step(x, y, loss).ok();
-  };
+  const auto one = [&]() -> bool { return captured ? (*step)->Step(x, y).ok() : (*dp)->Step(x, y, loss).ok(); };
   for (int i = 0; i < 3; ++i) {  // warm-up; the captured path captures on its first
     if (!one()) {
       state.SkipWithError("step failed");
@@ -72,7 +70,8 @@ void CapturedStepBenchmark(benchmark::State& state, AfterStep&& after_step) {
     }
   }
   after_step(/*start=*/false);
-  state.counters["samples/s"] = benchmark::Counter(static_cast<double>(batch), benchmark::Counter::kIsIterationInvariantRate);
+  state.counters["samples/s"] =
+      benchmark::Counter(static_cast<double>(batch), benchmark::Counter::kIsIterationInvariantRate);
 }
 
 }  // namespace kiln::bench

@@ -196,9 +196,9 @@ absl::Status CapturedStep::Capture(const Tensor<Cuda>& x, const Tensor<Cuda>& y)
           size_t i = 0;
           for (const auto& [name, value] : opt.state()) {
             if (i >= slot_names_.size() || name != slot_names_[i]) {
-              return absl::FailedPreconditionError(absl::StrCat(
-                  "the optimizer's state changed during the captured step (", name,
-                  "); a step that repeats exactly is needed, as after the warm-up"));
+              return absl::FailedPreconditionError(
+                  absl::StrCat("the optimizer's state changed during the captured step (", name,
+                               "); a step that repeats exactly is needed, as after the warm-up"));
             }
             cuda::WriteInto(value.primitive(), slot_state_[i].primitive());
             ++i;

@@ -71,7 +71,7 @@ class CapturedStep {
     Shape x_shape, y_shape;
     DType x_dtype, y_dtype;
     double lr;
-    std::optional<Tensor<Cuda>> x, y;  // what the graph reads the batch from
+    std::optional<Tensor<Cuda>> x, y;    // what the graph reads the batch from
     cuda::CachingAllocator::Block loss;  // pinned: the f64 loss the graph writes
     std::unique_ptr<cuda::CapturedGraph> graph;
   };

@@ -113,9 +113,9 @@ void WriteInto(const StridedTensor& src, const StridedTensor& dst) {
     return;
   }
   Await(c, {&from});
-  ThrowIfCuda(cudaMemcpyAsync(dst.mutable_data(), from.data(), static_cast<size_t>(bytes), cudaMemcpyDeviceToDevice,
-                              c.stream),
-              absl::StrCat(dst.device.ToString(), ": cudaMemcpyAsync (WriteInto)"));
+  ThrowIfCuda(
+      cudaMemcpyAsync(dst.mutable_data(), from.data(), static_cast<size_t>(bytes), cudaMemcpyDeviceToDevice, c.stream),
+      absl::StrCat(dst.device.ToString(), ": cudaMemcpyAsync (WriteInto)"));
 }
 
 void CopyToPinnedHost(const StridedTensor& src, void* host) {

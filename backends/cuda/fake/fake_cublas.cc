@@ -52,10 +52,10 @@ cublasStatus_t cublasGemmStridedBatchedEx(cublasHandle_t handle, cublasOperation
   CountGemm(handle);
   return CUBLAS_STATUS_SUCCESS;
 }
-cublasStatus_t cublasGemmBatchedEx(cublasHandle_t handle, cublasOperation_t, cublasOperation_t, int, int, int, const void*,
-                                   const void* const[], cudaDataType, int, const void* const[], cudaDataType, int,
-                                   const void*, void* const[], cudaDataType, int, int, cublasComputeType_t,
-                                   cublasGemmAlgo_t) {
+cublasStatus_t cublasGemmBatchedEx(cublasHandle_t handle, cublasOperation_t, cublasOperation_t, int, int, int,
+                                   const void*, const void* const[], cudaDataType, int, const void* const[],
+                                   cudaDataType, int, const void*, void* const[], cudaDataType, int, int,
+                                   cublasComputeType_t, cublasGemmAlgo_t) {
   CountGemm(handle);
   return CUBLAS_STATUS_SUCCESS;
 }

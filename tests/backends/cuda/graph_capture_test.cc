@@ -115,7 +115,9 @@ TEST(GraphCapture, OpsThatWaitAreRefusedNamingTheOp) {
   ExpectRefused(RefusalOf([&] { (void)f.index_select(0, index); }), "index_select (the index range check)");
   ExpectRefused(RefusalOf([&] { (void)Cuda::cross_entropy_rows(logits.primitive(), targets.primitive(), -100, 0); }),
                 "cross_entropy (the target range check)");
-  ExpectRefused(RefusalOf([&] { (void)T::from_vector(std::vector<float>{1, 2}, {2}); }),
+  ExpectRefused(RefusalOf([&] {
+                  (void)T::from_vector(std::vector<float>{1, 2}, {2});
+                }),
                 "from_data (a copy from the host)");
   ExpectRefused(RefusalOf([&] { Synchronize(kDevice); }), "Synchronize");
   ExpectRefused(RefusalOf([&] { (void)f.to(CudaDevice(1)); }), "to_device (a copy between GPUs, which waits for it)");
@@ -151,7 +153,8 @@ TEST(GraphCapture, AWaitBehindKilnsBackBreaksTheCaptureAndSaysSo) {
     return absl::OkStatus();
   });
   ASSERT_FALSE(graph.ok());
-  EXPECT_TRUE(absl::StrContains(graph.status().message(), "cudaStreamEndCapture (a call in the captured work broke it)"))
+  EXPECT_TRUE(
+      absl::StrContains(graph.status().message(), "cudaStreamEndCapture (a call in the captured work broke it)"))
       << graph.status();
 }
 
