@@ -42,6 +42,11 @@ struct Recording {
 // work runs, or is counted, at once).
 Recording* CaptureOf(cudaStream_t stream);
 
+// For calls a capture forbids on its thread (cudaMalloc): true, and the capture ruined, when
+// this thread captures in a mode other than Relaxed and has not relaxed its own mode
+// (cudaThreadExchangeStreamCaptureMode), as in the real runtime.
+bool UnsafeDuringCapture();
+
 }  // namespace kiln::cuda::fake
 
 // A fake stream: only its capture state (work on it has always finished).

@@ -172,6 +172,7 @@ const char* cudaGetErrorString(cudaError_t error) {
 // ---- Memory -------------------------------------------------------------------------------
 cudaError_t cudaMalloc(void** ptr, size_t bytes) {
   Bump(GlobalCounters().mallocs);
+  if (kiln::cuda::fake::UnsafeDuringCapture()) return cudaErrorStreamCaptureUnsupported;
   *ptr = bytes == 0 ? nullptr : kiln::cuda::fake::AllocateHost(bytes);  // as cudaMalloc(0)
   return *ptr != nullptr || bytes == 0 ? cudaSuccess : cudaErrorMemoryAllocation;
 }

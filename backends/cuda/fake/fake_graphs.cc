@@ -9,6 +9,7 @@
 
 #include <memory>
 #include <thread>
+#include <utility>
 
 #include "backends/cuda/fake/counters.h"
 
@@ -22,6 +23,17 @@ struct CUgraphExec_st {
 namespace kiln::cuda::fake {
 
 Recording* CaptureOf(cudaStream_t stream) { return stream == nullptr ? nullptr : stream->capture; }
+
+namespace {
+thread_local cudaStream_t capturing_here = nullptr;  // a capture this thread began, not Relaxed
+thread_local cudaStreamCaptureMode thread_mode = cudaStreamCaptureModeGlobal;
+}  // namespace
+
+bool UnsafeDuringCapture() {
+  if (capturing_here == nullptr || thread_mode == cudaStreamCaptureModeRelaxed) return false;
+  capturing_here->invalidated = true;
+  return true;
+}
 
 }  // namespace kiln::cuda::fake
 
@@ -38,6 +50,7 @@ cudaError_t cudaStreamBeginCapture(cudaStream_t stream, cudaStreamCaptureMode mo
   stream->invalidated = false;
   stream->mode = mode;
   stream->capturer = std::this_thread::get_id();
+  if (mode != cudaStreamCaptureModeRelaxed) kiln::cuda::fake::capturing_here = stream;
   return cudaSuccess;
 }
 
@@ -49,9 +62,16 @@ cudaError_t cudaStreamEndCapture(cudaStream_t stream, cudaGraph_t* graph) {
   }
   std::unique_ptr<kiln::cuda::fake::Recording> recording(stream->capture);
   stream->capture = nullptr;
+  if (kiln::cuda::fake::capturing_here == stream) kiln::cuda::fake::capturing_here = nullptr;
   *graph = nullptr;
   if (stream->invalidated) return cudaErrorStreamCaptureInvalidated;
   *graph = new CUgraph_st{std::move(*recording)};
+  return cudaSuccess;
+}
+
+cudaError_t cudaThreadExchangeStreamCaptureMode(cudaStreamCaptureMode* mode) {
+  Bump(GlobalCounters().runtime_calls);
+  std::swap(*mode, kiln::cuda::fake::thread_mode);
   return cudaSuccess;
 }
 

@@ -70,6 +70,20 @@ TEST(GraphCapture, BuffersMadeDuringCaptureComeFromTheGraphsPool) {
   EXPECT_GE(c.memory->GetStats().in_use_bytes, shared_before.in_use_bytes);
 }
 
+TEST(GraphCapture, APoolMissReachesCudaMallocWithoutBreakingTheCapture) {
+  // A size nothing has used, so the shared cache has no block for it: cudaMalloc, which a
+  // ThreadLocal capture forbids its thread unless the thread relaxes its mode for the call.
+  const T a = T::ones({3 * 1000 * 1000 + 17});
+  std::optional<T> out;
+  const Counts before = GetCounts();
+  auto graph = CapturedGraph::Capture(kDevice, [&] {
+    out = a.exp();
+    return absl::OkStatus();
+  });
+  ASSERT_TRUE(graph.ok()) << graph.status();
+  EXPECT_EQ((GetCounts() - before).mallocs, 1);
+}
+
 TEST(GraphCapture, CopiesInsideTheGraphRunOnEveryLaunch) {
   const T src = T::from_vector(std::vector<float>{1, 2, 3, 4}, {4});
   const T dst = T::zeros({4});
