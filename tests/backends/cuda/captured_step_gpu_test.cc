@@ -38,7 +38,7 @@ std::unique_ptr<DataParallel<Cuda>> MakeDp(std::vector<CudaDevice> devices) {
   return *std::move(dp);
 }
 
-TEST(CapturedStepGpu, ReplaysTrainAsEagerStepsDo) {
+TEST(CapturedStepCuda, ReplaysTrainAsEagerStepsDo) {
   KILN_SKIP_IF_UNAVAILABLE(Cuda);
   auto eager = MakeDp({CudaDevice(0)});
   auto captured = MakeDp({CudaDevice(0)});
@@ -68,7 +68,7 @@ TEST(CapturedStepGpu, ReplaysTrainAsEagerStepsDo) {
   }
 }
 
-TEST(CapturedStepGpu, TwoGpusAreRefused) {
+TEST(CapturedStepCuda, TwoGpusAreRefused) {
   KILN_SKIP_IF_UNAVAILABLE(Cuda);
   KILN_SKIP_IF_FEWER_DEVICES(Cuda, 2);
   auto dp = MakeDp({CudaDevice(0), CudaDevice(1)});
