@@ -7,7 +7,9 @@
 //   a tiny add (64 floats), host time per op, vs one cudaMemsetAsync (a bare launch): what
 //   kiln adds to every op when kernels are too small to hide it (small training batches);
 //   NCCL all-reduce over every GPU: bus bandwidth as nccl-tests defines it,
-//   busbw = algbw * 2(n-1)/n, where algbw = bytes / time.
+//   busbw = algbw * 2(n-1)/n, where algbw = bytes / time;
+//   a one-GPU DataParallel training step, eager vs replayed from a CUDA graph
+//   (captured_step_bench.h), in samples/s, wall time per step (each waits for its loss).
 // Without a GPU it prints why and exits 0 (so scripts can run it anywhere).
 #include <benchmark/benchmark.h>
 #include <cublas_v2.h>
@@ -19,6 +21,7 @@
 #include "backends/cuda/context.h"
 #include "backends/cuda/cuda_backend.h"
 #include "backends/cuda/cuda_error.h"
+#include "bench/captured_step_bench.h"
 #include "distributed/device_group.h"
 
 namespace kiln {
@@ -250,6 +253,22 @@ void BM_NcclAllReduce(benchmark::State& state) {
   state.counters["busbw_GBps"] = algbw * 2.0 * (gpus - 1) / gpus;
 }
 BENCHMARK(BM_NcclAllReduce)->Arg(1 << 20)->Arg(1 << 24)->Arg(1 << 28)->UseManualTime()->Unit(benchmark::kMicrosecond);
+
+}  // namespace
+}  // namespace kiln
+
+namespace kiln {
+namespace {
+
+// {model (0: tiny MLP 10-100-100-1, batch 64; 1: MLP 784-256-256-10, batch 256), captured}.
+void BM_DataParallelStep(benchmark::State& state) {
+  bench::CapturedStepBenchmark(state, [](bool) {});
+}
+BENCHMARK(BM_DataParallelStep)
+    ->ArgsProduct({{0, 1}, {0, 1}})
+    ->ArgNames({"mlp", "captured"})
+    ->UseRealTime()
+    ->Unit(benchmark::kMicrosecond);
 
 }  // namespace
 }  // namespace kiln

@@ -17,6 +17,7 @@
 #include "backends/cuda/context.h"
 #include "backends/cuda/cuda_backend.h"
 #include "backends/dispatch/dispatch_backend.h"
+#include "bench/captured_step_bench.h"
 #include "bench/kernels/empty_kernel.h"
 #if defined(KILN_FAKE_CUDA)
 #include "backends/cuda/fake/fake_runtime.h"
@@ -132,6 +133,41 @@ void BM_DispatchAdd(benchmark::State& state) {
   Measure(state, [&] { benchmark::DoNotOptimize(a + b); });
 }
 BENCHMARK(BM_DispatchAdd);
+
+}  // namespace
+}  // namespace kiln
+
+namespace kiln {
+namespace {
+
+// A one-GPU DataParallel step, eager against replayed from a CUDA graph (captured_step_bench.h):
+// {model (0 tiny, 1 MLP), captured}. Over the fake runtime this is the host's time per step,
+// with the fake's counts per step beside it.
+void BM_DataParallelStep(benchmark::State& state) {
+#if defined(KILN_FAKE_CUDA)
+  cuda::fake::Counts before;
+  bench::CapturedStepBenchmark(state, [&](bool start) {
+    if (start) {
+      before = cuda::fake::GetCounts();
+      return;
+    }
+    const cuda::fake::Counts d = cuda::fake::GetCounts() - before;
+    const double n = static_cast<double>(state.iterations());
+    state.counters["launches"] = d.launches / n;
+    state.counters["gemms"] = d.blas_calls / n;
+    state.counters["graph_launches"] = d.graph_launches / n;
+    state.counters["replayed_kernels"] = d.replayed_kernels / n;
+    state.counters["mallocs"] = d.mallocs / n;
+  });
+#else
+  bench::CapturedStepBenchmark(state, [](bool) {});
+#endif
+}
+BENCHMARK(BM_DataParallelStep)
+    ->ArgsProduct({{0, 1}, {0, 1}})
+    ->ArgNames({"mlp", "captured"})
+    ->UseRealTime()
+    ->Unit(benchmark::kMicrosecond);
 
 }  // namespace
 }  // namespace kiln

@@ -106,35 +106,12 @@ class DataParallel {
   // Across processes (a group with a process group) every process passes the same global
   // batch and its members take their shards by global member index.
   absl::StatusOr<double> Step(const Tensor<B>& x, const Tensor<B>& y, const LossFn& loss) {
-    const int n = group_->global_size();
-    const int64_t total = x.size(0);
-    if (y.size(0) != total || total < n) {
-      return absl::InvalidArgumentError(absl::StrCat("DataParallel: a batch of ", total, " samples (labels: ",
-                                                     y.size(0), ") cannot be split over ", n, " devices"));
-    }
+    if (absl::Status s = CheckBatch(x, y); !s.ok()) return s;
     std::vector<double> losses(size());
     const absl::Status status = threads_.Run([&](int r) -> absl::Status {
-      // Shards differ in size by at most one; weighting each replica's mean loss by its share
-      // makes the averaged gradient that of the mean over the whole batch.
-      const int g = group_->global_rank(r);
-      const int64_t begin = total * g / n, end = total * (g + 1) / n;
-      const auto device = group_->devices()[r];
-      const Tensor<AD> xs = Tensor<AD>::from_inner(x.slice(0, begin, end).to(device));
-      const Tensor<AD> ys = Tensor<AD>::from_inner(y.slice(0, begin, end).to(device));
-      const double weight = static_cast<double>((end - begin) * n) / static_cast<double>(total);
-      const Tensor<AD> l = loss(*replicas_[r], xs, ys);
-      losses[r] = l.template item<double>() * (end - begin) / static_cast<double>(total);
-      const auto local = (weight == 1.0 ? l : l * weight).backward();
-      absl::StatusOr<Gradients<B>> synced = syncs_[r]->Finish(local);
-      if (!synced.ok()) return synced.status();
-      if (clip_grad_norm_ > 0) nn::ClipGradNorm(*replicas_[r], *synced, clip_grad_norm_);
-      optimizers_[r]->step(*replicas_[r], *synced);
-      if (group_->processes() > 1) {  // the other processes' shares of the loss
-        auto sum =
-            group_->inner().AllReduce(r, Tensor<B>::full({1}, losses[r], DType::kF64, device), ReduceOp::kSum, "loss");
-        if (!sum.ok()) return sum.status();
-        losses[r] = sum->template item<double>();
-      }
+      absl::StatusOr<Tensor<B>> share = MemberStep(r, x, y, loss);
+      if (!share.ok()) return share.status();
+      losses[r] = share->template item<double>();  // the one wait of a step, after all its work is queued
       return absl::OkStatus();
     });
     if (!status.ok()) return status;
@@ -144,11 +121,62 @@ class DataParallel {
     return sum;
   }
 
+  // Whether (x, y) is a global batch this group can split.
+  absl::Status CheckBatch(const Tensor<B>& x, const Tensor<B>& y) const {
+    const int n = group_->global_size();
+    const int64_t total = x.size(0);
+    if (y.size(0) != total || total < n) {
+      return absl::InvalidArgumentError(absl::StrCat("DataParallel: a batch of ", total, " samples (labels: ",
+                                                     y.size(0), ") cannot be split over ", n, " devices"));
+    }
+    return absl::OkStatus();
+  }
+
+  // Member r's part of Step, on its own thread (see RunOnMembers), for wrappers of the step
+  // such as distributed/captured_step.h: forward on its shard, backward with the gradient
+  // sync, the optimizer's update. Returns its share of the batch's mean loss as an f64 scalar
+  // on its device without waiting for it (across processes, every process's shares summed).
+  absl::StatusOr<Tensor<B>> MemberStep(int r, const Tensor<B>& x, const Tensor<B>& y, const LossFn& loss) {
+    // Shards differ in size by at most one; weighting each replica's mean loss by its share
+    // makes the averaged gradient that of the mean over the whole batch.
+    const int n = group_->global_size();
+    const int64_t total = x.size(0);
+    const int g = group_->global_rank(r);
+    const int64_t begin = total * g / n, end = total * (g + 1) / n;
+    const auto device = group_->devices()[r];
+    const Tensor<AD> xs = Tensor<AD>::from_inner(x.slice(0, begin, end).to(device));
+    const Tensor<AD> ys = Tensor<AD>::from_inner(y.slice(0, begin, end).to(device));
+    const double weight = static_cast<double>((end - begin) * n) / static_cast<double>(total);
+    const Tensor<AD> l = loss(*replicas_[r], xs, ys);
+    Tensor<B> share = l.detach().inner().to(DType::kF64);
+    if (end - begin != total) share = share * static_cast<double>(end - begin) / static_cast<double>(total);
+    const auto local = (weight == 1.0 ? l : l * weight).backward();
+    absl::StatusOr<Gradients<B>> synced = syncs_[r]->Finish(local);
+    if (!synced.ok()) return synced.status();
+    if (clip_grad_norm_ > 0) nn::ClipGradNorm(*replicas_[r], *synced, clip_grad_norm_);
+    optimizers_[r]->step(*replicas_[r], *synced);
+    if (group_->processes() > 1) {  // the other processes' shares of the loss
+      auto sum = group_->inner().AllReduce(r, share.reshape({1}), ReduceOp::kSum, "loss");
+      if (!sum.ok()) return sum.status();
+      share = *sum;
+    }
+    return share;
+  }
+
+  // Runs job(member) on every local member's own thread, the one its steps run on.
+  absl::Status RunOnMembers(const std::function<absl::Status(int member)>& job) { return threads_.Run(job); }
+
+  const DeviceGroup<AD>& group() const { return *group_; }
+  double clip_grad_norm() const { return clip_grad_norm_; }
+
  private:
   explicit DataParallel(std::shared_ptr<DeviceGroup<AD>> group) : group_(std::move(group)), threads_(group_->size()) {}
 
   // Every replica takes replica 0's values, after its parameters' names and shapes are checked.
   absl::Status BroadcastParameters() {
+    // From the only member to itself is the identity (and on CUDA would make an NCCL
+    // communicator for nothing).
+    if (group_->global_size() == 1) return absl::OkStatus();
     auto first = replicas_[0]->named_parameters();
     for (int r = 1; r < size(); ++r) {
       auto params = replicas_[r]->named_parameters();

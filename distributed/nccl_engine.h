@@ -28,6 +28,7 @@
 #include "absl/status/statusor.h"
 #include "absl/strings/str_cat.h"
 #include "absl/types/span.h"
+#include "backends/cuda/context.h"
 #include "backends/cuda/cuda_backend.h"
 #include "backends/cuda/nccl_comm.h"
 #include "backends/cuda/nccl_watchdog.h"
@@ -49,6 +50,7 @@ class NcclEngine {
   // A member's call: meet the others (same call, same shapes), agree across processes, then
   // its own rank's NCCL op (NCCL writes a fresh output whether or not t was consumed).
   absl::StatusOr<Tensor<Cuda>> Run(int member, const Tensor<Cuda>& t, const CollectiveCall& call, bool /*consumed*/) {
+    if (absl::Status s = RefusedDuringCapture(m_.devices()[member]); !s.ok()) return s;
     // Buffers first: a member out of memory stays away (the others' meeting times out) rather
     // than failing after they have queued their halves. One that NCCL cannot serve (a bool
     // sum) still meets the others, who then all get its error and the group stays usable.
@@ -88,6 +90,9 @@ class NcclEngine {
     bool same = true;
     for (const Tensor<Cuda>& t : ts) same = same && t.shape() == ts[0].shape() && t.dtype() == ts[0].dtype();
     if (!same) return OnEveryMember<Tensor<Cuda>>(m_.size(), ts.size(), per_member);
+    for (const CudaDevice& device : m_.devices()) {
+      if (absl::Status s = RefusedDuringCapture(device); !s.ok()) return s;
+    }
     if (collective == Collective::kAllGather) {
       if (absl::Status s = CheckGatherable(ts[0]); !s.ok()) return s;
     }
@@ -111,6 +116,13 @@ class NcclEngine {
   }
 
  private:
+  // A collective's meeting, agreement across processes and watchdog are host work per call,
+  // which a replay of a CUDA graph would skip (distributed/captured_step.h captures only
+  // groups of one device, which make no collective).
+  static absl::Status RefusedDuringCapture(const CudaDevice& device) {
+    return cuda::CaptureRefusal(cuda::Lookup(device), "an NCCL collective (its meeting, agreement and watchdog)");
+  }
+
   static cuda::NcclOp Op(Collective collective) {
     switch (collective) {
       case Collective::kAllReduce: return cuda::NcclOp::kAllReduce;

@@ -45,6 +45,19 @@ class Optimizer {
     }
   }
 
+  // Whether replaying one recorded update (a CUDA graph of a training step) is the next
+  // update: true when the update's numbers depend on nothing the host changes from step to
+  // step but the learning rate (which the replayer watches). AdamW's bias correction uses the
+  // step count, so it is not.
+  virtual bool replayable() const { return true; }
+  // Counts a step made by replaying a recorded one (the recorded update did the work).
+  void CountReplayedStep() {
+    if (steps_ >= kMaxOptimizerSteps) {
+      ThrowOutOfRange("optimizer %s: already %d steps, the most it counts", name(), steps_);
+    }
+    ++steps_;
+  }
+
   double lr() const { return lr_; }
   void set_lr(double lr) { lr_ = lr; }
   int64_t steps() const { return steps_; }
@@ -146,6 +159,7 @@ class AdamW : public Optimizer<B> {
   }
   const char* name() const override { return "adamw"; }
   std::vector<std::string> slots() const override { return {"exp_avg", "exp_avg_sq"}; }
+  bool replayable() const override { return false; }  // bias correction: the step count
 
  protected:
   Tensor<B> Update(const std::string& path, const Tensor<B>& p, const Tensor<B>& g) override {

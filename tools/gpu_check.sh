@@ -18,6 +18,7 @@ cd "$(dirname "${BASH_SOURCE[0]}")/.."
 tests=(
   tests/backends/cuda/allocator_test tests/backends/cuda/cuda_device_test tests/backends/cuda/fused_test
   tests/backends/cuda/nccl_test tests/backends/cuda/scalar_ops_test tests/backends/cuda/strided_index_test
+  tests/backends/cuda/captured_step_gpu_test
   tests/tensor/creation_test tests/tensor/elementwise_test tests/tensor/errors_test tests/tensor/integer_test
   tests/tensor/layout_test tests/tensor/matmul_test tests/tensor/reduce_test
   tests/autodiff/gradcheck_test

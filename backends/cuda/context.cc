@@ -58,10 +58,18 @@ class Runtime {
                 absl::StrCat(name, ": cudaDeviceGetAttribute"));
     c->memory = new CachingAllocator(
         name + " device memory",
-        [index, name](size_t n) -> absl::StatusOr<void*> {
+        [index, name, context = c.get()](size_t n) -> absl::StatusOr<void*> {
           void* p = nullptr;
           cudaSetDevice(index);
-          if (absl::Status s = CudaStatus(cudaMalloc(&p, n), absl::StrCat(name, ": cudaMalloc")); !s.ok()) {
+          // A miss while the stream is captured (graph_pool.h) must still reach cudaMalloc,
+          // which a capture forbids its thread: the allocation is not part of the graph (the
+          // pool holds the block for the graph's lifetime), so relaxing this one call is safe.
+          const bool capturing = context->capturing.load(std::memory_order_acquire);
+          cudaStreamCaptureMode mode = cudaStreamCaptureModeRelaxed;
+          if (capturing) cudaThreadExchangeStreamCaptureMode(&mode);
+          const cudaError_t error = cudaMalloc(&p, n);
+          if (capturing) cudaThreadExchangeStreamCaptureMode(&mode);
+          if (absl::Status s = CudaStatus(error, absl::StrCat(name, ": cudaMalloc")); !s.ok()) {
             cudaGetLastError();
             return s;
           }
@@ -143,8 +151,23 @@ CachingAllocator& PinnedMemory() {
   return *pinned;
 }
 
+absl::Status CaptureRefusal(const DeviceContext& context, const char* op) {
+  if (!context.capturing.load(std::memory_order_acquire)) return absl::OkStatus();
+  return absl::FailedPreconditionError(
+      absl::StrCat("cuda:", context.index, ": ", op,
+                   " waits for the device or the host, which a CUDA graph capture cannot hold (a capture records "
+                   "work without running it, and a replay would skip the wait): leave it out of the captured step"));
+}
+
+void ThrowCaptureRefusal(const DeviceContext& context, const char* op) {
+  absl::Status s = CaptureRefusal(context, op);
+  if (s.ok()) s = absl::InternalError(absl::StrCat("cuda:", context.index, ": ", op, ": the capture ended meanwhile"));
+  throw Error(std::move(s));
+}
+
 void Synchronize(const CudaDevice& device) {
   DeviceContext& c = Context(device);
+  RefuseDuringCapture(c, "Synchronize");
   ThrowIfCuda(cudaStreamSynchronize(c.stream), absl::StrCat(device.ToString(), ": cudaStreamSynchronize"));
 }
 

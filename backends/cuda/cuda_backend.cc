@@ -25,7 +25,8 @@ void Await(DeviceContext& context, std::initializer_list<const StridedTensor*> i
   }
 }
 
-void ReadBack(DeviceContext& context, const void* device_ptr, void* host, size_t bytes) {
+void ReadBack(DeviceContext& context, const void* device_ptr, void* host, size_t bytes, const char* op) {
+  RefuseDuringCapture(context, op);
   const std::string where = absl::StrCat("cuda:", context.index);
   // A copy to pageable memory returns only once the data is there.
   ThrowIfCuda(cudaMemcpyAsync(host, device_ptr, bytes, cudaMemcpyDeviceToHost, context.stream),
@@ -70,6 +71,9 @@ void FreeAfter(CachingAllocator::Block block, DeviceContext& c) {
 
 Cuda::Primitive Cuda::from_data(const TensorData& data, const Device& device) {
   cuda::DeviceContext& c = cuda::Context(device);
+  // The host bytes are staged in pinned memory freed after an event: a replay would copy
+  // whatever that memory holds by then.
+  cuda::RefuseDuringCapture(c, "from_data (a copy from the host)");
   StridedTensor t = StridedTensor::Empty(data.shape(), data.dtype(), device);
   const size_t bytes = static_cast<size_t>(data.nbytes());
   if (bytes == 0) return t;
@@ -84,6 +88,7 @@ Cuda::Primitive Cuda::from_data(const TensorData& data, const Device& device) {
 }
 
 TensorData Cuda::to_data(const Primitive& p) {
+  cuda::RefuseDuringCapture(cuda::Context(p.device), "to_data (a copy to the host, as item() makes)");
   cuda::Await(cuda::Context(p.device), {&p});
   const StridedTensor src = contiguous(p);
   TensorData data(src.shape, src.dtype);
@@ -119,6 +124,8 @@ Cuda::Primitive Cuda::full(const Shape& shape, Scalar value, DType dtype, const 
 Cuda::Primitive Cuda::to_device(const Primitive& p, const Device& device) {
   if (p.device == device) return p;
   cuda::DeviceContext& from = cuda::Context(p.device);
+  cuda::RefuseDuringCapture(from, "to_device (a copy between GPUs, which waits for it)");
+  cuda::RefuseDuringCapture(cuda::Lookup(device), "to_device (a copy between GPUs, which waits for it)");
   cuda::Await(from, {&p});
   const StridedTensor src = contiguous(p);
   cudaEvent_t ready = nullptr;

@@ -48,7 +48,7 @@ Cuda::Primitive Cuda::binary(BinaryOp op, const Primitive& a, const Primitive& b
                     OpName(op), a.device);
   if (checks_zero) {
     int by_zero = 0;
-    cuda::ReadBack(c, flag->data(), &by_zero, sizeof(int));
+    cuda::ReadBack(c, flag->data(), &by_zero, sizeof(int), "div (the integer division-by-zero check)");
     if (by_zero != 0) {
       ThrowInvalidArgument("div: integer division by zero (%s%s / %s%s)", DTypeName(a.dtype), a.shape.ToString(),
                            DTypeName(b.dtype), b.shape.ToString());

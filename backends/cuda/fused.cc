@@ -223,10 +223,10 @@ CrossEntropyForward<Cuda::Primitive> Cuda::cross_entropy_rows(const Primitive& l
                                   classes, ignore_index, smoothing, first_bad, c.stream),
       "cross_entropy", logits.device);
   unsigned long long row = 0;
-  cuda::ReadBack(c, first_bad, &row, sizeof(row));
+  cuda::ReadBack(c, first_bad, &row, sizeof(row), "cross_entropy (the target range check)");
   if (row == std::numeric_limits<unsigned long long>::max()) return out;
   int64_t target = 0;
-  cuda::ReadBack(c, ids + row, &target, sizeof(target));
+  cuda::ReadBack(c, ids + row, &target, sizeof(target), "cross_entropy (the target range check)");
   ThrowOutOfRange("cross_entropy: target %d of row %d is outside [0, %d)", target, static_cast<int64_t>(row), classes);
 }
 

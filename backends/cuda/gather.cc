@@ -20,6 +20,9 @@ void CheckIndices(const StridedTensor& index, int64_t size, const char* what, co
   const int64_t n = index.shape.numel();
   if (n == 0) return;
   cuda::DeviceContext& c = cuda::Context(index.device);
+  if (c.capturing.load(std::memory_order_acquire)) [[unlikely]] {
+    cuda::ThrowCaptureRefusal(c, absl::StrCat(what, " (the index range check)").c_str());
+  }
   cuda::Await(c, {&index});
   const auto layout = cuda::IndexFor<1>(index.shape, {index.strides}, what);
   cuda::DeviceBuffer flag(index.device, sizeof(unsigned long long));
@@ -30,12 +33,12 @@ void CheckIndices(const StridedTensor& index, int64_t size, const char* what, co
       cuda::kernels::CheckIndices(static_cast<const int64_t*>(index.data()), layout, n, size, first_bad, c.stream),
       what, index.device);
   unsigned long long position = 0;
-  cuda::ReadBack(c, first_bad, &position, sizeof(position));
+  cuda::ReadBack(c, first_bad, &position, sizeof(position), what);
   if (position == std::numeric_limits<unsigned long long>::max()) return;
   int64_t offset = 0;
   layout.Offsets(static_cast<int64_t>(position), &offset);
   int64_t value = 0;
-  cuda::ReadBack(c, static_cast<const int64_t*>(index.data()) + offset, &value, sizeof(value));
+  cuda::ReadBack(c, static_cast<const int64_t*>(index.data()) + offset, &value, sizeof(value), what);
   ThrowIndexOutOfRange(what, value, static_cast<int64_t>(position), size, source);
 }
 

@@ -47,8 +47,9 @@ inline void CheckLaunch(cudaError_t error, const char* op, const CudaDevice& dev
 void Await(DeviceContext& context, std::initializer_list<const StridedTensor*> inputs);
 
 // Copies `bytes` from device memory to `host` once everything queued on the device's stream
-// has run (a synchronising read: error flags and index checks use it).
-void ReadBack(DeviceContext& context, const void* device_ptr, void* host, size_t bytes);
+// has run (a synchronising read: error flags and index checks use it). `op` names the check
+// in the error a CUDA graph capture gets (it cannot hold the wait).
+void ReadBack(DeviceContext& context, const void* device_ptr, void* host, size_t bytes, const char* op);
 
 // `src` (any strides) as a new row-major tensor of `dtype` (a cast when it differs).
 StridedTensor CopyAs(const StridedTensor& src, DType dtype);

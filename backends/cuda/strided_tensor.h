@@ -13,13 +13,18 @@
 
 #include "backends/cuda/allocator.h"
 #include "backends/cuda/cuda_device.h"
+#include "backends/cuda/graph_pool.h"
 #include "tensor/dtype.h"
 #include "tensor/shape.h"
 
 namespace kiln::cuda {
 
+struct DeviceContext;  // context.h
+
 // Device memory from the device's caching allocator, returned to it when the last view goes.
 // The return is stream-ordered (see allocator.h), so it is safe while kernels still run.
+// While the device's stream is captured into a CUDA graph, buffers come from the capture's
+// GraphPool instead and go back to it (graph_pool.h).
 class DeviceBuffer {
  public:
   DeviceBuffer(const CudaDevice& device, int64_t nbytes);  // throws kiln::Error
@@ -38,7 +43,8 @@ class DeviceBuffer {
   Event fence() const;
 
  private:
-  CachingAllocator* memory_;
+  DeviceContext* context_;
+  std::shared_ptr<GraphPool> pool_;  // set for buffers made during a capture: they keep it alive
   CachingAllocator::Block block_;
   int64_t nbytes_;
   mutable std::mutex mu_;

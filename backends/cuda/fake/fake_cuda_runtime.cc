@@ -1,7 +1,8 @@
 // The CUDA runtime half of the fake (see fake_runtime.h): the entry points the CUDA backend
 // and nvcc's generated launch code call, found with `nm -u` on the backend's objects. Device
 // and pinned memory are plain host allocations; copies and memsets really copy, so pointers
-// and read-back flags behave; kernels are counted, not run.
+// and read-back flags behave; kernels are counted, not run. Stream capture and graphs are in
+// fake_graphs.cc.
 #include <cuda_runtime_api.h>
 
 #include <cstdlib>
@@ -13,7 +14,6 @@
 #include "backends/cuda/fake/counters.h"
 #include "backends/cuda/fake/fake_runtime.h"
 
-struct CUstream_st {};
 struct CUevent_st {};
 
 namespace kiln::cuda::fake {
@@ -62,6 +62,9 @@ Counts GetCounts() {
   out.copies = c.copies.load();
   out.device_switches = c.device_switches.load();
   out.runtime_calls = c.runtime_calls.load();
+  out.graph_launches = c.graph_launches.load();
+  out.replayed_kernels = c.replayed_kernels.load();
+  out.replayed_copies = c.replayed_copies.load();
   return out;
 }
 
@@ -74,6 +77,9 @@ Counts operator-(const Counts& after, const Counts& before) {
   d.copies = after.copies - before.copies;
   d.device_switches = after.device_switches - before.device_switches;
   d.runtime_calls = after.runtime_calls - before.runtime_calls;
+  d.graph_launches = after.graph_launches - before.graph_launches;
+  d.replayed_kernels = after.replayed_kernels - before.replayed_kernels;
+  d.replayed_copies = after.replayed_copies - before.replayed_copies;
   return d;
 }
 
@@ -123,8 +129,12 @@ cudaError_t __cudaPopCallConfiguration(dim3* grid, dim3* block, size_t* shared, 
   return cudaSuccess;
 }
 cudaError_t __cudaLaunchKernel(cudaKernel_t kernel, dim3 /*grid*/, dim3 /*block*/, void** /*args*/, size_t /*shared*/,
-                               cudaStream_t /*stream*/) {
-  Bump(GlobalCounters().launches);
+                               cudaStream_t stream) {
+  if (kiln::cuda::fake::Recording* r = kiln::cuda::fake::CaptureOf(stream)) {
+    ++r->kernels;
+  } else {
+    Bump(GlobalCounters().launches);
+  }
   kiln::cuda::fake::last_kernel = kernel;
   return cudaSuccess;
 }
@@ -162,6 +172,7 @@ const char* cudaGetErrorString(cudaError_t error) {
 // ---- Memory -------------------------------------------------------------------------------
 cudaError_t cudaMalloc(void** ptr, size_t bytes) {
   Bump(GlobalCounters().mallocs);
+  if (kiln::cuda::fake::UnsafeDuringCapture()) return cudaErrorStreamCaptureUnsupported;
   *ptr = bytes == 0 ? nullptr : kiln::cuda::fake::AllocateHost(bytes);  // as cudaMalloc(0)
   return *ptr != nullptr || bytes == 0 ? cudaSuccess : cudaErrorMemoryAllocation;
 }
@@ -180,19 +191,36 @@ cudaError_t cudaFreeHost(void* ptr) {
   std::free(ptr);
   return cudaSuccess;
 }
-cudaError_t cudaMemcpyAsync(void* dst, const void* src, size_t bytes, cudaMemcpyKind /*kind*/,
-                            cudaStream_t /*stream*/) {
+cudaError_t cudaMemcpyAsync(void* dst, const void* src, size_t bytes, cudaMemcpyKind /*kind*/, cudaStream_t stream) {
+  if (kiln::cuda::fake::Recording* r = kiln::cuda::fake::CaptureOf(stream)) {
+    r->copies.push_back([=] {
+      if (bytes > 0) std::memcpy(dst, src, bytes);
+    });
+    return cudaSuccess;
+  }
   Bump(GlobalCounters().copies);
   if (bytes > 0) std::memcpy(dst, src, bytes);
   return cudaSuccess;
 }
 cudaError_t cudaMemcpyPeerAsync(void* dst, int /*dst_device*/, const void* src, int /*src_device*/, size_t bytes,
-                                cudaStream_t /*stream*/) {
+                                cudaStream_t stream) {
+  if (kiln::cuda::fake::Recording* r = kiln::cuda::fake::CaptureOf(stream)) {
+    r->copies.push_back([=] {
+      if (bytes > 0) std::memcpy(dst, src, bytes);
+    });
+    return cudaSuccess;
+  }
   Bump(GlobalCounters().copies);
   if (bytes > 0) std::memcpy(dst, src, bytes);
   return cudaSuccess;
 }
-cudaError_t cudaMemsetAsync(void* ptr, int value, size_t bytes, cudaStream_t /*stream*/) {
+cudaError_t cudaMemsetAsync(void* ptr, int value, size_t bytes, cudaStream_t stream) {
+  if (kiln::cuda::fake::Recording* r = kiln::cuda::fake::CaptureOf(stream)) {
+    r->copies.push_back([=] {
+      if (bytes > 0) std::memset(ptr, value, bytes);
+    });
+    return cudaSuccess;
+  }
   Bump(GlobalCounters().copies);
   if (bytes > 0) std::memset(ptr, value, bytes);
   return cudaSuccess;
@@ -204,8 +232,14 @@ cudaError_t cudaStreamCreateWithFlags(cudaStream_t* stream, unsigned int /*flags
   *stream = new CUstream_st;
   return cudaSuccess;
 }
-cudaError_t cudaStreamSynchronize(cudaStream_t /*stream*/) {
+cudaError_t cudaStreamSynchronize(cudaStream_t stream) {
   Bump(GlobalCounters().syncs);
+  // As the real runtime: waiting for a stream that records rather than runs is an error,
+  // and it ruins the capture.
+  if (stream != nullptr && stream->capture != nullptr) {
+    stream->invalidated = true;
+    return cudaErrorStreamCaptureUnsupported;
+  }
   return cudaSuccess;
 }
 cudaError_t cudaDeviceSynchronize() {

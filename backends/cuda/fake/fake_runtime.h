@@ -23,6 +23,12 @@ struct Counts {
   int64_t copies = 0;           // cudaMemcpy*Async and cudaMemsetAsync
   int64_t device_switches = 0;  // cudaSetDevice
   int64_t runtime_calls = 0;    // every other runtime entry point (cudaSetDevice, events, ...)
+  // CUDA graphs: work queued on a capturing stream is recorded, not counted above; each
+  // cudaGraphLaunch counts once here and adds what its graph recorded to the replayed counts
+  // (and runs the recorded copies, so data moved by a graph really moves).
+  int64_t graph_launches = 0;
+  int64_t replayed_kernels = 0;  // kernels and GEMMs
+  int64_t replayed_copies = 0;   // copies and memsets
 };
 Counts GetCounts();
 Counts operator-(const Counts& after, const Counts& before);
