@@ -26,6 +26,11 @@ namespace kiln::distributed {
 struct SyncOptions {
   int64_t bucket_bytes = int64_t{25} << 20;  // as PyTorch DDP's default
   ReduceOp reduce = ReduceOp::kMean;
+  // The dtype buckets travel and are reduced in, when not the gradients' own: kBF16 halves the
+  // bytes of f32 gradients (PyTorch's bf16 compression hook). Each member rounds its bucket to
+  // it, the reduction accumulates in f32 and rounds once, and every member widens the same
+  // result back, so replicas stay identical.
+  std::optional<DType> reduce_dtype;
 };
 
 template <Backend B>
@@ -170,8 +175,11 @@ class GradientSync {
         lock.unlock();
         absl::StatusOr<Tensor<B>> reduced = absl::UnknownError("not run");
         try {
-          reduced = group.AllReduce(member, Tensor<B>::cat(flat, 0), options.reduce,
-                                    absl::StrCat("step ", this_step, " bucket ", k));
+          Tensor<B> bucket = Tensor<B>::cat(flat, 0);
+          const DType own = bucket.dtype();
+          if (options.reduce_dtype) bucket = bucket.to(*options.reduce_dtype);
+          reduced = group.AllReduce(member, bucket, options.reduce, absl::StrCat("step ", this_step, " bucket ", k));
+          if (reduced.ok()) reduced = reduced->to(own);
         } catch (const Error& e) {
           reduced = e.status();
         }

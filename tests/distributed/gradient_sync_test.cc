@@ -255,5 +255,54 @@ TYPED_TEST(GradientSyncTest, AGroupOfOneHandsBackTheLocalGradients) {
   }
 }
 
+// bf16 compression (SyncOptions::reduce_dtype): each member's bucket rounded to bf16, the
+// reduction in f32 rounded once to bf16, widened back, so the synced gradient is exactly
+// bf16(reduce(bf16(g0), bf16(g1))) on both members.
+TYPED_TEST(GradientSyncTest, Bf16CompressionRoundsEachBucketAndTheResultOnce) {
+  using B = TypeParam;
+  using ADB = Autodiff<B>;
+  using AD = Tensor<ADB>;
+  if constexpr (!::kiln::testing::kHasHalf<B>) {
+    GTEST_SKIP() << B::Name() << " has no bf16 kernels yet";
+  } else {
+    const auto d = TestDevices<B>::Provide(2);
+    for (ReduceOp kind : {ReduceOp::kSum, ReduceOp::kMean}) {
+      SCOPED_TRACE(OpName(kind));
+      Generator gen(3);
+      Probe<B> model(gen, Graphs<B>()[2].second, d[0]);
+      DeviceGroup<B> group(d);
+      std::vector<std::unique_ptr<nn::Module<ADB>>> replicas;
+      std::vector<std::unique_ptr<GradientSync<B>>> syncs;
+      for (int r = 0; r < 2; ++r) {
+        replicas.push_back(model.clone_to(d[r]));
+        syncs.push_back(std::make_unique<GradientSync<B>>(
+            group, r, *replicas[r], SyncOptions{.reduce = kind, .reduce_dtype = DType::kBF16}));
+      }
+      std::vector<std::vector<double>> local(2), synced(2);
+      std::vector<std::thread> threads;
+      for (int r = 0; r < 2; ++r) {
+        threads.emplace_back([&, r] {
+          Generator data(7 + r);
+          auto& m = static_cast<Probe<B>&>(*replicas[r]);
+          const auto grads = m(AD::uniform({3, 3}, -1, 1, data, DType::kF64, d[r])).sum().backward();
+          local[r] = grads.get(m.w())->to_data().ToDoubles();
+          auto s = syncs[r]->Finish(grads);
+          ASSERT_TRUE(s.ok()) << s.status();
+          EXPECT_EQ(s->get(m.w())->dtype(), DType::kF64);  // widened back to the parameter's dtype
+          synced[r] = s->get(m.w())->to_data().ToDoubles();
+        });
+      }
+      for (auto& t : threads) t.join();
+      for (size_t i = 0; i < local[0].size(); ++i) {
+        const float a = static_cast<float>(BFloat16(local[0][i])), b = static_cast<float>(BFloat16(local[1][i]));
+        const float reduced = kind == ReduceOp::kSum ? a + b : (a + b) / 2;
+        EXPECT_EQ(synced[0][i], static_cast<double>(static_cast<float>(BFloat16(reduced)))) << "element " << i;
+        EXPECT_NE(synced[0][i], kind == ReduceOp::kSum ? local[0][i] + local[1][i] : (local[0][i] + local[1][i]) / 2);
+      }
+      EXPECT_EQ(synced[0], synced[1]);
+    }
+  }
+}
+
 }  // namespace
 }  // namespace kiln::distributed
