@@ -9,6 +9,7 @@
 
 #include "nn/init.h"
 #include "nn/module.h"
+#include "nn/precision.h"
 
 namespace kiln::nn {
 
@@ -86,9 +87,9 @@ class Conv2d : public Module<B> {
                            window_.kernel);
     }
     const int64_t patch = in_c * window_.kernel * window_.kernel;
-    const Tensor<B> cols = unfold_.Patches(x, window_, true).reshape({n, oh * ow, patch});
-    Tensor<B> y = cols.matmul(w.reshape({out_c, patch}).transpose(0, 1));  // [N, OH*OW, O]
-    if (bias_) y = y + this->param(*bias_);
+    const Tensor<B> cols = unfold_.Patches(InComputeDType(*this, x), window_, true).reshape({n, oh * ow, patch});
+    Tensor<B> y = cols.matmul(InComputeDType(*this, w).reshape({out_c, patch}).transpose(0, 1));  // [N, OH*OW, O]
+    if (bias_) y = y + InComputeDType(*this, this->param(*bias_));
     return y.reshape({n, oh, ow, out_c}).permute({0, 3, 1, 2});
   }
   std::unique_ptr<Module<B>> clone() const override { return this->template CloneAs<Conv2d>(); }

@@ -187,9 +187,11 @@ Tensor<B> cross_entropy(const Tensor<B>& logits, const Tensor<B>& targets, const
   if (!(o.label_smoothing >= 0 && o.label_smoothing <= 1)) {
     ThrowInvalidArgument("cross_entropy: label_smoothing %g must be in [0, 1]", o.label_smoothing);
   }
-  const Tensor<B> loss = fused::cross_entropy_rows(logits, targets, o.ignore_index, o.label_smoothing).loss;
+  // Half logits are widened: the loss and its gradient's first step in f32.
+  const Tensor<B> wide = IsHalf(logits.dtype()) ? logits.to(DType::kF32) : logits;
+  const Tensor<B> loss = fused::cross_entropy_rows(wide, targets, o.ignore_index, o.label_smoothing).loss;
   if (o.reduction == Reduction::kSum) return loss.sum();
-  return loss.sum() / targets.ne(o.ignore_index).to(logits.dtype()).sum();
+  return loss.sum() / targets.ne(o.ignore_index).to(wide.dtype()).sum();
 }
 
 }  // namespace kiln::nn::functional

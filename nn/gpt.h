@@ -68,7 +68,7 @@ class Gpt : public Module<B> {
     Tensor<B> h = this->child(wte_)(ids) + this->child(wpe_)(positions);
     for (size_t i : blocks_) h = this->child(i)(h);
     h = this->child(ln_f_)(h);
-    return functional::linear(h, token_embedding());  // the tied head
+    return functional::linear(InComputeDType(*this, h), InComputeDType(*this, token_embedding()));  // the tied head
   }
   std::unique_ptr<Module<B>> clone() const override { return this->template CloneAs<Gpt>(); }
 

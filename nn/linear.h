@@ -7,6 +7,7 @@
 
 #include "nn/init.h"
 #include "nn/module.h"
+#include "nn/precision.h"
 
 namespace kiln::nn {
 
@@ -37,8 +38,8 @@ class Linear : public Module<B> {
       ThrowInvalidArgument("Linear(%d -> %d): input %s must end in a dim of %d", w.size(1), w.size(0), x.Describe(),
                            w.size(1));
     }
-    Tensor<B> y = x.matmul(w.transpose(0, 1));
-    return bias_ ? y + this->param(*bias_) : y;
+    Tensor<B> y = InComputeDType(*this, x).matmul(InComputeDType(*this, w).transpose(0, 1));
+    return bias_ ? y + InComputeDType(*this, this->param(*bias_)) : y;
   }
   std::unique_ptr<Module<B>> clone() const override { return this->template CloneAs<Linear>(); }
 

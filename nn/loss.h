@@ -1,7 +1,8 @@
-// Losses, averaged over the batch.
+// Losses, averaged over the batch; half inputs are widened, so a loss is never a half tensor.
 #ifndef KILN_NN_LOSS_H_
 #define KILN_NN_LOSS_H_
 
+#include "nn/precision.h"
 #include "tensor/tensor.h"
 
 namespace kiln::nn {
@@ -13,7 +14,7 @@ Tensor<B> CrossEntropy(const Tensor<B>& logits, const Tensor<B>& labels) {
     ThrowInvalidArgument("CrossEntropy: needs logits [N, K] and labels [N], got %s and %s", logits.Describe(),
                          labels.Describe());
   }
-  return -logits.log_softmax(1).gather(1, labels.unsqueeze(1)).mean();
+  return -ForLoss(logits).log_softmax(1).gather(1, labels.unsqueeze(1)).mean();
 }
 
 // Mean squared error between two tensors of one shape.
@@ -22,7 +23,7 @@ Tensor<B> MeanSquaredError(const Tensor<B>& prediction, const Tensor<B>& target)
   if (prediction.shape() != target.shape()) {
     ThrowInvalidArgument("MeanSquaredError: shapes differ: %s and %s", prediction.Describe(), target.Describe());
   }
-  const Tensor<B> diff = prediction - target;
+  const Tensor<B> diff = ForLoss(prediction) - ForLoss(target);
   return (diff * diff).mean();
 }
 

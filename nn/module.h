@@ -6,6 +6,7 @@
 
 #include <map>
 #include <memory>
+#include <optional>
 #include <string>
 #include <utility>
 #include <vector>
@@ -102,8 +103,20 @@ class Module {
   void eval() { train(false); }
   bool is_training() const { return training_; }
 
+  // The dtype this module and its children compute their matmuls in (nn/precision.h); none:
+  // their parameters' own.
+  void set_compute_dtype(std::optional<DType> dtype) {
+    compute_dtype_ = dtype;
+    for (auto& [name, child] : children_) child->set_compute_dtype(dtype);
+  }
+  std::optional<DType> compute_dtype() const { return compute_dtype_; }
+
  protected:
-  Module(const Module& other) : params_(other.params_), generators_(other.generators_), training_(other.training_) {
+  Module(const Module& other)
+      : params_(other.params_),
+        generators_(other.generators_),
+        training_(other.training_),
+        compute_dtype_(other.compute_dtype_) {
     for (auto& [name, p] : params_) p = AsParameter(p);
     for (const auto& [name, child] : other.children_) children_.emplace_back(name, child->clone());
   }
@@ -152,6 +165,7 @@ class Module {
   std::vector<std::pair<std::string, Generator>> generators_;
   std::vector<std::pair<std::string, std::unique_ptr<Module>>> children_;
   bool training_ = true;
+  std::optional<DType> compute_dtype_;
 };
 
 }  // namespace kiln::nn

@@ -7,6 +7,7 @@
 
 #include "nn/functional.h"
 #include "nn/module.h"
+#include "nn/precision.h"
 
 namespace kiln::nn {
 
@@ -27,7 +28,8 @@ class LayerNorm : public Module<B> {
     }
   }
   Tensor<B> forward(const Tensor<B>& x) override {
-    return functional::layer_norm(x, normalized_, weight_ ? &this->param(*weight_) : nullptr,
+    const Tensor<B>* weight = weight_ ? &this->param(*weight_) : nullptr;
+    return functional::layer_norm(ForNorm(*this, x, weight), normalized_, weight,
                                   bias_ ? &this->param(*bias_) : nullptr, eps_);
   }
   std::unique_ptr<Module<B>> clone() const override { return this->template CloneAs<LayerNorm>(); }
@@ -48,7 +50,8 @@ class RMSNorm : public Module<B> {
     }
   }
   Tensor<B> forward(const Tensor<B>& x) override {
-    return functional::rms_norm(x, normalized_, weight_ ? &this->param(*weight_) : nullptr, eps_);
+    const Tensor<B>* weight = weight_ ? &this->param(*weight_) : nullptr;
+    return functional::rms_norm(ForNorm(*this, x, weight), normalized_, weight, eps_);
   }
   std::unique_ptr<Module<B>> clone() const override { return this->template CloneAs<RMSNorm>(); }
 

@@ -27,10 +27,12 @@ class TransformerBlock : public Module<B> {
   }
 
   Tensor<B> forward(const Tensor<B>& x) override {
-    const Tensor<B> h = x + this->child(attn_)(this->child(ln_1_)(x));
+    // The residual stream keeps x's dtype (f32 under mixed precision); the branches may compute
+    // in a half type.
+    const Tensor<B> h = x + this->child(attn_)(this->child(ln_1_)(x)).to(x.dtype());
     const Tensor<B> m = this->child(proj_)(
         functional::gelu(this->child(fc_)(this->child(ln_2_)(h)), functional::GeluApproximation::kTanh));
-    return h + functional::dropout(m, dropout_, this->is_training(), this->generator(gen_));
+    return h + functional::dropout(m, dropout_, this->is_training(), this->generator(gen_)).to(x.dtype());
   }
   std::unique_ptr<Module<B>> clone() const override { return this->template CloneAs<TransformerBlock>(); }
 

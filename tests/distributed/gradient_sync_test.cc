@@ -275,8 +275,8 @@ TYPED_TEST(GradientSyncTest, Bf16CompressionRoundsEachBucketAndTheResultOnce) {
       std::vector<std::unique_ptr<GradientSync<B>>> syncs;
       for (int r = 0; r < 2; ++r) {
         replicas.push_back(model.clone_to(d[r]));
-        syncs.push_back(std::make_unique<GradientSync<B>>(
-            group, r, *replicas[r], SyncOptions{.reduce = kind, .reduce_dtype = DType::kBF16}));
+        syncs.push_back(std::make_unique<GradientSync<B>>(group, r, *replicas[r],
+                                                          SyncOptions{.reduce = kind, .reduce_dtype = DType::kBF16}));
       }
       std::vector<std::vector<double>> local(2), synced(2);
       std::vector<std::thread> threads;
