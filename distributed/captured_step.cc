@@ -87,6 +87,11 @@ absl::Status CapturedStep::CheckStep() const {
         "CapturedStep: gradient clipping reads the gradients' norm back to the host every step, which a graph "
         "cannot hold; set_clip_grad_norm(0) or run DataParallel::Step");
   }
+  if (dp_.loss_scaler() != nullptr) {
+    return absl::FailedPreconditionError(
+        "CapturedStep: loss scaling reads the overflow check back to the host every step, which a graph cannot "
+        "hold; set_loss_scaler(std::nullopt) or run DataParallel::Step");
+  }
   return absl::OkStatus();
 }
 

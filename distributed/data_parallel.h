@@ -15,6 +15,7 @@
 #include "distributed/gradient_sync.h"
 #include "distributed/member_threads.h"
 #include "nn/clip.h"
+#include "nn/loss_scaler.h"
 #include "nn/module.h"
 #include "nn/optim.h"
 
@@ -102,12 +103,26 @@ class DataParallel {
     clip_grad_norm_ = max_norm;
   }
 
+  // Dynamic loss scaling (nn/loss_scaler.h), for f16: every member scales its loss, unscales
+  // its synced gradients and checks them; the members of every rank agree on whether any
+  // gradient overflowed (an all-reduce of the flag), and an overflow anywhere skips the update
+  // on every replica of every rank and backs the scale off. Off (nullopt) by default.
+  void set_loss_scaler(std::optional<nn::LossScalerOptions> options) {
+    scaler_.reset();
+    if (options) scaler_.emplace(*options);
+  }
+  const nn::LossScaler* loss_scaler() const { return scaler_ ? &*scaler_ : nullptr; }
+  nn::LossScaler* mutable_loss_scaler() { return scaler_ ? &*scaler_ : nullptr; }
+  // Whether the last Step skipped its update (its gradients overflowed under loss scaling).
+  bool last_step_skipped() const { return last_step_skipped_; }
+
   // One step on the global batch (x, y on any device); returns the mean loss over the batch.
   // Across processes (a group with a process group) every process passes the same global
   // batch and its members take their shards by global member index.
   absl::StatusOr<double> Step(const Tensor<B>& x, const Tensor<B>& y, const LossFn& loss) {
     if (absl::Status s = CheckBatch(x, y); !s.ok()) return s;
     std::vector<double> losses(size());
+    overflowed_.assign(size(), false);
     const absl::Status status = threads_.Run([&](int r) -> absl::Status {
       absl::StatusOr<Tensor<B>> share = MemberStep(r, x, y, loss);
       if (!share.ok()) return share.status();
@@ -115,6 +130,8 @@ class DataParallel {
       return absl::OkStatus();
     });
     if (!status.ok()) return status;
+    last_step_skipped_ = overflowed_[0];
+    if (scaler_) scaler_->Update(last_step_skipped_);  // every member decided alike (one all-reduce)
     if (group_->processes() > 1) return losses[0];
     double sum = 0;
     for (double l : losses) sum += l;
@@ -146,15 +163,25 @@ class DataParallel {
     const auto device = group_->devices()[r];
     const Tensor<AD> xs = Tensor<AD>::from_inner(x.slice(0, begin, end).to(device));
     const Tensor<AD> ys = Tensor<AD>::from_inner(y.slice(0, begin, end).to(device));
-    const double weight = static_cast<double>((end - begin) * n) / static_cast<double>(total);
+    const double scale = scaler_ ? scaler_->scale() : 1.0;
+    const double weight = static_cast<double>((end - begin) * n) / static_cast<double>(total) * scale;
     const Tensor<AD> l = loss(*replicas_[r], xs, ys);
     Tensor<B> share = l.detach().inner().to(DType::kF64);
     if (end - begin != total) share = share * static_cast<double>(end - begin) / static_cast<double>(total);
     const auto local = (weight == 1.0 ? l : l * weight).backward();
     absl::StatusOr<Gradients<B>> synced = syncs_[r]->Finish(local);
     if (!synced.ok()) return synced.status();
-    if (clip_grad_norm_ > 0) nn::ClipGradNorm(*replicas_[r], *synced, clip_grad_norm_);
-    optimizers_[r]->step(*replicas_[r], *synced);
+    bool skip = false;
+    if (scaler_) {
+      absl::StatusOr<bool> overflow = Overflowed(r, *synced, scale);
+      if (!overflow.ok()) return overflow.status();
+      skip = *overflow;
+    }
+    if (r < static_cast<int>(overflowed_.size())) overflowed_[r] = skip;
+    if (!skip) {
+      if (clip_grad_norm_ > 0) nn::ClipGradNorm(*replicas_[r], *synced, clip_grad_norm_);
+      optimizers_[r]->step(*replicas_[r], *synced);
+    }
     if (group_->processes() > 1) {  // the other processes' shares of the loss
       auto sum = group_->inner().AllReduce(r, share.reshape({1}), ReduceOp::kSum, "loss");
       if (!sum.ok()) return sum.status();
@@ -171,6 +198,15 @@ class DataParallel {
 
  private:
   explicit DataParallel(std::shared_ptr<DeviceGroup<AD>> group) : group_(std::move(group)), threads_(group_->size()) {}
+
+  // Unscales member r's synced gradients; whether any member of any rank found inf or NaN.
+  absl::StatusOr<bool> Overflowed(int r, Gradients<B>& synced, double scale) {
+    std::optional<Tensor<B>> bad = nn::UnscaleGradients(*replicas_[r], synced, scale);
+    if (!bad) return false;
+    auto any = group_->inner().AllReduce(r, bad->reshape({1}), ReduceOp::kMax, "loss scale overflow");
+    if (!any.ok()) return any.status();
+    return any->template item<float>() != 0;
+  }
 
   // Every replica takes replica 0's values, after its parameters' names and shapes are checked.
   absl::Status BroadcastParameters() {
@@ -206,6 +242,9 @@ class DataParallel {
   std::vector<std::unique_ptr<nn::Module<AD>>> replicas_;
   std::vector<std::unique_ptr<nn::Optimizer<B>>> optimizers_;
   double clip_grad_norm_ = 0;
+  std::optional<nn::LossScaler> scaler_;
+  std::vector<char> overflowed_;  // per member, in the current step (char: written by each member's thread)
+  bool last_step_skipped_ = false;
   std::vector<std::unique_ptr<GradientSync<B>>> syncs_;
   MemberThreads threads_;
 };

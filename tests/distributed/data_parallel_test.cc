@@ -177,5 +177,50 @@ TYPED_TEST(DataParallelTest, RejectsABatchTooSmallToSplit) {
             "DataParallel: a batch of 1 samples (labels: 1) cannot be split over 2 devices");
 }
 
+// Loss scaling by a power of two is exact: scaled training ends bit-equal to unscaled training.
+// An overflow on one member's shard skips the update on every replica and backs the scale off;
+// growth_interval good steps grow it again.
+TYPED_TEST(DataParallelTest, LossScalingIsExactAndOneOverflowSkipsTheStepEverywhere) {
+  using B = TypeParam;
+  using AD = Tensor<Autodiff<B>>;
+  const auto d = TestDevices<B>::Provide(2);
+  Generator gen(8);
+  auto model = Model<B>(gen, d[0]);
+  auto make = [&](bool scaled) {
+    auto dp = DataParallel<B>::Create(*model, std::make_shared<DeviceGroup<Autodiff<B>>>(d), [] {
+      return std::make_unique<nn::Sgd<B>>(0.1, nn::SgdOptions{.momentum = 0.9});
+    });
+    EXPECT_TRUE(dp.ok()) << dp.status();
+    if (scaled) (*dp)->set_loss_scaler(nn::LossScalerOptions{.init_scale = 1024, .growth_interval = 2});
+    return *std::move(dp);
+  };
+  auto plain = make(false), scaled = make(true);
+  // poison: the loss of the shard on device 1 becomes inf at this step.
+  int poison_step = 2;
+  int step = 0;
+  const auto loss = [&](nn::Module<Autodiff<B>>& m, const AD& x, const AD& y) {
+    const AD l = Loss<B>(m, x, y);
+    return step == poison_step && x.device() == d[1] ? l * INFINITY : l;
+  };
+  const std::vector<double> scales = {1024, 2048, 1024, 1024, 2048, 2048};  // after each step
+  for (step = 0; step < 6; ++step) {
+    Generator data(70 + step);
+    const auto x = Tensor<B>::uniform({8, 4}, -2, 2, data, DType::kF64, d[0]);
+    const auto y = Tensor<B>::uniform({8}, 0, 3, data, DType::kF64, d[0]).to(DType::kI64);
+    const auto before = Flat<B>(scaled->replica(0));
+    ASSERT_TRUE(scaled->Step(x, y, loss).ok());
+    EXPECT_EQ(scaled->last_step_skipped(), step == poison_step);
+    EXPECT_EQ(scaled->loss_scaler()->scale(), scales[step]) << "step " << step;
+    EXPECT_EQ(Flat<B>(scaled->replica(1)), Flat<B>(scaled->replica(0)));
+    if (step == poison_step) {
+      EXPECT_EQ(Flat<B>(scaled->replica(0)), before) << "the overflowed step must change nothing";
+      continue;
+    }
+    ASSERT_TRUE(plain->Step(x, y, Loss<B>).ok());
+    EXPECT_EQ(Flat<B>(scaled->replica(0)), Flat<B>(plain->replica(0))) << "step " << step;
+  }
+  EXPECT_EQ(scaled->loss_scaler()->skipped_steps(), 1);
+}
+
 }  // namespace
 }  // namespace kiln::distributed
