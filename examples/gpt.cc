@@ -24,6 +24,7 @@
 #include "distributed/group.h"
 #include "examples/checkpoint_flags.h"
 #include "examples/command_line.h"
+#include "examples/precision_flags.h"
 #include "examples/progress.h"
 #include "examples/run_checkpoints.h"
 #include "examples/run_setup.h"
@@ -69,6 +70,7 @@ struct Config {
   uint64_t seed;
   std::string data_dir, devices, checkpoint, prompt, flight_recorder_dir;
   CheckpointFlags checkpoints;
+  PrecisionFlags precision;
   std::string resume_path;  // the folder --resume names ("": a fresh start)
 };
 
@@ -121,22 +123,27 @@ Config ConfigFromFlags() {
   c.timeout_s = real("collective_timeout", absl::GetFlag(FLAGS_collective_timeout), 0, 7 * 24 * 3600, true);
   c.flight_recorder_dir = absl::GetFlag(FLAGS_flight_recorder_dir);
   if (c.flight_recorder_dir.size() > 4096) throw UsageError{"--flight_recorder_dir: a path of at most 4096 bytes"};
+  auto precision = PrecisionFlagsFromFlags();
+  if (!precision.ok()) throw UsageError{std::string(precision.status().message())};
+  c.precision = *precision;
   return c;
 }
 
 distributed::Settings MathSettings(const Config& c) {
-  return {{"--steps", absl::StrCat(c.steps)},
-          {"--batch_size", absl::StrCat(c.batch)},
-          {"--context", absl::StrCat(c.model.context)},
-          {"--layers", absl::StrCat(c.model.layers)},
-          {"--heads", absl::StrCat(c.model.heads)},
-          {"--width", absl::StrCat(c.model.width)},
-          {"--dropout", absl::StrFormat("%.17g", c.model.dropout)},
-          {"--lr", absl::StrFormat("%.17g", c.lr)},
-          {"--warmup", absl::StrCat(c.warmup)},
-          {"--weight_decay", absl::StrFormat("%.17g", c.weight_decay)},
-          {"--clip", absl::StrFormat("%.17g", c.clip)},
-          {"--seed", absl::StrCat(c.seed)}};
+  distributed::Settings settings = {{"--steps", absl::StrCat(c.steps)},
+                                    {"--batch_size", absl::StrCat(c.batch)},
+                                    {"--context", absl::StrCat(c.model.context)},
+                                    {"--layers", absl::StrCat(c.model.layers)},
+                                    {"--heads", absl::StrCat(c.model.heads)},
+                                    {"--width", absl::StrCat(c.model.width)},
+                                    {"--dropout", absl::StrFormat("%.17g", c.model.dropout)},
+                                    {"--lr", absl::StrFormat("%.17g", c.lr)},
+                                    {"--warmup", absl::StrCat(c.warmup)},
+                                    {"--weight_decay", absl::StrFormat("%.17g", c.weight_decay)},
+                                    {"--clip", absl::StrFormat("%.17g", c.clip)},
+                                    {"--seed", absl::StrCat(c.seed)}};
+  for (auto& setting : PrecisionSettings(c.precision)) settings.push_back(std::move(setting));
+  return settings;
 }
 
 // Linear warm-up to lr, then a cosine decay to lr / 10 at the last step.
@@ -228,12 +235,17 @@ int TrainOn(const Config& c, const std::shared_ptr<distributed::DeviceGroup<Auto
         absl::StrCat(c.data_dir, ": ", corpus.bytes.size(), " bytes are too few for --context=", c.model.context)};
   }
   Generator gen(c.seed);
-  const nn::Gpt<Autodiff<B>> initial(c.model, gen, device);
-  auto dp = distributed::DataParallel<B>::Create(initial, group, [&] {
-    return std::make_unique<nn::AdamW<B>>(
-        c.lr, nn::AdamWOptions{.beta2 = 0.99, .weight_decay = c.weight_decay, .decays = nn::DecayOnlyMatrices});
-  });
+  nn::Gpt<Autodiff<B>> initial(c.model, gen, device);
+  nn::SetPrecision(initial, c.precision.precision);
+  auto dp = distributed::DataParallel<B>::Create(
+      initial, group,
+      [&] {
+        return std::make_unique<nn::AdamW<B>>(
+            c.lr, nn::AdamWOptions{.beta2 = 0.99, .weight_decay = c.weight_decay, .decays = nn::DecayOnlyMatrices});
+      },
+      {.reduce_dtype = c.precision.grad_sync});
   if (!dp.ok()) throw RunFailure{std::string(dp.status().message())};
+  if (c.precision.loss_scaling()) (*dp)->set_loss_scaler(nn::LossScalerOptions{});
   if (c.clip > 0) (*dp)->set_clip_grad_norm(c.clip);
   const bool lead = rank == 0;
   nn::Module<Autodiff<B>>& model = (*dp)->replica(0);
@@ -297,12 +309,17 @@ int TrainOn(const Config& c, const std::shared_ptr<distributed::DeviceGroup<Auto
   std::vector<std::string> names;
   for (const auto& d : group->devices()) names.push_back(absl::StrCat("\"", d.ToString(), "\""));
   auto number = [](double v, int decimals) { return std::isfinite(v) ? absl::StrFormat("%.*f", decimals, v) : "null"; };
+  std::string extra =
+      absl::StrCat(checkpoints.JsonFields(), ",\"precision\":\"", nn::PrecisionName(c.precision.precision), "\"");
+  if (c.precision.grad_sync) absl::StrAppend(&extra, ",\"grad_sync\":\"bf16\"");
+  if (const nn::LossScaler* scaler = (*dp)->loss_scaler()) {
+    absl::StrAppend(&extra, ",\"skipped_steps\":", scaler->skipped_steps());
+  }
   std::printf("{\"val_loss\":%s,\"val_bits_per_byte\":%s,\"tokens_per_sec\":%s,\"steps\":%d,\"devices\":[%s]%s%s}\n",
               number(val_loss, 4).c_str(), number(val_loss / std::numbers::ln2, 4).c_str(),
               number(static_cast<double>(steps_run) * tokens_per_step / std::max(seconds, 1e-9), 1).c_str(), c.steps,
               absl::StrJoin(names, ",").c_str(),
-              processes > 1 ? absl::StrCat(",\"processes\":", processes).c_str() : "",
-              checkpoints.JsonFields().c_str());
+              processes > 1 ? absl::StrCat(",\"processes\":", processes).c_str() : "", extra.c_str());
   return 0;
 }
 

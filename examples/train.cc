@@ -158,6 +158,7 @@ int TrainOn(const TrainConfig& c, const std::shared_ptr<distributed::DeviceGroup
 
   Generator gen(c.seed);
   const auto initial = BuildModel<B>(c.model, gen, device);
+  nn::SetPrecision(*initial, c.precision.precision);
   auto make_optimizer = [&]() -> std::unique_ptr<nn::Optimizer<B>> {
     if (c.optimizer == "sgd") {
       return std::make_unique<nn::Sgd<B>>(c.lr, nn::SgdOptions{.momentum = 0.9, .weight_decay = c.weight_decay});
@@ -165,7 +166,8 @@ int TrainOn(const TrainConfig& c, const std::shared_ptr<distributed::DeviceGroup
     return std::make_unique<nn::AdamW<B>>(c.lr, nn::AdamWOptions{.weight_decay = c.weight_decay});
   };
   // One replica per device (one device is the same code with a group of one).
-  auto dp = distributed::DataParallel<B>::Create(*initial, group, make_optimizer);
+  auto dp =
+      distributed::DataParallel<B>::Create(*initial, group, make_optimizer, {.reduce_dtype = c.precision.grad_sync});
   if (!dp.ok()) {
     // The first broadcast already crosses processes: a peer that fails there is no usage error.
     if (dp.status().code() != absl::StatusCode::kInvalidArgument) {
@@ -174,6 +176,7 @@ int TrainOn(const TrainConfig& c, const std::shared_ptr<distributed::DeviceGroup
     }
     throw UsageError{std::string(dp.status().message())};
   }
+  if (c.precision.loss_scaling()) (*dp)->set_loss_scaler(nn::LossScalerOptions{});
   const bool lead = rank == 0;  // evaluates, prints and writes the checkpoints
   nn::Module<AD>& model = (*dp)->replica(0);
   const auto loss_fn = [](nn::Module<AD>& m, const T& x, const T& y) { return nn::CrossEntropy(m(x), y); };
@@ -258,7 +261,13 @@ int TrainOn(const TrainConfig& c, const std::shared_ptr<distributed::DeviceGroup
   for (const auto& d : devices) names.push_back(absl::StrCat("\"", d.ToString(), "\""));
   std::string extra;
   if (processes > 1) absl::StrAppend(&extra, ",\"processes\":", processes);
-  absl::StrAppend(&extra, checkpoints.JsonFields());
+  absl::StrAppend(&extra, checkpoints.JsonFields(), ",\"precision\":\"", nn::PrecisionName(c.precision.precision),
+                  "\"");
+  if (c.precision.grad_sync) absl::StrAppend(&extra, ",\"grad_sync\":\"bf16\"");
+  if (const nn::LossScaler* scaler = (*dp)->loss_scaler()) {
+    absl::StrAppend(&extra, ",\"loss_scale\":", JsonNumber(scaler->scale(), 0),
+                    ",\"skipped_steps\":", scaler->skipped_steps());
+  }
   std::printf(
       "{\"test_accuracy\":%s,\"train_loss\":%s,\"epochs\":%d,\"steps\":%lld,"
       "\"samples_per_sec\":%s,\"devices\":[%s]%s}\n",

@@ -72,6 +72,9 @@ absl::StatusOr<TrainConfig> TrainConfigFromFlags() {
   auto checkpoints = CheckpointFlagsFromFlags();
   if (!checkpoints.ok()) return checkpoints.status();
   c.checkpoints = *std::move(checkpoints);
+  auto precision = PrecisionFlagsFromFlags();
+  if (!precision.ok()) return precision.status();
+  c.precision = *precision;
   c.train_limit = absl::GetFlag(FLAGS_train_limit);
   if (c.train_limit < 0) return Bad("train_limit", absl::StrCat(c.train_limit), "expected >= 0 (0: all images)");
   c.cosine = absl::GetFlag(FLAGS_cosine);
@@ -89,15 +92,17 @@ absl::StatusOr<TrainConfig> TrainConfigFromFlags() {
 }
 
 std::vector<std::pair<std::string, std::string>> MathSettings(const TrainConfig& c) {
-  return {{"--model", c.model},
-          {"--epochs", absl::StrCat(c.epochs)},
-          {"--batch_size", absl::StrCat(c.batch_size)},
-          {"--lr", Number(c.lr)},
-          {"--optimizer", c.optimizer},
-          {"--weight_decay", Number(c.weight_decay)},
-          {"--seed", absl::StrCat(c.seed)},
-          {"--train_limit", absl::StrCat(c.train_limit)},
-          {"--cosine", c.cosine ? "true" : "false"}};
+  std::vector<std::pair<std::string, std::string>> settings = {{"--model", c.model},
+                                                               {"--epochs", absl::StrCat(c.epochs)},
+                                                               {"--batch_size", absl::StrCat(c.batch_size)},
+                                                               {"--lr", Number(c.lr)},
+                                                               {"--optimizer", c.optimizer},
+                                                               {"--weight_decay", Number(c.weight_decay)},
+                                                               {"--seed", absl::StrCat(c.seed)},
+                                                               {"--train_limit", absl::StrCat(c.train_limit)},
+                                                               {"--cosine", c.cosine ? "true" : "false"}};
+  for (auto& setting : PrecisionSettings(c.precision)) settings.push_back(std::move(setting));
+  return settings;
 }
 
 }  // namespace kiln

@@ -11,6 +11,7 @@
 
 #include "absl/status/statusor.h"
 #include "examples/checkpoint_flags.h"
+#include "examples/precision_flags.h"
 
 namespace kiln {
 
@@ -27,6 +28,7 @@ struct TrainConfig {
   int threads = 0;         // per device; 0: the cores shared fairly
   std::string checkpoint;  // parameters after every epoch ("": none)
   CheckpointFlags checkpoints;
+  PrecisionFlags precision;
   std::string resume_path;  // set by the program: the folder --resume names ("": a fresh start)
   int train_limit = 0;      // 0: all
   bool cosine = true;
