@@ -16,6 +16,7 @@
 #include "nn/linear.h"
 #include "nn/loss.h"
 #include "nn/optim.h"
+#include "nn/precision.h"
 #include "nn/sequential.h"
 #include "nn/transformer_block.h"
 
@@ -58,6 +59,21 @@ void BM_StepKiln(benchmark::State& state, std::initializer_list<int64_t> sizes, 
 }
 BENCHMARK_CAPTURE(BM_StepKiln, mlp_784_256_256_10, {784, 256, 256, 10}, true)->UseRealTime();
 BENCHMARK_CAPTURE(BM_StepKiln, tiny_10_100_100_1, {10, 100, 100, 1}, false)->UseRealTime();
+
+// The MLP step under mixed precision (nn/precision.h): f32 master weights, matmuls in bf16/f16.
+void BM_StepKilnPrecision(benchmark::State& state, nn::Precision precision) {
+  if (!cpu::Configure({.devices = 1, .threads_per_device = kThreads}).ok()) std::abort();
+  Generator gen(1);
+  auto net = Mlp({784, 256, 256, 10}, gen);
+  nn::SetPrecision(*net, precision);
+  const T x = T::uniform({kBatch, 784}, -1, 1, gen);
+  const T labels = T::from_inner(Tensor<Cpu>::uniform({kBatch}, 0, 10, gen).to(DType::kI64));
+  nn::Sgd<Cpu> sgd(0.01, {.momentum = 0.9});
+  for (auto _ : state) sgd.step(*net, nn::CrossEntropy((*net)(x), labels).backward());
+}
+BENCHMARK_CAPTURE(BM_StepKilnPrecision, mlp_f32, nn::Precision::kF32)->UseRealTime();
+BENCHMARK_CAPTURE(BM_StepKilnPrecision, mlp_bf16, nn::Precision::kBF16)->UseRealTime();
+BENCHMARK_CAPTURE(BM_StepKilnPrecision, mlp_f16, nn::Precision::kF16)->UseRealTime();
 
 void BM_StepEigen(benchmark::State& state, std::initializer_list<int64_t> sizes, bool classify) {
   bench::EigenMlpStep step(std::vector<int64_t>(sizes), kBatch, classify, static_cast<int>(state.range(0)));

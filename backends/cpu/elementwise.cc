@@ -241,6 +241,34 @@ StridedTensor Arithmetic(BinaryOp op, const StridedTensor& a, const StridedTenso
   ThrowInvalidArgument("%s: not defined for %s", OpName(op), DTypeName(a.dtype));
 }
 
+// Half types: the common arithmetic and comparisons in one pass, each element widened to f32,
+// computed and rounded once (what HalfInF32 gives in three passes); pow goes through HalfInF32.
+template <class H>
+StridedTensor HalfBinary(BinaryOp op, const StridedTensor& a, const StridedTensor& b, const Shape& s) {
+  const auto in_f32 = [&](auto f) {
+    return RunBinary<H, H>(a, b, s, [f](H x, H y) { return H(f(static_cast<float>(x), static_cast<float>(y))); });
+  };
+  const auto compare = [&](auto f) {
+    return RunBinary<H, bool>(a, b, s, [f](H x, H y) { return f(static_cast<float>(x), static_cast<float>(y)); });
+  };
+  switch (op) {
+    case BinaryOp::kAdd: return in_f32([](float x, float y) { return x + y; });
+    case BinaryOp::kSub: return in_f32([](float x, float y) { return x - y; });
+    case BinaryOp::kMul: return in_f32([](float x, float y) { return x * y; });
+    case BinaryOp::kDiv: return in_f32([](float x, float y) { return x / y; });
+    case BinaryOp::kMaximum: return in_f32(NanMax<float>);
+    case BinaryOp::kMinimum: return in_f32(NanMin<float>);
+    case BinaryOp::kEq: return compare([](float x, float y) { return x == y; });
+    case BinaryOp::kNe: return compare([](float x, float y) { return x != y; });
+    case BinaryOp::kLt: return compare([](float x, float y) { return x < y; });
+    case BinaryOp::kLe: return compare([](float x, float y) { return x <= y; });
+    case BinaryOp::kGt: return compare([](float x, float y) { return x > y; });
+    case BinaryOp::kGe: return compare([](float x, float y) { return x >= y; });
+    default: break;
+  }
+  return HalfInF32<Cpu>::binary(op, a, b);
+}
+
 // One run of where; unit and zero strides (the common relu-backward and masked_fill shapes)
 // get loops of their own. The choice is a bit-select on the raw bits rather than `?:`, which
 // the compiler will not vectorise (it may not load the operand it does not pick).
@@ -296,8 +324,9 @@ Cpu::Primitive Cpu::unary(UnaryOp op, const Primitive& x) {
 }
 
 Cpu::Primitive Cpu::binary(BinaryOp op, const Primitive& a, const Primitive& b) {
-  if (IsHalf(a.dtype)) return HalfInF32<Cpu>::binary(op, a, b);
   const Shape shape = *BroadcastShapes(a.shape, b.shape);
+  if (a.dtype == DType::kBF16) return HalfBinary<BFloat16>(op, a, b, shape);
+  if (a.dtype == DType::kF16) return HalfBinary<Float16>(op, a, b, shape);
   return VisitComputeDType(a.dtype, [&](auto v) -> Primitive {
     using T = decltype(v);
     if (IsComparison(op)) return Compare<T>(op, a, b, shape);

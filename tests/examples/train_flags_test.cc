@@ -82,6 +82,23 @@ TEST(TrainFlags, CheckpointsAndResuming) {
   EXPECT_EQ(Config({"--resume=ck/step-000000000100"}).checkpoints.resume, "ck/step-000000000100");
 }
 
+TEST(TrainFlags, PrecisionAndGradientSync) {
+  EXPECT_EQ(Error({"--precision=fp16"}), "--precision=fp16: expected f32, bf16 or f16");
+  EXPECT_EQ(Error({"--grad_sync=f16"}), "--grad_sync=f16: expected f32 or bf16");
+  const TrainConfig c = Config({"--precision=f16", "--grad_sync=bf16"});
+  EXPECT_EQ(c.precision.precision, nn::Precision::kF16);
+  EXPECT_TRUE(c.precision.loss_scaling());
+  EXPECT_EQ(c.precision.grad_sync, DType::kBF16);
+  const TrainConfig plain = Config({});
+  EXPECT_EQ(plain.precision.precision, nn::Precision::kF32);
+  EXPECT_FALSE(plain.precision.loss_scaling());
+  EXPECT_EQ(plain.precision.grad_sync, std::nullopt);
+  // Both are part of what a resumed run and every rank must agree on.
+  const auto settings = MathSettings(c);
+  EXPECT_EQ(settings[settings.size() - 2], (std::pair<std::string, std::string>{"--precision", "f16"}));
+  EXPECT_EQ(settings.back(), (std::pair<std::string, std::string>{"--grad_sync", "bf16"}));
+}
+
 TEST(TrainFlags, HelpIsNotARun) {
   absl::FlagSaver restore;
   EXPECT_EQ(ParseCommandLineStrictly({"--lr=nan", "--help"}).value(), CommandLine::kHelp);
