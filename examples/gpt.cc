@@ -309,12 +309,12 @@ int TrainOn(const Config& c, const std::shared_ptr<distributed::DeviceGroup<Auto
   std::vector<std::string> names;
   for (const auto& d : group->devices()) names.push_back(absl::StrCat("\"", d.ToString(), "\""));
   auto number = [](double v, int decimals) { return std::isfinite(v) ? absl::StrFormat("%.*f", decimals, v) : "null"; };
-  std::string extra =
-      absl::StrCat(checkpoints.JsonFields(), ",\"precision\":\"", nn::PrecisionName(c.precision.precision), "\"");
+  std::string extra = absl::StrCat(",\"precision\":\"", nn::PrecisionName(c.precision.precision), "\"");
   if (c.precision.grad_sync) absl::StrAppend(&extra, ",\"grad_sync\":\"bf16\"");
   if (const nn::LossScaler* scaler = (*dp)->loss_scaler()) {
     absl::StrAppend(&extra, ",\"skipped_steps\":", scaler->skipped_steps());
   }
+  absl::StrAppend(&extra, checkpoints.JsonFields());
   std::printf("{\"val_loss\":%s,\"val_bits_per_byte\":%s,\"tokens_per_sec\":%s,\"steps\":%d,\"devices\":[%s]%s%s}\n",
               number(val_loss, 4).c_str(), number(val_loss / std::numbers::ln2, 4).c_str(),
               number(static_cast<double>(steps_run) * tokens_per_step / std::max(seconds, 1e-9), 1).c_str(), c.steps,

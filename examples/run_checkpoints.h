@@ -64,6 +64,13 @@ class RunCheckpoints {
         throw UsageError{absl::StrCat("--resume: ", s.message())};
       }
     }
+    if (nn::LossScaler* scaler = dp_.mutable_loss_scaler(); scaler != nullptr && at->loss_scale > 0) {
+      try {
+        scaler->Restore(at->loss_scale, at->loss_scale_good_steps);
+      } catch (const Error& e) {
+        throw UsageError{absl::StrCat("--resume=", path, ": ", e.status().message())};
+      }
+    }
     // After RestoreTraining, which set every replica's streams to the saved replica 0's.
     if (absl::Status s = dp_.SetGeneratorStates(at->generators, members); !s.ok()) {
       throw UsageError{absl::StrCat("--resume=", path, ": ", s.message())};
@@ -88,6 +95,10 @@ class RunCheckpoints {
     if (!states.ok()) return states.status();
     if (!writer_) return absl::OkStatus();
     at.generators = *std::move(states);
+    if (const nn::LossScaler* scaler = dp_.loss_scaler()) {
+      at.loss_scale = scaler->scale();
+      at.loss_scale_good_steps = scaler->good_steps();
+    }
     const absl::Status s = writer_->Write(
         at.step, nn::SnapshotTraining(dp_.replica(0), dp_.optimizer(0), PositionMetadata(at, settings_)));
     stall_seconds_ += std::chrono::duration<double>(std::chrono::steady_clock::now() - begin).count();

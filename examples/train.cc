@@ -261,13 +261,13 @@ int TrainOn(const TrainConfig& c, const std::shared_ptr<distributed::DeviceGroup
   for (const auto& d : devices) names.push_back(absl::StrCat("\"", d.ToString(), "\""));
   std::string extra;
   if (processes > 1) absl::StrAppend(&extra, ",\"processes\":", processes);
-  absl::StrAppend(&extra, checkpoints.JsonFields(), ",\"precision\":\"", nn::PrecisionName(c.precision.precision),
-                  "\"");
+  absl::StrAppend(&extra, ",\"precision\":\"", nn::PrecisionName(c.precision.precision), "\"");
   if (c.precision.grad_sync) absl::StrAppend(&extra, ",\"grad_sync\":\"bf16\"");
   if (const nn::LossScaler* scaler = (*dp)->loss_scaler()) {
     absl::StrAppend(&extra, ",\"loss_scale\":", JsonNumber(scaler->scale(), 0),
                     ",\"skipped_steps\":", scaler->skipped_steps());
   }
+  absl::StrAppend(&extra, checkpoints.JsonFields());
   std::printf(
       "{\"test_accuracy\":%s,\"train_loss\":%s,\"epochs\":%d,\"steps\":%lld,"
       "\"samples_per_sec\":%s,\"devices\":[%s]%s}\n",

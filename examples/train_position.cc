@@ -76,6 +76,10 @@ std::map<std::string, std::string> PositionMetadata(const TrainPosition& p, cons
   m["members"] = absl::StrCat(p.members);
   m["devices"] = p.devices;
   m["generators"] = absl::StrJoin(p.generators, ",");
+  if (p.loss_scale > 0) {
+    m["loss_scale"] = absl::StrFormat("%.17g", p.loss_scale);
+    m["loss_scale_good_steps"] = absl::StrCat(p.loss_scale_good_steps);
+  }
   for (const auto& [flag, value] : settings) m[kSettingPrefix + flag] = value;
   return m;
 }
@@ -113,6 +117,11 @@ absl::StatusOr<TrainPosition> ParsePosition(const std::map<std::string, std::str
       }
       p.generators.push_back(v);
     }
+  }
+  if (metadata.contains("loss_scale")) {  // runs with loss scaling (--precision=f16)
+    r.Number("loss_scale", &p.loss_scale);
+    r.Count("loss_scale_good_steps", kMaxCount, &p.loss_scale_good_steps);
+    if (r.error().ok() && !(p.loss_scale > 0)) r.Fail("loss_scale", metadata.at("loss_scale"), "a positive number");
   }
   if (!r.error().ok()) return r.error();
   if (p.epoch < 1 || p.members < 1 || p.step_in_epoch > p.step) {

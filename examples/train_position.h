@@ -25,6 +25,8 @@ struct TrainPosition {
   int64_t members = 1;               // devices over every process that trained until here
   std::string devices;               // those of rank 0, e.g. "cpu:0,cpu:1", and the process count
   std::vector<uint64_t> generators;  // DataParallel::GeneratorStates()
+  double loss_scale = 0;             // the loss scaler's scale (0: the run has none)
+  int64_t loss_scale_good_steps = 0;  // and its good steps since the last change
 };
 
 // The metadata of a checkpoint at `position` of a run with `settings` (flag, value).

@@ -96,6 +96,18 @@ run cnn_resumed "${cnn[@]}" --resume="$(step "$tmp/ckc" 8)" --checkpoint="$tmp/c
 cmp -s "$tmp/cnn_full.safetensors" "$tmp/cnn_resumed.safetensors" ||
   fail "cnn resumed differs: $("$compare" "$tmp/cnn_full.safetensors" "$tmp/cnn_resumed.safetensors")"
 
+# f16 with loss scaling: the scaler's state is part of the checkpoint, and the resumed run ends
+# byte-equal.
+run f16_full --precision=f16 --epochs=2 --checkpoint="$tmp/f16_full.safetensors" || fail "f16: $(cat "$tmp/f16_full.out")"
+run f16_saving --precision=f16 --epochs=2 --checkpoint_dir="$tmp/ckf" --checkpoint_every=20 ||
+  fail "f16 saving: $(cat "$tmp/f16_saving.out")"
+grep -q '"loss_scale":"' "$(step "$tmp/ckf" 40)/training_state.safetensors" ||
+  fail "no loss scale in the f16 checkpoint"
+run f16_resumed --precision=f16 --epochs=2 --resume="$(step "$tmp/ckf" 40)" --checkpoint="$tmp/f16_resumed.safetensors" ||
+  fail "f16 resume: $(cat "$tmp/f16_resumed.out")"
+cmp -s "$tmp/f16_full.safetensors" "$tmp/f16_resumed.safetensors" ||
+  fail "f16 resumed differs: $("$compare" "$tmp/f16_full.safetensors" "$tmp/f16_resumed.safetensors")"
+
 # Refused, exit 2, naming what differs; nothing trains.
 expect_refusal() {  # expect_refusal "message" args...
   local want="$1"; shift
@@ -108,6 +120,7 @@ ck50=$(step "$tmp/ck" 50)
 expect_refusal "$ck50 was written by a run with --batch_size=64; this run has --batch_size=32" --resume="$ck50" --batch_size=32
 expect_refusal "$ck50 was written by a run with --optimizer=sgd; this run has --optimizer=adamw" --resume="$ck50" --optimizer=adamw --lr=0.05
 expect_refusal "$ck50 was written by a run with --model=mlp; this run has --model=cnn" --resume="$ck50" --model=cnn
+expect_refusal "$ck50 was written by a run with --precision=f32; this run has --precision=bf16" --resume="$ck50" --precision=bf16
 expect_refusal "--resume=$tmp/full.safetensors: $tmp/full.safetensors is not a checkpoint folder" --resume="$tmp/full.safetensors"
 expect_refusal "--resume=latest: needs --checkpoint_dir" --resume=latest
 expect_refusal "--checkpoint_every=5: needs --checkpoint_dir" --checkpoint_every=5
