@@ -61,6 +61,8 @@ inline bool ParseOptimizerSteps(const std::string& text, int64_t* steps) {
   return absl::SimpleAtoi(text, steps) && *steps <= kMaxOptimizerSteps;
 }
 
+namespace checkpoint_internal {
+
 // Whether `data` (tensor `key` of `path`) can be the value of parameter `name`, `p`, or,
 // for optimizer state, of its slot: the same shape, and the same dtype unless
 // options.convert_dtype allows converting it.
@@ -98,6 +100,8 @@ Tensor<B> ValueFor(const TensorData& data, const Tensor<Autodiff<B>>& p) {
   return Tensor<B>::from_data(ConvertDType(data, p.dtype()), p.device());
 }
 
+}  // namespace checkpoint_internal
+
 // Every parameter must be in the file with its shape and dtype (or, with
 // options.convert_dtype, a floating dtype converted to it); nothing is changed unless the
 // whole file fits the module (and the optimizer, when one is given). With an optimizer, each
@@ -115,7 +119,7 @@ absl::Status LoadCheckpointFrom(const TensorFile& file, const std::string& path,
     if (it == file.tensors.end()) {
       return absl::NotFoundError(absl::StrCat(path, " has no tensor for parameter ", name));
     }
-    if (absl::Status s = CheckFits(it->second, path, name, name, *p, options); !s.ok()) return s;
+    if (absl::Status s = checkpoint_internal::CheckFits(it->second, path, name, name, *p, options); !s.ok()) return s;
   }
   for (const auto& [name, data] : file.tensors) {
     if (!by_name.contains(name) && name.rfind(kOptimizerPrefix, 0) != 0) {
@@ -157,9 +161,9 @@ absl::Status LoadCheckpointFrom(const TensorFile& file, const std::string& path,
             absl::StrCat(path, " has tensor ", key, ", but the model has no parameter ", rest.substr(slash + 1)));
       }
       const Tensor<Autodiff<B>>& p = *param->second;
-      if (absl::Status s = CheckFits(data, path, key, param->first, p, options); !s.ok()) return s;
+      if (absl::Status s = checkpoint_internal::CheckFits(data, path, key, param->first, p, options); !s.ok()) return s;
       ++slots_of[param->first];
-      state.emplace(rest, ValueFor(data, p));
+      state.emplace(rest, checkpoint_internal::ValueFor(data, p));
     }
     // A parameter with only some slots would step from a zero in the others (AdamW with a
     // momentum but no variance divides by almost nothing).
@@ -172,7 +176,7 @@ absl::Status LoadCheckpointFrom(const TensorFile& file, const std::string& path,
     }
   }
   std::vector<Tensor<B>> values;
-  for (auto& [name, p] : params) values.push_back(ValueFor(file.tensors.at(name), *p));
+  for (auto& [name, p] : params) values.push_back(checkpoint_internal::ValueFor(file.tensors.at(name), *p));
   for (size_t i = 0; i < params.size(); ++i) *params[i].second = params[i].second->with_value(values[i]);
   if (optimizer != nullptr) optimizer->load_state(std::move(state), steps);
   return absl::OkStatus();
