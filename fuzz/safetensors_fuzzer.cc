@@ -1,6 +1,8 @@
 // ReadSafetensors and LoadCheckpoint on any bytes: a status naming the file, never a crash.
 // A file that loads into a model and its optimizer must also survive a training step, so
-// state that "loads OK" but breaks the step is caught too.
+// state that "loads OK" but breaks the step is caught too. Each file is loaded as it is into
+// an f32 model, and with dtype conversion into an f32 and a bf16 one (half files convert up,
+// f32 files down).
 #include <cstdint>
 #include <cstdlib>
 #include <string>
@@ -21,14 +23,20 @@ void CheckNamesFile(const absl::Status& status, const std::string& path) {
   if (!status.ok() && status.message().find(path) == std::string::npos) std::abort();
 }
 
-// Loads the checkpoint into a fresh Linear(3 -> 2) with `optimizer`; if that works, steps.
-void LoadAndStep(const std::string& path, kiln::nn::Optimizer<Cpu>* optimizer) {
+// Loads the checkpoint into a fresh Linear(3 -> 2) of `dtype` with `optimizer`; if that
+// works, steps.
+void LoadAndStep(const std::string& path, kiln::nn::Optimizer<Cpu>* optimizer, kiln::DType dtype,
+                 const kiln::nn::LoadOptions& options) {
   kiln::Generator gen(1);
-  kiln::nn::Linear<AD> model(3, 2, gen);
-  const absl::Status status = kiln::nn::LoadCheckpoint<Cpu>(path, model, optimizer);
+  kiln::nn::Linear<AD> model(3, 2, gen, {.dtype = dtype});
+  const absl::Status status = kiln::nn::LoadCheckpoint<Cpu>(path, model, optimizer, options);
   CheckNamesFile(status, path);
-  if (!status.ok() || optimizer == nullptr) return;
-  const auto x = kiln::Tensor<AD>::from_vector(std::vector<float>{0.5f, -1, 2, 1, 0, -0.25f}, {2, 3});
+  if (!status.ok()) return;
+  for (const auto& [name, p] : model.named_parameters()) {
+    if (p->dtype() != dtype) std::abort();  // loading converts to the model's dtype, never the reverse
+  }
+  if (optimizer == nullptr) return;
+  const auto x = kiln::Tensor<AD>::from_vector(std::vector<float>{0.5f, -1, 2, 1, 0, -0.25f}, {2, 3}).to(dtype);
   const auto grads = model(x).sum().backward();
   try {
     optimizer->step(model, grads);
@@ -58,11 +66,16 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   const auto file = kiln::nn::ReadSafetensors(path);
   CheckNamesFile(file.status(), path);
   if (file.ok()) {
-    LoadAndStep(path, nullptr);
-    kiln::nn::Sgd<Cpu> sgd(0.1, {.momentum = 0.9});
-    LoadAndStep(path, &sgd);
-    kiln::nn::AdamW<Cpu> adamw(0.01);
-    LoadAndStep(path, &adamw);
+    const std::pair<kiln::DType, bool> ways[] = {
+        {kiln::DType::kF32, false}, {kiln::DType::kF32, true}, {kiln::DType::kBF16, true}};
+    for (const auto& [dtype, convert] : ways) {
+      const kiln::nn::LoadOptions options{.convert_dtype = convert};
+      LoadAndStep(path, nullptr, dtype, options);
+      kiln::nn::Sgd<Cpu> sgd(0.1, {.momentum = 0.9});
+      LoadAndStep(path, &sgd, dtype, options);
+      kiln::nn::AdamW<Cpu> adamw(0.01);
+      LoadAndStep(path, &adamw, dtype, options);
+    }
   }
   return 0;
 }

@@ -13,6 +13,7 @@
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "nn/convert_dtype.h"
 #include "nn/module.h"
 #include "nn/optim.h"
 #include "nn/safetensors.h"
@@ -20,6 +21,18 @@
 namespace kiln::nn {
 
 inline constexpr char kOptimizerPrefix[] = "optimizer/";
+
+// How a checkpoint's tensors are fitted to a module.
+struct LoadOptions {
+  // Off (the default), every tensor must have its parameter's dtype: a bf16 file loaded into
+  // an f32 model (or the reverse) is an InvalidArgument naming the parameter and both dtypes,
+  // since a silent change of precision is rarely what was meant. On, a floating tensor (f64,
+  // f32, bf16, f16) of another dtype is converted to its parameter's dtype, optimizer state
+  // too, with kiln's rounding (ConvertDType: f32 -> bf16 to nearest even, bf16 -> f32 exact).
+  // Integer and bool tensors are never converted.
+  //   nn::LoadCheckpoint(path, model, {.convert_dtype = true});
+  bool convert_dtype = false;
+};
 
 template <Backend B>
 absl::Status SaveCheckpoint(const std::string& path, Module<Autodiff<B>>& module,
@@ -48,14 +61,56 @@ inline bool ParseOptimizerSteps(const std::string& text, int64_t* steps) {
   return absl::SimpleAtoi(text, steps) && *steps <= kMaxOptimizerSteps;
 }
 
-// Every parameter must be in the file with its shape and dtype; nothing is changed unless the
+namespace checkpoint_internal {
+
+// Whether `data` (tensor `key` of `path`) can be the value of parameter `name`, `p`, or,
+// for optimizer state, of its slot: the same shape, and the same dtype unless
+// options.convert_dtype allows converting it.
+template <Backend B>
+absl::Status CheckFits(const TensorData& data, const std::string& path, const std::string& key, const std::string& name,
+                       const Tensor<Autodiff<B>>& p, const LoadOptions& options) {
+  const bool state = key != name;
+  if (data.shape() != p.shape() || (data.dtype() != p.dtype() && !options.convert_dtype)) {
+    if (!state && data.shape() == p.shape()) {
+      return absl::InvalidArgumentError(absl::StrCat(path, ": parameter ", name, " is ", DTypeName(data.dtype()),
+                                                     " in the file but ", DTypeName(p.dtype()),
+                                                     " in the model (LoadOptions{.convert_dtype = true} converts it)"));
+    }
+    if (!state) {
+      return absl::InvalidArgumentError(absl::StrCat(path, ": parameter ", name, " is ", DTypeName(data.dtype()),
+                                                     data.shape().ToString(), " in the file but ", p.Describe(),
+                                                     " in the model"));
+    }
+    return absl::InvalidArgumentError(absl::StrCat(
+        path, ": optimizer state ", key, " is ", DTypeName(data.dtype()), data.shape().ToString(),
+        " in the file but must be ", DTypeName(p.dtype()), p.shape().ToString(), " like parameter ", name));
+  }
+  if (data.dtype() != p.dtype() && !CanConvertDType(data.dtype(), p.dtype())) {
+    return absl::InvalidArgumentError(absl::StrCat(path, ": ", state ? "optimizer state " : "parameter ", key, " is ",
+                                                   DTypeName(data.dtype()), " in the file but ", DTypeName(p.dtype()),
+                                                   " in the model; only floating dtypes are converted"));
+  }
+  return absl::OkStatus();
+}
+
+// `data` as a tensor of `p`'s dtype on `p`'s device (CheckFits passed).
+template <Backend B>
+Tensor<B> ValueFor(const TensorData& data, const Tensor<Autodiff<B>>& p) {
+  if (data.dtype() == p.dtype()) return Tensor<B>::from_data(data, p.device());
+  return Tensor<B>::from_data(ConvertDType(data, p.dtype()), p.device());
+}
+
+}  // namespace checkpoint_internal
+
+// Every parameter must be in the file with its shape and dtype (or, with
+// options.convert_dtype, a floating dtype converted to it); nothing is changed unless the
 // whole file fits the module (and the optimizer, when one is given). With an optimizer, each
 // "optimizer/<slot>/<path>" tensor must be one of its slots() for a parameter of the model,
-// with that parameter's shape and dtype, and a parameter has either all its slots or none.
-// `path` names the file in errors.
+// with that parameter's shape and dtype (the same conversion applies), and a parameter has
+// either all its slots or none. `path` names the file in errors.
 template <Backend B>
 absl::Status LoadCheckpointFrom(const TensorFile& file, const std::string& path, Module<Autodiff<B>>& module,
-                                Optimizer<B>* optimizer = nullptr) {
+                                Optimizer<B>* optimizer = nullptr, const LoadOptions& options = {}) {
   auto params = module.named_parameters();
   std::map<std::string, Tensor<Autodiff<B>>*> by_name;
   for (auto& [name, p] : params) {
@@ -64,11 +119,7 @@ absl::Status LoadCheckpointFrom(const TensorFile& file, const std::string& path,
     if (it == file.tensors.end()) {
       return absl::NotFoundError(absl::StrCat(path, " has no tensor for parameter ", name));
     }
-    if (it->second.shape() != p->shape() || it->second.dtype() != p->dtype()) {
-      return absl::InvalidArgumentError(absl::StrCat(path, ": parameter ", name, " is ", DTypeName(it->second.dtype()),
-                                                     it->second.shape().ToString(), " in the file but ", p->Describe(),
-                                                     " in the model"));
-    }
+    if (absl::Status s = checkpoint_internal::CheckFits(it->second, path, name, name, *p, options); !s.ok()) return s;
   }
   for (const auto& [name, data] : file.tensors) {
     if (!by_name.contains(name) && name.rfind(kOptimizerPrefix, 0) != 0) {
@@ -110,13 +161,9 @@ absl::Status LoadCheckpointFrom(const TensorFile& file, const std::string& path,
             absl::StrCat(path, " has tensor ", key, ", but the model has no parameter ", rest.substr(slash + 1)));
       }
       const Tensor<Autodiff<B>>& p = *param->second;
-      if (data.shape() != p.shape() || data.dtype() != p.dtype()) {
-        return absl::InvalidArgumentError(absl::StrCat(
-            path, ": optimizer state ", key, " is ", DTypeName(data.dtype()), data.shape().ToString(),
-            " in the file but must be ", DTypeName(p.dtype()), p.shape().ToString(), " like parameter ", param->first));
-      }
+      if (absl::Status s = checkpoint_internal::CheckFits(data, path, key, param->first, p, options); !s.ok()) return s;
       ++slots_of[param->first];
-      state.emplace(rest, Tensor<B>::from_data(data, p.device()));
+      state.emplace(rest, checkpoint_internal::ValueFor(data, p));
     }
     // A parameter with only some slots would step from a zero in the others (AdamW with a
     // momentum but no variance divides by almost nothing).
@@ -129,7 +176,7 @@ absl::Status LoadCheckpointFrom(const TensorFile& file, const std::string& path,
     }
   }
   std::vector<Tensor<B>> values;
-  for (auto& [name, p] : params) values.push_back(Tensor<B>::from_data(file.tensors.at(name), p->device()));
+  for (auto& [name, p] : params) values.push_back(checkpoint_internal::ValueFor(file.tensors.at(name), *p));
   for (size_t i = 0; i < params.size(); ++i) *params[i].second = params[i].second->with_value(values[i]);
   if (optimizer != nullptr) optimizer->load_state(std::move(state), steps);
   return absl::OkStatus();
@@ -137,10 +184,17 @@ absl::Status LoadCheckpointFrom(const TensorFile& file, const std::string& path,
 
 // LoadCheckpointFrom the safetensors file at `path`.
 template <Backend B>
-absl::Status LoadCheckpoint(const std::string& path, Module<Autodiff<B>>& module, Optimizer<B>* optimizer = nullptr) {
+absl::Status LoadCheckpoint(const std::string& path, Module<Autodiff<B>>& module, Optimizer<B>* optimizer = nullptr,
+                            const LoadOptions& options = {}) {
   absl::StatusOr<TensorFile> file = ReadSafetensors(path);
   if (!file.ok()) return file.status();
-  return LoadCheckpointFrom(*file, path, module, optimizer);
+  return LoadCheckpointFrom(*file, path, module, optimizer, options);
+}
+
+// The parameters alone, with `options`: LoadCheckpoint(path, model, {.convert_dtype = true}).
+template <Backend B>
+absl::Status LoadCheckpoint(const std::string& path, Module<Autodiff<B>>& module, const LoadOptions& options) {
+  return LoadCheckpoint<B>(path, module, nullptr, options);
 }
 
 }  // namespace kiln::nn

@@ -4,8 +4,10 @@
 #include <cstring>
 #include <limits>
 #include <new>
+#include <optional>
 #include <vector>
 
+#include "absl/strings/escaping.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
@@ -20,27 +22,37 @@ using Json = nlohmann::json;
 constexpr uint64_t kMaxHeader = uint64_t{100} << 20;  // the format's own limit
 constexpr size_t kMaxRank = 64;                       // far beyond any real tensor; keeps shapes and messages small
 
+// The format's dtypes, kiln's first. The others have no kiln dtype, but their element sizes
+// still let a file holding them be checked, so that a sound file of (say) U8 tensors is told
+// apart from a damaged one.
+struct Format {
+  const char* name;
+  int64_t size;  // bytes per element
+  bool supported;
+  DType dtype;  // when supported
+};
+constexpr Format kFormats[] = {
+    {"F64", 8, true, DType::kF64},      {"F32", 4, true, DType::kF32},      {"BF16", 2, true, DType::kBF16},
+    {"F16", 2, true, DType::kF16},      {"I64", 8, true, DType::kI64},      {"I32", 4, true, DType::kI32},
+    {"BOOL", 1, true, DType::kBool},    {"U64", 8, false, DType::kF32},     {"U32", 4, false, DType::kF32},
+    {"U16", 2, false, DType::kF32},     {"I16", 2, false, DType::kF32},     {"U8", 1, false, DType::kF32},
+    {"I8", 1, false, DType::kF32},      {"F8_E4M3", 1, false, DType::kF32}, {"F8_E5M2", 1, false, DType::kF32},
+    {"F8_E8M0", 1, false, DType::kF32}, {"C64", 8, false, DType::kF32},
+};
+constexpr char kSupported[] = "F64, F32, BF16, F16, I64, I32, BOOL";
+
 const char* FormatName(DType d) {
-  switch (d) {
-    case DType::kF32: return "F32";
-    case DType::kF64: return "F64";
-    case DType::kI32: return "I32";
-    case DType::kI64: return "I64";
-    case DType::kBool: return "BOOL";
+  for (const Format& f : kFormats) {
+    if (f.supported && f.dtype == d) return f.name;
   }
-  return "?";
+  return nullptr;
 }
 
-bool ParseFormatName(const std::string& s, DType* d) {
-  static const std::pair<const char*, DType> kNames[] = {
-      {"F32", DType::kF32}, {"F64", DType::kF64}, {"I32", DType::kI32}, {"I64", DType::kI64}, {"BOOL", DType::kBool}};
-  for (const auto& [name, dtype] : kNames) {
-    if (s == name) {
-      *d = dtype;
-      return true;
-    }
+const Format* FindFormat(const std::string& s) {
+  for (const Format& f : kFormats) {
+    if (s == f.name) return &f;
   }
-  return false;
+  return nullptr;
 }
 
 absl::Status Corrupt(const std::string& path, const std::string& what) {
@@ -54,6 +66,9 @@ struct Entry {
   DType dtype;
   Dims dims;
   uint64_t begin, end;
+  // A dtype kiln has no type for: the file may be sound, but the tensor cannot be read. Its
+  // dtype string, escaped and cut short, for the error.
+  std::optional<std::string> unsupported;
 };
 
 // A member of `object`, or null; never a copy (copying JSON recurses as deep as it nests).
@@ -62,12 +77,29 @@ const Json* Member(const Json& object, const char* key) {
   return it == object.end() ? nullptr : &*it;
 }
 
+// A dtype string from the file, fit for a message (it may be long or hold any bytes).
+std::string Shown(const std::string& s) {
+  constexpr size_t kMaxShown = 32;
+  const std::string escaped = absl::CHexEscape(s.substr(0, kMaxShown));
+  return s.size() > kMaxShown ? absl::StrCat("\"", escaped, "...\"") : absl::StrCat("\"", escaped, "\"");
+}
+
 absl::StatusOr<Entry> ParseEntry(const std::string& path, const std::string& name, const Json& json,
                                  uint64_t data_size) {
-  Entry entry{name, DType::kF32, {}, 0, 0};
+  Entry entry{name, DType::kF32, {}, 0, 0, std::nullopt};
   const Json* dtype = json.is_object() ? Member(json, "dtype") : nullptr;
-  if (dtype == nullptr || !dtype->is_string() || !ParseFormatName(dtype->get<std::string>(), &entry.dtype)) {
-    return Corrupt(path, absl::StrCat("tensor ", name, " has no dtype kiln reads (F32, F64, I32, I64, BOOL)"));
+  if (dtype == nullptr || !dtype->is_string()) {
+    return Corrupt(path, absl::StrCat("tensor ", name, " has no dtype"));
+  }
+  const std::string& dtype_name = dtype->get_ref<const std::string&>();
+  const Format* format = FindFormat(dtype_name);
+  // A dtype the format may gain later has no size we know: its byte range is only checked
+  // to lie in the file (and, with the others, to tile the data).
+  const uint64_t element = format == nullptr ? 0 : static_cast<uint64_t>(format->size);
+  if (format != nullptr && format->supported) {
+    entry.dtype = format->dtype;
+  } else {
+    entry.unsupported = format != nullptr ? format->name : Shown(dtype_name);
   }
   const Json* shape = Member(json, "shape");
   const Json* offsets = Member(json, "data_offsets");
@@ -86,7 +118,8 @@ absl::StatusOr<Entry> ParseEntry(const std::string& path, const std::string& nam
     }
     entry.dims.push_back(static_cast<int64_t>(d.get<uint64_t>()));
   }
-  const std::string described = absl::StrCat(DTypeName(entry.dtype), "[", absl::StrJoin(entry.dims, ","), "]");
+  const std::string described = absl::StrCat(entry.unsupported ? *entry.unsupported : DTypeName(entry.dtype), "[",
+                                             absl::StrJoin(entry.dims, ","), "]");
   // The element count and byte size, checked for overflow. As in Shape, the non-zero dims
   // must multiply within int64 even when another dim is 0.
   uint64_t product = 1;
@@ -101,14 +134,13 @@ absl::StatusOr<Entry> ParseEntry(const std::string& path, const std::string& nam
     }
   }
   const uint64_t count = empty ? 0 : product;
-  const uint64_t element = static_cast<uint64_t>(DTypeSize(entry.dtype));
-  if (count > kMax / element) {
+  if (element != 0 && count > kMax / element) {
     return Corrupt(path, absl::StrCat("tensor ", name, " is ", described, ", more bytes than fit in int64"));
   }
   const uint64_t bytes = count * element;
   entry.begin = (*offsets)[0].get<uint64_t>();
   entry.end = (*offsets)[1].get<uint64_t>();
-  if (entry.begin > entry.end || entry.end > data_size || entry.end - entry.begin != bytes) {
+  if (entry.begin > entry.end || entry.end > data_size || (element != 0 && entry.end - entry.begin != bytes)) {
     return Corrupt(path, absl::StrFormat("tensor %s: bytes [%d, %d) do not hold %s (%d bytes) in %d "
                                          "data bytes (truncated?)",
                                          name, entry.begin, entry.end, described, bytes, data_size));
@@ -192,6 +224,14 @@ absl::StatusOr<TensorFile> Read(const std::string& path) {
   if (at != data_size) {
     return Corrupt(path, absl::StrFormat("%d data bytes but the tensors cover %d", data_size, at));
   }
+  // The file is sound; a tensor kiln has no dtype for is the caller's problem, not damage.
+  for (const Entry& e : entries) {
+    if (e.unsupported) {
+      return absl::InvalidArgumentError(absl::StrCat(path, ": tensor ", e.name, " has dtype ", *e.unsupported,
+                                                     ", which kiln does not read (it reads ", kSupported,
+                                                     "; convert the tensor to one of them before saving)"));
+    }
+  }
   for (const Entry& entry : entries) {
     absl::StatusOr<TensorData> data = ReadTensor(*in, 8 + n, entry);
     if (!data.ok()) return data.status();
@@ -209,7 +249,12 @@ absl::Status WriteSafetensors(const std::string& path, const TensorFile& file) {
   std::vector<absl::string_view> pieces(2);  // the length and the header, then the data
   for (const auto& [name, data] : file.tensors) {
     if (name == "__metadata__") return absl::InvalidArgumentError("a tensor may not be named __metadata__");
-    header[name] = {{"dtype", FormatName(data.dtype())},
+    const char* format = FormatName(data.dtype());
+    if (format == nullptr) {  // every kiln dtype has one; a new one must be added to kFormats
+      return absl::InvalidArgumentError(absl::StrCat("cannot write ", path, ": tensor ", name, " is ",
+                                                     DTypeName(data.dtype()), ", which safetensors lacks"));
+    }
+    header[name] = {{"dtype", format},
                     {"shape", std::vector<int64_t>(data.shape().dims().begin(), data.shape().dims().end())},
                     {"data_offsets", {offset, offset + data.nbytes()}}};
     offset += data.nbytes();

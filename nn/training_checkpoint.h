@@ -80,10 +80,11 @@ absl::StatusOr<TrainingCheckpoint> ReadTrainingCheckpoint(const std::string& pat
 
 // Sets the module's parameters, random streams and the optimizer's state from `checkpoint`
 // (read from `path`, which errors name); nothing changes unless all of it fits
-// (LoadCheckpointFrom).
+// (LoadCheckpointFrom). A parameter or optimizer state of another dtype than the model's is an
+// error unless options.convert_dtype (LoadOptions) asks for it to be converted.
 template <Backend B>
 absl::Status RestoreTraining(const TrainingCheckpoint& checkpoint, const std::string& path, Module<Autodiff<B>>& module,
-                             Optimizer<B>& optimizer) {
+                             Optimizer<B>& optimizer, const LoadOptions& options = {}) {
   TensorFile merged = checkpoint.model;
   merged.metadata = checkpoint.state.metadata;
   for (const auto& [name, t] : checkpoint.state.tensors) {
@@ -96,7 +97,7 @@ absl::Status RestoreTraining(const TrainingCheckpoint& checkpoint, const std::st
   const auto streams = module.named_generators();
   auto states = StreamStates(checkpoint.state.metadata, streams, path);
   if (!states.ok()) return states.status();
-  if (absl::Status s = LoadCheckpointFrom(merged, path, module, &optimizer); !s.ok()) return s;
+  if (absl::Status s = LoadCheckpointFrom(merged, path, module, &optimizer, options); !s.ok()) return s;
   for (size_t i = 0; i < streams.size(); ++i) *streams[i].second = Generator((*states)[i]);
   return absl::OkStatus();
 }
