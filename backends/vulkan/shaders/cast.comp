@@ -58,9 +58,9 @@ uint SourceF32Bits(int s) {  // exact, or rounded to odd
   return F64BitsToF32Odd(U64s(p.src).v[s]);  // the bits: no f64 arithmetic on the device
 #elif defined(KIND_I)
 #if defined(I64)
-  return IntToF32Odd(TS(p.src).v[s], /*via_double=*/true);
+  return Int64ToF32Odd(TS(p.src).v[s]);
 #else
-  return IntToF32Odd(int64_t(TS(p.src).v[s]), /*via_double=*/false);
+  return Int32ToF32Odd(TS(p.src).v[s]);
 #endif
 #elif defined(KIND_B)
   return U32s(p.src).v[s] != 0u ? 0x3f800000u : 0u;

@@ -55,13 +55,19 @@ uint MagnitudeToF32Odd(uint64_t m) {
 }
 
 // The CPU goes integer -> double (exact for i32, nearest even for i64) -> f32 by round to odd.
-uint IntToF32Odd(int64_t v, bool via_double) {
+// The magnitude is taken in the integer's own width (-INT_MIN wraps to the right unsigned).
+uint Int32ToF32Odd(int v) {
+  if (v == 0) return 0u;
+  return (v < 0 ? 0x80000000u : 0u) | MagnitudeToF32Odd(uint64_t(v < 0 ? 0u - uint(v) : uint(v)));
+}
+
+uint Int64ToF32Odd(int64_t v) {
   if (v == int64_t(0)) return 0u;
   const uint sign = v < int64_t(0) ? 0x80000000u : 0u;
   uint64_t m = v < int64_t(0) ? uint64_t(0) - uint64_t(v) : uint64_t(v);
   const uint hi = uint(m >> 32);
   const int top = hi != 0u ? 32 + findMSB(hi) : findMSB(uint(m));
-  if (via_double && top > 52) {  // to 53 significant bits, nearest even (may carry to 2^(top+1))
+  if (top > 52) {  // to 53 significant bits, nearest even (may carry to 2^(top+1))
     const uint shift = uint(top - 52);
     uint64_t kept = m >> shift;
     const uint64_t rest = m & ((uint64_t(1) << shift) - uint64_t(1));
