@@ -199,7 +199,8 @@ NormForward<Vulkan::Primitive> Vulkan::norm_last(const Primitive& x_in, const Pr
 NormBackward<Vulkan::Primitive> Vulkan::norm_last_backward(const Primitive& gy_in, const Primitive& x_in,
                                                            const Primitive* weight_in, const Primitive& mean_in,
                                                            const Primitive& rstd_in, bool rms, bool bias_grad) {
-  if (IsHalf(x_in.dtype)) return HalfInF32<Vulkan>::norm_last_backward(gy_in, x_in, weight_in, mean_in, rstd_in, rms, bias_grad);
+  if (IsHalf(x_in.dtype))
+    return HalfInF32<Vulkan>::norm_last_backward(gy_in, x_in, weight_in, mean_in, rstd_in, rms, bias_grad);
   const char* op = rms ? "rms_norm_backward" : "layer_norm_backward";
   RequireFloat(x_in, op);
   const int64_t len = RowLength(x_in.shape), rows = RowsShape(x_in.shape).numel();
@@ -297,7 +298,8 @@ Vulkan::Primitive Vulkan::gelu_backward(const Primitive& x, const Primitive& gy,
 CrossEntropyForward<Vulkan::Primitive> Vulkan::cross_entropy_rows(const Primitive& logits_in,
                                                                   const Primitive& targets_in, int64_t ignore_index,
                                                                   double smoothing) {
-  if (IsHalf(logits_in.dtype)) return HalfInF32<Vulkan>::cross_entropy_rows(logits_in, targets_in, ignore_index, smoothing);
+  if (IsHalf(logits_in.dtype))
+    return HalfInF32<Vulkan>::cross_entropy_rows(logits_in, targets_in, ignore_index, smoothing);
   RequireFloat(logits_in, "cross_entropy");
   CheckTargets(logits_in, targets_in, ignore_index);
   const int64_t rows = logits_in.shape[0], len = logits_in.shape[1];
@@ -321,7 +323,8 @@ CrossEntropyForward<Vulkan::Primitive> Vulkan::cross_entropy_rows(const Primitiv
 Vulkan::Primitive Vulkan::cross_entropy_rows_backward(const Primitive& logits_in, const Primitive& targets_in,
                                                       const Primitive& lse_in, const Primitive& g_in,
                                                       int64_t ignore_index, double smoothing) {
-  if (IsHalf(logits_in.dtype)) return HalfInF32<Vulkan>::cross_entropy_rows_backward(logits_in, targets_in, lse_in, g_in, ignore_index, smoothing);
+  if (IsHalf(logits_in.dtype))
+    return HalfInF32<Vulkan>::cross_entropy_rows_backward(logits_in, targets_in, lse_in, g_in, ignore_index, smoothing);
   RequireFloat(logits_in, "cross_entropy_backward");
   CheckTargets(logits_in, targets_in, ignore_index);
   VulkanTensor out = VulkanTensor::Empty(logits_in.shape, logits_in.dtype, logits_in.device);

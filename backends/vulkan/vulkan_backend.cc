@@ -23,9 +23,9 @@ VulkanTensor VulkanTensor::Empty(const Shape& shape, DType dtype, const VulkanDe
   // Every tensor is made here, so this one check keeps half kernels off devices that cannot
   // run them (their SPIR-V declares StorageBuffer16BitAccess).
   if (IsHalf(dtype) && !context.has_16bit_storage()) {
-    throw Error(absl::UnimplementedError(absl::StrFormat(
-        "%s (%s) has no storageBuffer16BitAccess; %s tensors need it (use f32 on this device)", device.ToString(),
-        context.name(), DTypeName(dtype))));
+    throw Error(absl::UnimplementedError(
+        absl::StrFormat("%s (%s) has no storageBuffer16BitAccess; %s tensors need it (use f32 on this device)",
+                        device.ToString(), context.name(), DTypeName(dtype))));
   }
   VulkanTensor t;
   t.chunk = context.Allocate(shape.numel() * DeviceSize(dtype));

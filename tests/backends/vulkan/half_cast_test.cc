@@ -73,7 +73,8 @@ TEST_F(HalfCastTest, F32RoundsToHalvesAsOnTheCpu) {
   std::vector<float> values;
   for (uint32_t b = 0; b < 65536; ++b) {
     const float lo = static_cast<float>(BFloat16::FromBits(b)), hi = static_cast<float>(BFloat16::FromBits(b + 1));
-    const float f16_lo = static_cast<float>(Float16::FromBits(b)), f16_hi = static_cast<float>(Float16::FromBits(b + 1));
+    const float f16_lo = static_cast<float>(Float16::FromBits(b)),
+                f16_hi = static_cast<float>(Float16::FromBits(b + 1));
     for (const auto& [x, y] : {std::pair{lo, hi}, std::pair{f16_lo, f16_hi}}) {
       if (!std::isfinite(x) || !std::isfinite(y)) continue;
       const float mid = static_cast<float>((static_cast<double>(x) + y) / 2);  // exact in f32
@@ -118,8 +119,8 @@ TEST_F(HalfCastTest, F64AndIntegersRoundToHalvesAsOnTheCpu) {
   for (int64_t base : {int64_t{1} << 53, int64_t{1} << 60, (int64_t{1} << 62) + (int64_t{1} << 40)}) {
     for (int64_t d = -3; d <= 3; ++d) longs.insert(longs.end(), {base + d, -(base + d), base * 3 / 2 + d});
   }
-  longs.insert(longs.end(), {std::numeric_limits<int64_t>::min(), std::numeric_limits<int64_t>::max(), 0, 65520,
-                             65519, 0x1000001, 0x1800001});
+  longs.insert(longs.end(), {std::numeric_limits<int64_t>::min(), std::numeric_limits<int64_t>::max(), 0, 65520, 65519,
+                             0x1000001, 0x1800001});
   ints.insert(ints.end(), {std::numeric_limits<int32_t>::min(), std::numeric_limits<int32_t>::max(), 0, 65520, 65519,
                            0x1000001, -0x1800001, 257, 264, 265});
   const TensorData sources[] = {
