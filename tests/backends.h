@@ -48,6 +48,10 @@ template <class B>
 inline constexpr bool kHasHalf = false;
 template <>
 inline constexpr bool kHasHalf<Cpu> = true;
+#if defined(KILN_WITH_VULKAN)
+template <>
+inline constexpr bool kHasHalf<Vulkan> = true;
+#endif
 template <class B>
 using HalfConfigsOf = std::conditional_t<
     kHasHalf<B>,

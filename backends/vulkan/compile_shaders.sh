@@ -13,17 +13,23 @@ declare -A type=(
   [i32]="-DT=int -DTS=I32s -DKIND_I"
   [i64]="-DT=int64_t -DTS=I64s -DKIND_I -DI64"
   [bool]="-DT=uint -DTS=U32s -DKIND_B"
+  [bf16]="-DT=float -DKIND_F -DFROM_HALF -DFROM_BF16 -DHALF_STORAGE"
+  [f16]="-DT=float -DKIND_F -DFROM_HALF -DFROM_F16 -DHALF_STORAGE"
 )
 # The same, as a cast's destination.
 declare -A to=(
-  [f32]="-DTO=float -DTOS=F32s -DTO_KIND_F"
+  [f32]="-DTO=float -DTOS=F32s -DTO_KIND_F -DTO_F32"
   [f64]="-DTO=double -DTOS=F64s -DTO_KIND_F"
   [i32]="-DTO=int -DTOS=I32s -DTO_KIND_I"
   [i64]="-DTO=int64_t -DTOS=I64s -DTO_KIND_I -DTO_I64"
   [bool]="-DTO=uint -DTOS=U32s -DTO_KIND_B"
+  [bf16]="-DTO_HALF -DTO_BF16 -DHALF_STORAGE"
+  [f16]="-DTO_HALF -DTO_F16 -DHALF_STORAGE"
 )
-# Kernels that only move bits are compiled per element width.
+# Kernels that only move bits are compiled per element width; 2-byte elements (bf16, f16)
+# need the device's 16-bit storage.
 declare -A width=(
+  [w16]="-DWS=U16s -DWT=uint16_t -DHALF_STORAGE"
   [w32]="-DWS=U32s -DWT=uint"
   [w64]="-DWS=U64s -DWT=uint64_t"
 )
@@ -38,7 +44,7 @@ compile() {  # compile <variant name> <kernel> <flags...>
 }
 
 for k in copy fill where gather; do
-  for w in w32 w64; do compile "${k}_$w" "$k" ${width[$w]}; done
+  for w in w16 w32 w64; do compile "${k}_$w" "$k" ${width[$w]}; done
 done
 for t in f32 f64 i32 i64; do
   for k in unary binary reduce_rows reduce_cols argmax scatter_add; do compile "${k}_$t" "$k" ${type[$t]}; done
@@ -53,8 +59,8 @@ for t in f32 f64; do
     compile "${k}_$t" "$k" ${type[$t]}
   done
 done
-for from in f32 f64 i32 i64 bool; do
-  for dst in f32 f64 i32 i64 bool; do
+for from in f32 f64 i32 i64 bool bf16 f16; do
+  for dst in f32 f64 i32 i64 bool bf16 f16; do
     [[ $from == "$dst" ]] || compile "cast_${from}_$dst" cast ${type[$from]} ${to[$dst]}
   done
 done

@@ -65,7 +65,8 @@ absl::StatusOr<std::unique_ptr<Context>> Context::Create(VkPhysicalDevice physic
                                                " bytes of push constants; kiln needs ", kParamsBytes));
   }
 
-  VkPhysicalDeviceVulkan12Features f12{.sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_VULKAN_1_2_FEATURES};
+  VkPhysicalDeviceVulkan11Features f11{.sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_VULKAN_1_1_FEATURES};
+  VkPhysicalDeviceVulkan12Features f12{.sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_VULKAN_1_2_FEATURES, .pNext = &f11};
   VkPhysicalDeviceFeatures2 f2{.sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_FEATURES_2, .pNext = &f12};
   vk.vkGetPhysicalDeviceFeatures2(physical, &f2);
   if (!f12.bufferDeviceAddress || !f2.features.shaderInt64) {
@@ -75,7 +76,12 @@ absl::StatusOr<std::unique_ptr<Context>> Context::Create(VkPhysicalDevice physic
   }
   c->has_f64_ = f2.features.shaderFloat64;
   c->has_int64_atomics_ = f12.shaderBufferInt64Atomics;
+  // bf16 and f16 tensors are 2-byte elements that kernels load and store as uint16_t.
+  c->has_16bit_storage_ = c->has_16bit_storage_real_ = f11.storageBuffer16BitAccess;
+  VkPhysicalDeviceVulkan11Features enable11{.sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_VULKAN_1_1_FEATURES,
+                                            .storageBuffer16BitAccess = f11.storageBuffer16BitAccess};
   VkPhysicalDeviceVulkan12Features enable12{.sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_VULKAN_1_2_FEATURES,
+                                            .pNext = &enable11,
                                             .shaderBufferInt64Atomics = f12.shaderBufferInt64Atomics,
                                             .bufferDeviceAddress = VK_TRUE};
   VkPhysicalDeviceFeatures2 enable{.sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_FEATURES_2, .pNext = &enable12};

@@ -35,6 +35,10 @@ class Context {
   const std::string& name() const { return name_; }
   bool has_f64() const { return has_f64_; }
   bool has_int64_atomics() const { return has_int64_atomics_; }
+  // storageBuffer16BitAccess (Vulkan 1.1): what bf16 and f16 tensors need.
+  bool has_16bit_storage() const { return has_16bit_storage_; }
+  // Tests pretend the device lacks 16-bit storage, to see the error such a device gives.
+  void set_has_16bit_storage_for_testing(bool on) { has_16bit_storage_ = on && has_16bit_storage_real_; }
   // Device memory held in blocks (in use or cached for reuse).
   int64_t reserved_bytes();
 
@@ -94,6 +98,7 @@ class Context {
   std::vector<VkPipeline> pipelines_;  // by kernel id, created on first use
   std::string name_;
   bool has_f64_ = false, has_int64_atomics_ = false;
+  bool has_16bit_storage_ = false, has_16bit_storage_real_ = false;
   uint32_t max_groups_x_ = 65535, max_groups_y_ = 65535;
   int64_t fill_groups_ = 1024;  // workgroups that keep every core of the device busy
   bool mapped_ = false;         // device memory is host-visible: transfers are plain copies

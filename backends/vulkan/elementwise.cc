@@ -2,6 +2,7 @@
 #include "absl/strings/str_cat.h"
 #include "backends/vulkan/launch.h"
 #include "backends/vulkan/vulkan_backend.h"
+#include "tensor/half_in_f32.h"
 #include "tensor/shape_rules.h"
 
 namespace kiln {
@@ -84,6 +85,7 @@ Vulkan::Primitive Vulkan::cast(const Primitive& p, DType dtype) {
 }
 
 Vulkan::Primitive Vulkan::unary(UnaryOp op, const Primitive& x) {
+  if (IsHalf(x.dtype)) return HalfInF32<Vulkan>::unary(op, x);
   if (x.dtype == DType::kBool || (IsInteger(x.dtype) && NeedsFloating(op))) {
     ThrowInvalidArgument("%s: not defined for %s", OpName(op), DTypeName(x.dtype));
   }
@@ -92,6 +94,7 @@ Vulkan::Primitive Vulkan::unary(UnaryOp op, const Primitive& x) {
 }
 
 Vulkan::Primitive Vulkan::binary(BinaryOp op, const Primitive& a, const Primitive& b) {
+  if (IsHalf(a.dtype)) return HalfInF32<Vulkan>::binary(op, a, b);
   const bool compare = IsComparison(op);
   if (!compare && (a.dtype == DType::kBool || (IsInteger(a.dtype) && op == BinaryOp::kPow))) {
     ThrowInvalidArgument("%s: not defined for %s", OpName(op), DTypeName(a.dtype));

@@ -5,6 +5,7 @@
 
 #include "backends/vulkan/launch.h"
 #include "backends/vulkan/vulkan_backend.h"
+#include "tensor/half_in_f32.h"
 
 namespace kiln {
 
@@ -113,6 +114,7 @@ void CheckTargets(const VulkanTensor& logits, const VulkanTensor& targets, int64
 }  // namespace
 
 Vulkan::Primitive Vulkan::softmax_last(const Primitive& x_in, bool log, bool causal) {
+  if (IsHalf(x_in.dtype)) return HalfInF32<Vulkan>::softmax_last(x_in, log, causal);
   const char* op = log ? "log_softmax" : "softmax";
   RequireFloat(x_in, op);
   const auto [sq, shift] = CausalBlock(x_in.shape, causal, op);
@@ -134,6 +136,7 @@ Vulkan::Primitive Vulkan::softmax_last(const Primitive& x_in, bool log, bool cau
 }
 
 Vulkan::Primitive Vulkan::softmax_last_backward(const Primitive& y_in, const Primitive& gy_in, bool log, bool causal) {
+  if (IsHalf(y_in.dtype)) return HalfInF32<Vulkan>::softmax_last_backward(y_in, gy_in, log, causal);
   const char* op = log ? "log_softmax_backward" : "softmax_backward";
   RequireFloat(y_in, op);
   const auto [sq, shift] = CausalBlock(y_in.shape, causal, op);
@@ -157,6 +160,7 @@ Vulkan::Primitive Vulkan::softmax_last_backward(const Primitive& y_in, const Pri
 
 NormForward<Vulkan::Primitive> Vulkan::norm_last(const Primitive& x_in, const Primitive* weight_in,
                                                  const Primitive* bias_in, double eps, bool rms) {
+  if (IsHalf(x_in.dtype)) return HalfInF32<Vulkan>::norm_last(x_in, weight_in, bias_in, eps, rms);
   const char* op = rms ? "rms_norm" : "layer_norm";
   RequireFloat(x_in, op);
   const Shape rows_shape = RowsShape(x_in.shape);
@@ -195,6 +199,8 @@ NormForward<Vulkan::Primitive> Vulkan::norm_last(const Primitive& x_in, const Pr
 NormBackward<Vulkan::Primitive> Vulkan::norm_last_backward(const Primitive& gy_in, const Primitive& x_in,
                                                            const Primitive* weight_in, const Primitive& mean_in,
                                                            const Primitive& rstd_in, bool rms, bool bias_grad) {
+  if (IsHalf(x_in.dtype))
+    return HalfInF32<Vulkan>::norm_last_backward(gy_in, x_in, weight_in, mean_in, rstd_in, rms, bias_grad);
   const char* op = rms ? "rms_norm_backward" : "layer_norm_backward";
   RequireFloat(x_in, op);
   const int64_t len = RowLength(x_in.shape), rows = RowsShape(x_in.shape).numel();
@@ -279,15 +285,21 @@ VulkanTensor Gelu(const VulkanTensor& x_in, const VulkanTensor* gy_in, bool tanh
 
 }  // namespace
 
-Vulkan::Primitive Vulkan::gelu(const Primitive& x, bool tanh) { return Gelu(x, nullptr, tanh); }
+Vulkan::Primitive Vulkan::gelu(const Primitive& x, bool tanh) {
+  if (IsHalf(x.dtype)) return HalfInF32<Vulkan>::gelu(x, tanh);
+  return Gelu(x, nullptr, tanh);
+}
 
 Vulkan::Primitive Vulkan::gelu_backward(const Primitive& x, const Primitive& gy, bool tanh) {
+  if (IsHalf(x.dtype)) return HalfInF32<Vulkan>::gelu_backward(x, gy, tanh);
   return Gelu(x, &gy, tanh);
 }
 
 CrossEntropyForward<Vulkan::Primitive> Vulkan::cross_entropy_rows(const Primitive& logits_in,
                                                                   const Primitive& targets_in, int64_t ignore_index,
                                                                   double smoothing) {
+  if (IsHalf(logits_in.dtype))
+    return HalfInF32<Vulkan>::cross_entropy_rows(logits_in, targets_in, ignore_index, smoothing);
   RequireFloat(logits_in, "cross_entropy");
   CheckTargets(logits_in, targets_in, ignore_index);
   const int64_t rows = logits_in.shape[0], len = logits_in.shape[1];
@@ -311,6 +323,8 @@ CrossEntropyForward<Vulkan::Primitive> Vulkan::cross_entropy_rows(const Primitiv
 Vulkan::Primitive Vulkan::cross_entropy_rows_backward(const Primitive& logits_in, const Primitive& targets_in,
                                                       const Primitive& lse_in, const Primitive& g_in,
                                                       int64_t ignore_index, double smoothing) {
+  if (IsHalf(logits_in.dtype))
+    return HalfInF32<Vulkan>::cross_entropy_rows_backward(logits_in, targets_in, lse_in, g_in, ignore_index, smoothing);
   RequireFloat(logits_in, "cross_entropy_backward");
   CheckTargets(logits_in, targets_in, ignore_index);
   VulkanTensor out = VulkanTensor::Empty(logits_in.shape, logits_in.dtype, logits_in.device);

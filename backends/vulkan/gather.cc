@@ -4,6 +4,7 @@
 #include "absl/strings/str_cat.h"
 #include "backends/vulkan/launch.h"
 #include "backends/vulkan/vulkan_backend.h"
+#include "tensor/half_in_f32.h"
 #include "tensor/index_check.h"
 
 namespace kiln {
@@ -93,6 +94,7 @@ Vulkan::Primitive Vulkan::index_select(const Primitive& p, int64_t dim, const Pr
 
 Vulkan::Primitive Vulkan::scatter_add(const Primitive& src_in, int64_t dim, const Primitive& index_in,
                                       const Shape& shape) {
+  if (IsHalf(src_in.dtype)) return HalfInF32<Vulkan>::scatter_add(src_in, dim, index_in, shape);
   Context& c = src_in.context();
   vulkan::RequireDType(c, src_in.dtype, "scatter_add");
   if (src_in.dtype == DType::kF64 && !c.has_int64_atomics()) {

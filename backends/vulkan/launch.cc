@@ -9,7 +9,7 @@
 namespace kiln::vulkan {
 
 std::string TypeSuffix(DType dtype) { return DTypeName(dtype); }
-std::string WidthSuffix(DType dtype) { return DeviceSize(dtype) == 8 ? "w64" : "w32"; }
+std::string WidthSuffix(DType dtype) { return absl::StrCat("w", DeviceSize(dtype) * 8); }
 int Kernel(const std::string& base, DType dtype) { return KernelId(absl::StrCat(base, "_", TypeSuffix(dtype))); }
 int WidthKernel(const std::string& base, DType dtype) { return KernelId(absl::StrCat(base, "_", WidthSuffix(dtype))); }
 

@@ -12,7 +12,7 @@
 
 namespace kiln::vulkan {
 
-// "f32", "i64", "bool": the suffix of typed kernels; "w32"/"w64" of width-only ones.
+// "f32", "i64", "bool": the suffix of typed kernels; "w16"/"w32"/"w64" of width-only ones.
 std::string TypeSuffix(DType dtype);
 std::string WidthSuffix(DType dtype);
 int Kernel(const std::string& base, DType dtype);  // base + "_" + TypeSuffix

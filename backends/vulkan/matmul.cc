@@ -2,6 +2,7 @@
 // read through their strides, so transposed views and broadcast batch dims cost no copy.
 #include "backends/vulkan/launch.h"
 #include "backends/vulkan/vulkan_backend.h"
+#include "tensor/half_in_f32.h"
 #include "tensor/shape_rules.h"
 
 namespace kiln {
@@ -45,6 +46,7 @@ std::pair<int32_t, int32_t> BatchStrides(VulkanTensor& a, VulkanTensor& b, const
 }  // namespace
 
 Vulkan::Primitive Vulkan::matmul(const Primitive& a_in, const Primitive& b_in) {
+  if (IsHalf(a_in.dtype)) return HalfInF32<Vulkan>::matmul(a_in, b_in);
   Context& c = a_in.context();
   vulkan::RequireDType(c, a_in.dtype, "matmul");
   const Shape out_shape = *MatmulShape(a_in.shape, b_in.shape).out;

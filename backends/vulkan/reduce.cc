@@ -6,6 +6,7 @@
 
 #include "backends/vulkan/launch.h"
 #include "backends/vulkan/vulkan_backend.h"
+#include "tensor/half_in_f32.h"
 #include "tensor/reduce_layout.h"
 #include "tensor/shape_rules.h"
 
@@ -71,6 +72,7 @@ void ReduceRows(int kernel, int op, const VulkanTensor& x, const ReduceLayout& l
 }  // namespace
 
 Vulkan::Primitive Vulkan::reduce(ReduceOp op, const Primitive& p, absl::Span<const int64_t> dims, bool keepdim) {
+  if (IsHalf(p.dtype)) return HalfInF32<Vulkan>::reduce(op, p, dims, keepdim);
   if (p.dtype == DType::kBool) ThrowInvalidArgument("%s: not defined for bool", OpName(op));
   vulkan::RequireDType(p.context(), p.dtype, OpName(op));
   const Shape out_shape = ReducedShape(p.shape, dims, keepdim);
@@ -99,6 +101,7 @@ Vulkan::Primitive Vulkan::reduce(ReduceOp op, const Primitive& p, absl::Span<con
 }
 
 Vulkan::Primitive Vulkan::argmax(const Primitive& p, int64_t dim, bool keepdim) {
+  if (IsHalf(p.dtype)) return HalfInF32<Vulkan>::argmax(p, dim, keepdim);
   vulkan::RequireDType(p.context(), p.dtype, "argmax");
   const int64_t dims[] = {dim};
   const Shape out_shape = ReducedShape(p.shape, dims, keepdim);

@@ -18,12 +18,15 @@ using vulkan::VulkanTensor;
 namespace vulkan {
 
 VulkanTensor VulkanTensor::Empty(const Shape& shape, DType dtype, const VulkanDevice& device) {
-  if (IsHalf(dtype)) {
-    throw Error(absl::UnimplementedError(absl::StrFormat("%s: %s tensors are not implemented on the Vulkan backend yet",
-                                                         device.ToString(), DTypeName(dtype))));
-  }
   CheckSize(shape, "allocate");
   Context& context = Context::Of(device);
+  // Every tensor is made here, so this one check keeps half kernels off devices that cannot
+  // run them (their SPIR-V declares StorageBuffer16BitAccess).
+  if (IsHalf(dtype) && !context.has_16bit_storage()) {
+    throw Error(absl::UnimplementedError(
+        absl::StrFormat("%s (%s) has no storageBuffer16BitAccess; %s tensors need it (use f32 on this device)",
+                        device.ToString(), context.name(), DTypeName(dtype))));
+  }
   VulkanTensor t;
   t.chunk = context.Allocate(shape.numel() * DeviceSize(dtype));
   t.shape = shape;
@@ -51,6 +54,8 @@ uint64_t Bits(Scalar value, DType dtype) {
     case DType::kI32: return static_cast<uint32_t>(value.as<int32_t>());
     case DType::kI64: return static_cast<uint64_t>(value.as<int64_t>());
     case DType::kBool: return value.as<bool>() ? 1 : 0;
+    case DType::kBF16: return value.as<BFloat16>().bits;
+    case DType::kF16: return value.as<Float16>().bits;
   }
   return 0;
 }

@@ -2,7 +2,11 @@
 // any Vulkan 1.2 device with buffer device addresses and 64-bit shader integers: AMD, Intel,
 // NVIDIA, Apple through MoltenVK, or Mesa's lavapipe on a CPU. Built with --config=vulkan.
 // f64 needs the device's shaderFloat64 (and f64 scatter_add its 64-bit atomics); without them
-// an op on f64 is a clear Unimplemented error.
+// an op on f64 is a clear Unimplemented error. bf16 and f16 need storageBuffer16BitAccess
+// (Vulkan 1.1, which lavapipe has): kernels load and store them as uint16_t and do no 16-bit
+// arithmetic. Casts to and from them are native and bit-exact with the CPU (shaders/half.glsl);
+// every arithmetic op widens to f32, runs the f32 kernel and rounds once (HalfInF32). Without
+// the feature, making a half tensor is an Unimplemented error naming the device.
 #ifndef KILN_BACKENDS_VULKAN_VULKAN_BACKEND_H_
 #define KILN_BACKENDS_VULKAN_VULKAN_BACKEND_H_
 

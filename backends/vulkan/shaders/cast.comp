@@ -1,8 +1,13 @@
 #version 450
 #extension GL_GOOGLE_include_directive : require
 // Dense dst (type TO) = src view (type T) converted as the CPU backend does: float -> int
-// saturates and maps NaN to 0, anything -> bool is != 0, bool -> anything is 0 or 1.
+// saturates and maps NaN to 0, anything -> bool is != 0, bool -> anything is 0 or 1. A half
+// source (FROM_HALF) is widened to f32 and converted from there; a half destination (TO_HALF)
+// gets the f32 value (an f64 or integer rounded to odd first) rounded to nearest even.
 #include "common.glsl"
+#if defined(FROM_HALF) || defined(TO_HALF)
+#include "half.glsl"
+#endif
 layout(local_size_x = WORKGROUP) in;
 layout(push_constant, std430) uniform Params {
   uint64_t dst, src;
@@ -21,6 +26,7 @@ layout(push_constant, std430) uniform Params {
 #define TO_MIN (-2147483647 - 1)
 #endif
 
+#if !defined(TO_HALF)
 TO Convert(T x) {
 #if defined(TO_KIND_B)
   return x != T(0) ? 1u : 0u;
@@ -33,6 +39,50 @@ TO Convert(T x) {
   return TO(x);
 #else
   return TO(x);
+#endif
+}
+#endif
+
+#if defined(FROM_HALF)
+uint SourceF32Bits(int s) {
+  const uint h = uint(U16s(p.src).v[s]);
+#if defined(FROM_BF16)
+  return Bf16ToF32Bits(h);
+#else
+  return F16ToF32Bits(h);
+#endif
+}
+#elif defined(TO_HALF)
+uint SourceF32Bits(int s) {  // exact, or rounded to odd
+#if defined(F64)
+  return F64BitsToF32Odd(U64s(p.src).v[s]);  // the bits: no f64 arithmetic on the device
+#elif defined(KIND_I)
+#if defined(I64)
+  return Int64ToF32Odd(TS(p.src).v[s]);
+#else
+  return Int32ToF32Odd(TS(p.src).v[s]);
+#endif
+#elif defined(KIND_B)
+  return U32s(p.src).v[s] != 0u ? 0x3f800000u : 0u;
+#else
+  return floatBitsToUint(TS(p.src).v[s]);
+#endif
+}
+#endif
+
+void Store(uint i, int s) {
+#if defined(TO_HALF)
+#if defined(TO_BF16)
+  U16s(p.dst).v[i] = uint16_t(F32BitsToBf16(SourceF32Bits(s)));
+#else
+  U16s(p.dst).v[i] = uint16_t(F32BitsToF16(SourceF32Bits(s)));
+#endif
+#elif defined(FROM_HALF) && defined(TO_F32)
+  U32s(p.dst).v[i] = SourceF32Bits(s);  // the bits themselves: NaN payloads survive
+#elif defined(FROM_HALF)
+  TOS(p.dst).v[i] = Convert(uintBitsToFloat(SourceF32Bits(s)));
+#else
+  TOS(p.dst).v[i] = Convert(TS(p.src).v[s]);
 #endif
 }
 
@@ -51,6 +101,6 @@ void main() {
       const uint c = rem;
       s += int(c) * p.strides[k];
     }
-    TOS(p.dst).v[i] = Convert(TS(p.src).v[s]);
+    Store(i, s);
   }
 }

@@ -28,6 +28,11 @@ void main() {
       ia += int(c) * p.sa[k];
       ib += int(c) * p.sb[k];
     }
-    WS(p.out_).v[i] = U32s(p.cond).v[ic] != 0u ? WS(p.a).v[ia] : WS(p.b).v[ib];
+    // A branch, not a select: on 2-byte elements a select would be 16-bit arithmetic.
+    if (U32s(p.cond).v[ic] != 0u) {
+      WS(p.out_).v[i] = WS(p.a).v[ia];
+    } else {
+      WS(p.out_).v[i] = WS(p.b).v[ib];
+    }
   }
 }
