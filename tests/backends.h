@@ -48,6 +48,10 @@ template <class B>
 inline constexpr bool kHasHalf = false;
 template <>
 inline constexpr bool kHasHalf<Cpu> = true;
+#ifdef KILN_WITH_CUDA
+template <>
+inline constexpr bool kHasHalf<Cuda> = true;
+#endif
 template <class B>
 using HalfConfigsOf = std::conditional_t<
     kHasHalf<B>,
