@@ -150,10 +150,7 @@ void BM_TypedMatmul(benchmark::State& state) {
   state.counters["gemmex_TFLOPS"] = flops / (ref_ms / 1e3) / 1e12;
   state.counters["ratio"] = ref_ms / kiln_ms;
 }
-BENCHMARK(BM_TypedMatmul)
-    ->ArgsProduct({{4096}, {0, 1, 2}})
-    ->UseManualTime()
-    ->Unit(benchmark::kMillisecond);
+BENCHMARK(BM_TypedMatmul)->ArgsProduct({{4096}, {0, 1, 2}})->UseManualTime()->Unit(benchmark::kMillisecond);
 
 void BM_TypedAdd(benchmark::State& state) {
   const int64_t n = state.range(0);

@@ -26,8 +26,8 @@ AdamWStep<Cuda::Primitive> Cuda::adamw_update(const Primitive& p, const Primitiv
   const Tensor<Cuda> m = exp_avg ? Tensor<Cuda>(*exp_avg) : Tensor<Cuda>();
   const Tensor<Cuda> v = exp_avg_sq ? Tensor<Cuda>(*exp_avg_sq) : Tensor<Cuda>();
   AdamWStep<Tensor<Cuda>> s =
-      fused::composed::AdamWUpdate(Tensor<Cuda>(p), Tensor<Cuda>(g), exp_avg ? &m : nullptr,
-                                   exp_avg_sq ? &v : nullptr, lr, beta1, beta2, eps, weight_decay, c1, c2);
+      fused::composed::AdamWUpdate(Tensor<Cuda>(p), Tensor<Cuda>(g), exp_avg ? &m : nullptr, exp_avg_sq ? &v : nullptr,
+                                   lr, beta1, beta2, eps, weight_decay, c1, c2);
   return {s.param.primitive(), s.exp_avg.primitive(), s.exp_avg_sq.primitive()};
 }
 

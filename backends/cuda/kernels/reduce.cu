@@ -96,8 +96,8 @@ __global__ void RowsWarpKernel(ReduceOp op, const T* in, MathT<T>* out, int64_t 
 
 // One block per segment (long rows).
 template <class T>
-__global__ void RowsBlockKernel(ReduceOp op, const T* in, MathT<T>* out, int64_t items, int64_t reduced,
-                                int64_t chunk, int64_t splits) {
+__global__ void RowsBlockKernel(ReduceOp op, const T* in, MathT<T>* out, int64_t items, int64_t reduced, int64_t chunk,
+                                int64_t splits) {
   __shared__ MathT<T> partial[kWarpsPerBlock];
   const int lane = threadIdx.x % kWarp, warp = threadIdx.x / kWarp;
   for (int64_t item = blockIdx.x; item < items; item += gridDim.x) {  // block-uniform loop
@@ -136,8 +136,8 @@ __global__ void ColumnsKernel(ReduceOp op, const T* in, MathT<T>* out, int64_t o
 // the chunk, and the warps' partials meet in shared memory: a thread per output alone left
 // narrow tensors with too few threads (0.48 of cuBLAS on an H200).
 template <class T>
-__global__ void ColumnTilesKernel(ReduceOp op, const T* in, MathT<T>* out, int64_t outer, int64_t reduced, int64_t inner,
-                                  int64_t chunk, int64_t splits) {
+__global__ void ColumnTilesKernel(ReduceOp op, const T* in, MathT<T>* out, int64_t outer, int64_t reduced,
+                                  int64_t inner, int64_t chunk, int64_t splits) {
   static_assert(kColumnTile == kWarp);
   __shared__ MathT<T> partial[kWarpsPerBlock][kWarp];
   const int lane = threadIdx.x % kWarp, warp = threadIdx.x / kWarp;
