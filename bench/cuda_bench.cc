@@ -2,6 +2,8 @@
 // device's compute stream in the same run:
 //   matmul through kiln vs cuBLAS called directly (same sizes, same f32 settings);
 //   element-wise add vs a device-to-device cudaMemcpy moving the same bytes (bandwidth);
+//   the same two in f32, bf16 and f16 side by side (BM_TypedMatmul: kiln vs a direct
+//   cublasGemmEx in that type accumulating in f32, the no-framework limit; BM_TypedAdd);
 //   sums (whole tensor, over rows, over columns) vs cuBLAS reading the same bytes (asum,
 //   gemv with a vector of ones);
 //   a tiny add (64 floats), host time per op, vs one cudaMemsetAsync (a bare launch): what
@@ -108,6 +110,76 @@ void BM_Add(benchmark::State& state) {
   state.counters["ratio"] = ref_ms / kiln_ms;
 }
 BENCHMARK(BM_Add)->Arg(1 << 20)->Arg(1 << 24)->Arg(1 << 28)->UseManualTime()->Unit(benchmark::kMicrosecond);
+
+// Matmul and add per dtype (range 1: 0 f32, 1 bf16, 2 f16): what the halves gain over f32 and
+// whether kiln's half paths keep up with cuBLAS's and cudaMemcpy's.
+DType BenchDType(int64_t i) { return i == 0 ? DType::kF32 : i == 1 ? DType::kBF16 : DType::kF16; }
+cudaDataType_t CublasType(DType d) {
+  return d == DType::kF32 ? CUDA_R_32F : d == DType::kBF16 ? CUDA_R_16BF : CUDA_R_16F;
+}
+
+void BM_TypedMatmul(benchmark::State& state) {
+  const int n = static_cast<int>(state.range(0));
+  const DType dtype = BenchDType(state.range(1));
+  state.SetLabel(DTypeName(dtype));
+  Generator gen(1);
+  const T a = T::uniform({n, n}, -1, 1, gen).to(dtype), b = T::uniform({n, n}, -1, 1, gen).to(dtype);
+  T c = a.matmul(b);
+  cublasHandle_t handle;
+  cuda::ThrowIfCublas(cublasCreate(&handle), "cublasCreate");
+  cuda::ThrowIfCublas(cublasSetStream(handle, cuda::Context(CudaDevice(0)).stream), "cublasSetStream");
+  const T ref = T::zeros({n, n}, dtype);
+  const float one = 1, zero = 0;
+  const cudaDataType_t type = CublasType(dtype);
+  auto direct = [&](cudaStream_t) {
+    cublasGemmEx(handle, CUBLAS_OP_N, CUBLAS_OP_N, n, n, n, &one, b.primitive().data(), type, n, a.primitive().data(),
+                 type, n, &zero, ref.primitive().mutable_data(), type, n, CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT);
+  };
+  TimeOnStream(direct);
+  double kiln_ms = 0, ref_ms = 0;
+  for (auto _ : state) {
+    const double k = TimeOnStream([&](cudaStream_t) { c = a.matmul(b); });
+    const double r = TimeOnStream(direct);
+    kiln_ms += k;
+    ref_ms += r;
+    state.SetIterationTime(k / 1e3);
+  }
+  cublasDestroy(handle);
+  const double flops = 2.0 * n * n * n * state.iterations();
+  state.counters["kiln_TFLOPS"] = flops / (kiln_ms / 1e3) / 1e12;
+  state.counters["gemmex_TFLOPS"] = flops / (ref_ms / 1e3) / 1e12;
+  state.counters["ratio"] = ref_ms / kiln_ms;
+}
+BENCHMARK(BM_TypedMatmul)->ArgsProduct({{4096}, {0, 1, 2}})->UseManualTime()->Unit(benchmark::kMillisecond);
+
+void BM_TypedAdd(benchmark::State& state) {
+  const int64_t n = state.range(0);
+  const DType dtype = BenchDType(state.range(1));
+  state.SetLabel(DTypeName(dtype));
+  const int64_t size = DTypeSize(dtype);
+  const T a = T::ones({n}, dtype), b = T::ones({n}, dtype);
+  T c = a + b;
+  const T src = T::zeros({n * 3 / 2}, dtype), dst = T::zeros({n * 3 / 2}, dtype);
+  const size_t copy_bytes = static_cast<size_t>(n * 3 / 2 * size);
+  auto copy = [&](cudaStream_t s) {
+    cudaMemcpyAsync(dst.primitive().mutable_data(), src.primitive().data(), copy_bytes, cudaMemcpyDeviceToDevice, s);
+  };
+  TimeOnStream(copy);
+  double kiln_ms = 0, ref_ms = 0;
+  for (auto _ : state) {
+    const double k = TimeOnStream([&](cudaStream_t) { c = a + b; });
+    const double r = TimeOnStream(copy);
+    kiln_ms += k;
+    ref_ms += r;
+    state.SetIterationTime(k / 1e3);
+  }
+  const double bytes = 3.0 * n * size * state.iterations();
+  state.counters["kiln_GBps"] = bytes / (kiln_ms / 1e3) / 1e9;
+  state.counters["memcpy_GBps"] = bytes / (ref_ms / 1e3) / 1e9;
+  state.counters["ratio"] = ref_ms / kiln_ms;
+  state.counters["elems_per_us"] = static_cast<double>(n) * state.iterations() / (kiln_ms * 1e3);
+}
+BENCHMARK(BM_TypedAdd)->ArgsProduct({{1 << 24}, {0, 1, 2}})->UseManualTime()->Unit(benchmark::kMicrosecond);
 
 // Host time per tiny add, 1000 in a row then one wait, against as many cudaMemsetAsync calls
 // of the same bytes: the launch-bound regime of small batches, where the host is the limit.

@@ -52,6 +52,10 @@ inline constexpr bool kHasHalf<Cpu> = true;
 template <>
 inline constexpr bool kHasHalf<Vulkan> = true;
 #endif
+#ifdef KILN_WITH_CUDA
+template <>
+inline constexpr bool kHasHalf<Cuda> = true;
+#endif
 template <class B>
 using HalfConfigsOf = std::conditional_t<
     kHasHalf<B>,

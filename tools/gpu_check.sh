@@ -18,7 +18,7 @@ cd "$(dirname "${BASH_SOURCE[0]}")/.."
 tests=(
   tests/backends/cuda/allocator_test tests/backends/cuda/cuda_device_test tests/backends/cuda/fused_test
   tests/backends/cuda/nccl_test tests/backends/cuda/scalar_ops_test tests/backends/cuda/strided_index_test
-  tests/backends/cuda/captured_step_gpu_test
+  tests/backends/cuda/captured_step_gpu_test tests/backends/cuda/half_cast_gpu_test
   tests/tensor/creation_test tests/tensor/elementwise_test tests/tensor/errors_test tests/tensor/integer_test
   tests/tensor/layout_test tests/tensor/matmul_test tests/tensor/reduce_test
   tests/autodiff/gradcheck_test
@@ -170,7 +170,7 @@ if [[ "$steps" == *" tests "* ]]; then
 fi
 if [[ "$steps" == *" bench "* ]]; then
   echo "kiln against its reference (last column: ratio, 1.0 = as fast):"
-  grep -E "^BM_(Matmul|Add|TinyAdd|Sum)" "$logs/bench.txt" | awk '{print "  " $1, $NF}'
+  grep -E "^BM_(Matmul|Add|TypedMatmul|TypedAdd|TinyAdd|Sum)" "$logs/bench.txt" | awk '{print "  " $1, $NF}'
 fi
 tar -czf "$logs/gpu_check.tar.gz" -C "$logs" --exclude=gpu_check.tar.gz . 2>/dev/null
 ! printf '%s\n' "${summary[@]}" | grep -q FAILED

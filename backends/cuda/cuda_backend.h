@@ -75,6 +75,14 @@ struct Cuda {
                                                            int64_t ignore_index, double smoothing);
   static Primitive cross_entropy_rows_backward(const Primitive& logits, const Primitive& targets, const Primitive& lse,
                                                const Primitive& g, int64_t ignore_index, double smoothing);
+
+  // Optimizer updates (optimizer.cc): element-wise ops for f32 and f64, f32 with one rounding
+  // per result for bf16 and f16.
+  static SgdStep<Primitive> sgd_update(const Primitive& p, const Primitive& g, const Primitive* velocity, double lr,
+                                       double momentum, double weight_decay, bool nesterov);
+  static AdamWStep<Primitive> adamw_update(const Primitive& p, const Primitive& g, const Primitive* exp_avg,
+                                           const Primitive* exp_avg_sq, double lr, double beta1, double beta2,
+                                           double eps, double weight_decay, double c1, double c2);
 };
 
 static_assert(Backend<Cuda>);

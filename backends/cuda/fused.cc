@@ -1,6 +1,7 @@
 // The fused kernels of tensor/fused_ops.h: operands are made dense row-major (a copy only for
 // views), then one kernel per op, queued like any other (a norm's backward adds two for its
 // column sums). Cross-entropy reads back a flag for bad targets, its only synchronising step.
+// bf16 and f16 operands run the f32 kernels on widened copies (HalfInF32), rounded once.
 #include <limits>
 #include <utility>
 
@@ -8,6 +9,7 @@
 #include "backends/cuda/cuda_backend.h"
 #include "backends/cuda/kernels/kernels.h"
 #include "backends/cuda/launch.h"
+#include "tensor/half_in_f32.h"
 
 namespace kiln {
 
@@ -62,6 +64,7 @@ StridedTensor DenseOrNone(const StridedTensor* p) { return p != nullptr ? Cuda::
 }  // namespace
 
 Cuda::Primitive Cuda::softmax_last(const Primitive& x, bool log, bool causal) {
+  if (IsHalf(x.dtype)) return HalfInF32<Cuda>::softmax_last(x, log, causal);
   const char* op = log ? "log_softmax" : "softmax";
   CheckFloat(x, op, "x");
   const Rows r = RowsOf(x.shape);
@@ -77,6 +80,7 @@ Cuda::Primitive Cuda::softmax_last(const Primitive& x, bool log, bool causal) {
 }
 
 Cuda::Primitive Cuda::softmax_last_backward(const Primitive& y, const Primitive& gy, bool log, bool causal) {
+  if (IsHalf(y.dtype)) return HalfInF32<Cuda>::softmax_last_backward(y, gy, log, causal);
   const char* op = log ? "log_softmax backward" : "softmax backward";
   CheckFloat(y, op, "y");
   CheckLike(y, gy, &y.shape, op, "gy");
@@ -94,6 +98,7 @@ Cuda::Primitive Cuda::softmax_last_backward(const Primitive& y, const Primitive&
 
 NormForward<Cuda::Primitive> Cuda::norm_last(const Primitive& x, const Primitive* weight, const Primitive* bias,
                                              double eps, bool rms) {
+  if (IsHalf(x.dtype)) return HalfInF32<Cuda>::norm_last(x, weight, bias, eps, rms);
   const char* op = rms ? "rms_norm" : "layer_norm";
   CheckFloat(x, op, "x");
   const Rows r = RowsOf(x.shape);
@@ -120,6 +125,7 @@ NormForward<Cuda::Primitive> Cuda::norm_last(const Primitive& x, const Primitive
 NormBackward<Cuda::Primitive> Cuda::norm_last_backward(const Primitive& gy, const Primitive& x, const Primitive* weight,
                                                        const Primitive& mean, const Primitive& rstd, bool rms,
                                                        bool bias_grad) {
+  if (IsHalf(x.dtype)) return HalfInF32<Cuda>::norm_last_backward(gy, x, weight, mean, rstd, rms, bias_grad);
   const char* op = rms ? "rms_norm backward" : "layer_norm backward";
   CheckFloat(x, op, "x");
   CheckLike(x, gy, &x.shape, op, "gy");
@@ -159,6 +165,7 @@ NormBackward<Cuda::Primitive> Cuda::norm_last_backward(const Primitive& gy, cons
 }
 
 Cuda::Primitive Cuda::gelu(const Primitive& x, bool tanh) {
+  if (IsHalf(x.dtype)) return HalfInF32<Cuda>::gelu(x, tanh);
   CheckFloat(x, "gelu", "x");
   cuda::DeviceContext& c = cuda::Context(x.device);
   cuda::Await(c, {&x});
@@ -170,6 +177,7 @@ Cuda::Primitive Cuda::gelu(const Primitive& x, bool tanh) {
 }
 
 Cuda::Primitive Cuda::gelu_backward(const Primitive& x, const Primitive& gy, bool tanh) {
+  if (IsHalf(x.dtype)) return HalfInF32<Cuda>::gelu_backward(x, gy, tanh);
   CheckFloat(x, "gelu backward", "x");
   CheckLike(x, gy, &x.shape, "gelu backward", "gy");
   cuda::DeviceContext& c = cuda::Context(x.device);
@@ -205,6 +213,7 @@ std::pair<int64_t, int64_t> CrossEntropyRows(const StridedTensor& logits, const 
 
 CrossEntropyForward<Cuda::Primitive> Cuda::cross_entropy_rows(const Primitive& logits, const Primitive& targets,
                                                               int64_t ignore_index, double smoothing) {
+  if (IsHalf(logits.dtype)) return HalfInF32<Cuda>::cross_entropy_rows(logits, targets, ignore_index, smoothing);
   const auto [n, classes] = CrossEntropyRows(logits, targets, "cross_entropy");
   cuda::DeviceContext& c = cuda::Context(logits.device);
   cuda::Await(c, {&logits, &targets});
@@ -233,6 +242,9 @@ CrossEntropyForward<Cuda::Primitive> Cuda::cross_entropy_rows(const Primitive& l
 Cuda::Primitive Cuda::cross_entropy_rows_backward(const Primitive& logits, const Primitive& targets,
                                                   const Primitive& lse, const Primitive& g, int64_t ignore_index,
                                                   double smoothing) {
+  if (IsHalf(logits.dtype)) {
+    return HalfInF32<Cuda>::cross_entropy_rows_backward(logits, targets, lse, g, ignore_index, smoothing);
+  }
   const char* op = "cross_entropy backward";
   const auto [n, classes] = CrossEntropyRows(logits, targets, op);
   const Shape rows{n};

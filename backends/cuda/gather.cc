@@ -8,6 +8,7 @@
 #include "backends/cuda/kernels/kernels.h"
 #include "backends/cuda/launch.h"
 #include "tensor/cat_slots.h"
+#include "tensor/half_in_f32.h"
 #include "tensor/index_check.h"
 
 namespace kiln {
@@ -90,6 +91,8 @@ Cuda::Primitive Cuda::index_select(const Primitive& p, int64_t dim, const Primit
 }
 
 Cuda::Primitive Cuda::scatter_add(const Primitive& src, int64_t dim, const Primitive& index, const Shape& shape) {
+  // Half atomics would round at every add: the halves add in f32 and round once.
+  if (IsHalf(src.dtype)) return HalfInF32<Cuda>::scatter_add(src, dim, index, shape);
   CheckIndices(index, shape[dim], "scatter_add", shape);
   cuda::DeviceContext& c = cuda::Context(src.device);
   cuda::Await(c, {&src});

@@ -2,7 +2,8 @@
 // C^T = B^T A^T, so a row-major operand is passed as is and a transposed view (column-major)
 // with op T: neither is copied. Batch dims, broadcast ones included, become a strided batch
 // when each operand's batches are evenly spaced (stride 0 for a broadcast operand), and a
-// pointer-array batch otherwise.
+// pointer-array batch otherwise. bf16 and f16 are GemmEx calls on the half operands with f32
+// accumulation (CUBLAS_COMPUTE_32F, f32 alpha and beta) writing the half result, rounded once.
 #include <climits>
 #include <optional>
 #include <vector>
@@ -19,6 +20,15 @@ namespace kiln {
 using cuda::StridedTensor;
 
 namespace {
+
+cudaDataType_t CudaType(DType dtype) {
+  switch (dtype) {
+    case DType::kF64: return CUDA_R_64F;
+    case DType::kBF16: return CUDA_R_16BF;
+    case DType::kF16: return CUDA_R_16F;
+    default: return CUDA_R_32F;
+  }
+}
 
 // How the last two dims of an operand lie in memory, as cuBLAS sees them.
 struct MatrixLayout {
@@ -101,7 +111,7 @@ Cuda::Primitive Cuda::matmul(const Primitive& a, const Primitive& b) {
     CheckFits(v, "a size", a.shape, b.shape);
   }
   const bool f64 = a.dtype == DType::kF64;
-  const cudaDataType_t type = f64 ? CUDA_R_64F : CUDA_R_32F;
+  const cudaDataType_t type = CudaType(a.dtype);
   const cublasComputeType_t compute = f64 ? CUBLAS_COMPUTE_64F : CUBLAS_COMPUTE_32F;
   const double one64 = 1, zero64 = 0;
   const float one32 = 1, zero32 = 0;

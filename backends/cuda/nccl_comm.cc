@@ -19,6 +19,9 @@ absl::StatusOr<ncclDataType_t> NcclType(DType dtype) {
     case DType::kI32: return ncclInt32;
     case DType::kI64: return ncclInt64;
     case DType::kBool: return ncclUint8;
+    // NCCL adds halves pairwise, rounding each partial sum to the half type.
+    case DType::kBF16: return ncclBfloat16;
+    case DType::kF16: return ncclFloat16;
   }
   return absl::InvalidArgumentError("unknown dtype");
 }

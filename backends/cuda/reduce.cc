@@ -1,6 +1,8 @@
 // Reductions and argmax. The input is arranged as a dense [outer, reduced, inner] tensor (a
 // copy only when the reduced dims are not already one block), then reduced in parallel;
 // long reductions with few outputs go in two passes so that every multiprocessor has work.
+// bf16 and f16 inputs are read as they are and combined in f32 (partials and the mean's
+// division too); the finished result is rounded to the input's dtype once.
 #include <cmath>
 
 #include "backends/cuda/cuda_backend.h"
@@ -31,14 +33,17 @@ Cuda::Primitive Cuda::reduce(ReduceOp op, const Primitive& p, absl::Span<const i
   const Shape out_shape = ReducedShape(p.shape, dims, keepdim);
   cuda::DeviceContext& c = cuda::Context(p.device);
   cuda::Await(c, {&p});
-  StridedTensor out = StridedTensor::Empty(out_shape, p.dtype, p.device);
+  // A half reduces into f32 (what the kernels write for it), rounded at the end.
+  const bool half = IsHalf(p.dtype);
+  const DType acc = half ? DType::kF32 : p.dtype;
+  StridedTensor out = StridedTensor::Empty(out_shape, acc, p.device);
   const ReduceLayout l = ArrangeReduce(p.shape, dims);  // shape arithmetic only: no copy yet
-  if (out_shape.numel() == 0) return out;
+  if (out_shape.numel() == 0) return half ? StridedTensor::Empty(out_shape, p.dtype, p.device) : out;
   if (l.reduced == 0) {  // only sum and mean reach here: 0, and 0/0 (NaN for floats)
     const bool nan = op == ReduceOp::kMean && IsFloating(p.dtype);
-    cuda::CheckLaunch(cuda::kernels::Fill(p.dtype, out.mutable_data(), out_shape.numel(), nan ? NAN : 0.0, 0, c.stream),
+    cuda::CheckLaunch(cuda::kernels::Fill(acc, out.mutable_data(), out_shape.numel(), nan ? NAN : 0.0, 0, c.stream),
                       OpName(op), p.device);
-    return out;
+    return half ? cuda::CopyAs(out, p.dtype) : out;
   }
   const StridedTensor x = ArrangeForReduce<Cuda>(p, l);
   // Work items per chunk of the reduced dim, and how many fill the device: rows and column
@@ -55,19 +60,19 @@ Cuda::Primitive Cuda::reduce(ReduceOp op, const Primitive& p, absl::Span<const i
                       OpName(op), p.device);
   } else {
     // Partials [outer, splits, inner], then one more pass over the splits.
-    const StridedTensor partial = StridedTensor::Empty(Shape{l.outer, splits, l.inner}, p.dtype, p.device);
+    const StridedTensor partial = StridedTensor::Empty(Shape{l.outer, splits, l.inner}, acc, p.device);
     cuda::CheckLaunch(cuda::kernels::Reduce(op, p.dtype, x.data(), partial.mutable_data(), l.outer, l.reduced, l.inner,
                                             chunk, splits, c.stream),
                       OpName(op), p.device);
-    cuda::CheckLaunch(cuda::kernels::Reduce(op, p.dtype, partial.data(), out.mutable_data(), l.outer, splits, l.inner,
+    cuda::CheckLaunch(cuda::kernels::Reduce(op, acc, partial.data(), out.mutable_data(), l.outer, splits, l.inner,
                                             splits, 1, c.stream),
                       OpName(op), p.device);
   }
   if (op == ReduceOp::kMean) {
-    cuda::CheckLaunch(cuda::kernels::DivideBy(p.dtype, out.mutable_data(), out_shape.numel(), l.reduced, c.stream),
+    cuda::CheckLaunch(cuda::kernels::DivideBy(acc, out.mutable_data(), out_shape.numel(), l.reduced, c.stream),
                       OpName(op), p.device);
   }
-  return out;
+  return half ? cuda::CopyAs(out, p.dtype) : out;
 }
 
 Cuda::Primitive Cuda::argmax(const Primitive& p, int64_t dim, bool keepdim) {

@@ -74,10 +74,6 @@ DeviceBuffer::Event DeviceBuffer::fence() const {
 }
 
 StridedTensor StridedTensor::Empty(const Shape& shape, DType dtype, const CudaDevice& device) {
-  if (IsHalf(dtype)) {
-    throw Error(absl::UnimplementedError(absl::StrFormat("%s: %s tensors are not implemented on the CUDA backend yet",
-                                                         device.ToString(), DTypeName(dtype))));
-  }
   StridedTensor t;
   t.buffer = std::make_shared<DeviceBuffer>(device, shape.numel() * DTypeSize(dtype));
   t.shape = shape;

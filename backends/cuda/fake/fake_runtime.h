@@ -6,6 +6,9 @@
 #ifndef KILN_BACKENDS_CUDA_FAKE_FAKE_RUNTIME_H_
 #define KILN_BACKENDS_CUDA_FAKE_FAKE_RUNTIME_H_
 
+#include <cublas_api.h>
+#include <library_types.h>
+
 #include <cstdint>
 #include <string>
 
@@ -36,6 +39,16 @@ Counts operator-(const Counts& after, const Counts& before);
 // The device-side (mangled) name of the most recent kernel launched on this thread; empty
 // before the first.
 std::string LastKernel();
+
+// What the most recent cuBLAS GEMM (any thread) was asked to compute: its operand types and
+// compute type say whether a matmul really runs in the precision it claims (the fake does
+// not compute, so nothing else could tell). Zero-initialised before the first GEMM.
+struct GemmCall {
+  cudaDataType a_type{}, b_type{}, c_type{};
+  cublasComputeType_t compute{};
+  int m = 0, n = 0, k = 0, batches = 0;
+};
+GemmCall LastGemm();
 
 }  // namespace kiln::cuda::fake
 

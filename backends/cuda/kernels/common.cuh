@@ -9,6 +9,7 @@
 #include <limits>
 #include <type_traits>
 
+#include "backends/cuda/kernels/half.cuh"
 #include "backends/cuda/kernels/scalar_ops.h"
 #include "backends/cuda/kernels/strided_index.h"
 #include "tensor/dtype.h"
@@ -30,7 +31,8 @@ __device__ __forceinline__ int64_t GlobalThread() {
 }
 __device__ __forceinline__ int64_t GridThreads() { return static_cast<int64_t>(gridDim.x) * blockDim.x; }
 
-// Calls f(T{}) for the C++ type of `dtype` (host side, choosing a kernel instantiation).
+// Calls f(T{}) for the C++ type of `dtype` (host side, choosing a kernel instantiation); the
+// halves are their CUDA storage types (half.cuh), which a kernel loads to f32.
 template <class F>
 decltype(auto) ForDType(DType dtype, F&& f) {
   switch (dtype) {
@@ -38,9 +40,33 @@ decltype(auto) ForDType(DType dtype, F&& f) {
     case DType::kF64: return f(double{});
     case DType::kI32: return f(int32_t{});
     case DType::kI64: return f(int64_t{});
+    case DType::kBF16: return f(__nv_bfloat16{});
+    case DType::kF16: return f(__half{});
     case DType::kBool: break;
   }
   return f(bool{});
+}
+
+// Any conversion between kernel types: through f32 for the halves (a half to an integer
+// saturates as an f32 would), a wider source rounded to the half once (HalfFromDouble), a half
+// to its own type copied bit for bit (a signalling NaN stays as it is, as in a CPU copy).
+template <class To, class From>
+__device__ __forceinline__ To ConvertAny(From x) {
+  if constexpr (std::is_same_v<To, From>) {
+    return x;
+  } else if constexpr (kIsDeviceHalf<To>) {
+    if constexpr (kIsDeviceHalf<From> || std::is_same_v<From, float>) {
+      return Store<To>(Load(x));
+    } else if constexpr (std::is_same_v<From, bool>) {
+      return Store<To>(x ? 1.0f : 0.0f);
+    } else {
+      return HalfFromDouble<To>(static_cast<double>(x));
+    }
+  } else if constexpr (kIsDeviceHalf<From>) {
+    return Convert<To>(Load(x));
+  } else {
+    return Convert<To>(x);
+  }
 }
 
 }  // namespace kiln::cuda::kernels

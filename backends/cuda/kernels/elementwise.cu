@@ -17,8 +17,39 @@ __global__ void FillKernel(T* out, int64_t n, T value) {
 // The per-element operations, as functors so one strided and one dense kernel serve them all.
 template <class To, class From>
 struct ConvertFn {
-  __device__ To operator()(From x) const { return Convert<To>(x); }
+  __device__ To operator()(From x) const { return ConvertAny<To, From>(x); }
 };
+
+// A half op: the f32 functor F on the loaded values, its result rounded once (comparisons
+// return bool, which passes through).
+template <class T, class F>
+struct InF32 {
+  F f;
+  __device__ auto operator()(T x) const {
+    if constexpr (std::is_same_v<decltype(f(Load(x))), bool>) {
+      return f(Load(x));
+    } else {
+      return Store<T>(f(Load(x)));
+    }
+  }
+  __device__ auto operator()(T x, T y) const {
+    if constexpr (std::is_same_v<decltype(f(Load(x), Load(y))), bool>) {
+      return f(Load(x), Load(y));
+    } else {
+      return Store<T>(f(Load(x), Load(y)));
+    }
+  }
+};
+
+// F<T> for an ordinary type; for a half, F<float> wrapped in InF32.
+template <template <class> class F, class T, class... Args>
+auto MakeFn(Args... args) {
+  if constexpr (kIsDeviceHalf<T>) {
+    return InF32<T, F<float>>{F<float>{args...}};
+  } else {
+    return F<T>{args...};
+  }
+}
 
 template <class T>
 struct UnaryFn {
@@ -158,7 +189,9 @@ cudaError_t Fill(DType dtype, void* out, int64_t n, double fvalue, int64_t ivalu
   ForDType(dtype, [&](auto v) {
     using T = decltype(v);
     T value;
-    if constexpr (std::is_floating_point_v<T>)
+    if constexpr (kIsDeviceHalf<T>)
+      value = HalfFromDouble<T>(fvalue);
+    else if constexpr (std::is_floating_point_v<T>)
       value = static_cast<T>(fvalue);
     else
       value = static_cast<T>(ivalue);  // the host saturated it already
@@ -186,7 +219,7 @@ cudaError_t Unary(UnaryOp op, DType dtype, const void* in, void* out, const Stri
   ForDType(dtype, [&](auto v) {
     using T = decltype(v);
     if constexpr (!std::is_same_v<T, bool>) {
-      LaunchUnary(UnaryFn<T>{op}, static_cast<const T*>(in), static_cast<T*>(out), index, n, stream);
+      LaunchUnary(MakeFn<UnaryFn, T>(op), static_cast<const T*>(in), static_cast<T*>(out), index, n, stream);
     }
   });
   return cudaGetLastError();
@@ -200,9 +233,9 @@ cudaError_t Binary(BinaryOp op, DType dtype, const void* a, const void* b, void*
     const T* pa = static_cast<const T*>(a);
     const T* pb = static_cast<const T*>(b);
     if (IsComparison(op)) {
-      LaunchBinary(CompareFn<T>{op}, pa, pb, static_cast<bool*>(out), index, n, stream);
+      LaunchBinary(MakeFn<CompareFn, T>(op), pa, pb, static_cast<bool*>(out), index, n, stream);
     } else if constexpr (!std::is_same_v<T, bool>) {
-      LaunchBinary(ArithmeticFn<T>{op, div_by_zero}, pa, pb, static_cast<T*>(out), index, n, stream);
+      LaunchBinary(MakeFn<ArithmeticFn, T>(op, div_by_zero), pa, pb, static_cast<T*>(out), index, n, stream);
     }
   });
   return cudaGetLastError();

@@ -70,7 +70,8 @@ cudaError_t ScatterAdd(DType dtype, const void* src, const int64_t* ids, void* o
   if (n <= 0) return cudaSuccess;
   ForDType(dtype, [&](auto v) {
     using T = decltype(v);
-    if constexpr (!std::is_same_v<T, bool>) {  // the CPU backend leaves bool zeros too
+    // The CPU backend leaves bool zeros too; the halves are added in f32 by the host.
+    if constexpr (!std::is_same_v<T, bool> && !kIsDeviceHalf<T>) {
       ScatterAddKernel<T><<<BlocksFor(n), kThreads, 0, stream>>>(static_cast<const T*>(src), ids, static_cast<T*>(out),
                                                                  index, n, step);
     }

@@ -42,13 +42,15 @@ cudaError_t Where(DType dtype, const bool* cond, const void* a, const void* b, v
 // caller divides). NaN propagates through max and min; integer sums wrap. With inner >=
 // kColumnTile a block reduces a tile of that many columns over its chunk (the caller counts
 // work items as outer * tiles * splits); with 1 < inner < kColumnTile a thread reduces one
-// output.
+// output. A bf16 or f16 input is combined in f32 and `out` is f32 (the caller rounds the
+// finished result once, after a mean's division).
 inline constexpr int64_t kColumnTile = 32;
 inline int64_t ColumnTiles(int64_t inner) { return (inner + kColumnTile - 1) / kColumnTile; }
 cudaError_t Reduce(ReduceOp op, DType dtype, const void* in, void* out, int64_t outer, int64_t reduced, int64_t inner,
                    int64_t chunk, int64_t splits, cudaStream_t stream);
 
-// data[0, n) /= divisor (integer division truncates), for mean.
+// data[0, n) /= divisor (integer division truncates), for mean; not for the halves (their
+// sums are f32).
 cudaError_t DivideBy(DType dtype, void* data, int64_t n, int64_t divisor, cudaStream_t stream);
 
 // out[o, i] = index of the first maximum of in[o, :, i] (NaN is the maximum).
@@ -64,12 +66,14 @@ cudaError_t CheckIndices(const int64_t* index, const StridedIndex<1>& layout, in
 cudaError_t Gather(DType dtype, const void* src, const int64_t* ids, void* out, const StridedIndex<3>& index, int64_t n,
                    int64_t step, cudaStream_t stream);
 
-// out[offset 0 + ids[offset 1] * step] += src[offset 2], atomically (out holds zeros).
+// out[offset 0 + ids[offset 1] * step] += src[offset 2], atomically (out holds zeros). Not
+// for the halves (a half atomic add would round at every add; the host adds those in f32).
 cudaError_t ScatterAdd(DType dtype, const void* src, const int64_t* ids, void* out, const StridedIndex<3>& index,
                        int64_t n, int64_t step, cudaStream_t stream);
 
 // The fused kernels of tensor/fused_ops.h (kernels/fused.cu), over dense row-major [rows, n]
-// operands of f32 or f64 (any other dtype returns cudaErrorInvalidValue); statistics are
+// operands of f32 or f64 (any other dtype, the halves included, returns
+// cudaErrorInvalidValue: the host widens those, HalfInF32); statistics are
 // [rows]. Causal: row r is row r % sq of an [sq, n] matrix and keeps columns
 // j <= r % sq + n - sq; a row that keeps none is NaN (its gradient 0, as masked columns').
 cudaError_t SoftmaxLast(DType dtype, const void* x, void* y, int64_t rows, int64_t n, int64_t sq, bool causal,

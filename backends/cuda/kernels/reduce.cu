@@ -52,15 +52,18 @@ __device__ __forceinline__ T WarpReduce(ReduceOp op, T v) {
 // Combines in[begin], in[begin + stride], ... below `end`, four loads at a time so each
 // thread keeps several memory requests in flight (one at a time left the H200's bandwidth
 // half used). The order is fixed, so results do not vary between runs.
+// Halves are loaded to f32 and combined in f32 (MathT).
 template <class T>
-__device__ __forceinline__ T StrideCombine(ReduceOp op, const T* in, int64_t begin, int64_t end, int64_t stride) {
-  T acc = Identity<T>(op);
+__device__ __forceinline__ MathT<T> StrideCombine(ReduceOp op, const T* in, int64_t begin, int64_t end,
+                                                  int64_t stride) {
+  using A = MathT<T>;
+  A acc = Identity<A>(op);
   int64_t i = begin;
   for (; i + 3 * stride < end; i += 4 * stride) {
-    const T a = in[i], b = in[i + stride], c = in[i + 2 * stride], d = in[i + 3 * stride];
+    const A a = Load(in[i]), b = Load(in[i + stride]), c = Load(in[i + 2 * stride]), d = Load(in[i + 3 * stride]);
     acc = Combine(op, acc, Combine(op, Combine(op, a, b), Combine(op, c, d)));
   }
-  for (; i < end; i += stride) acc = Combine(op, acc, in[i]);
+  for (; i < end; i += stride) acc = Combine(op, acc, Load(in[i]));
   return acc;
 }
 
@@ -78,14 +81,14 @@ __device__ __forceinline__ Segment SegmentOf(int64_t item, int64_t reduced, int6
 
 // One warp per segment (short rows).
 template <class T>
-__global__ void RowsWarpKernel(ReduceOp op, const T* in, T* out, int64_t items, int64_t reduced, int64_t chunk,
+__global__ void RowsWarpKernel(ReduceOp op, const T* in, MathT<T>* out, int64_t items, int64_t reduced, int64_t chunk,
                                int64_t splits) {
   const int lane = threadIdx.x % kWarp;
   const int64_t warp = GlobalThread() / kWarp;
   const int64_t warps = GridThreads() / kWarp;
   for (int64_t item = warp; item < items; item += warps) {  // warp-uniform loop
     const Segment seg = SegmentOf(item, reduced, chunk, splits);
-    T acc = StrideCombine(op, in, seg.begin + lane, seg.end, kWarp);
+    MathT<T> acc = StrideCombine(op, in, seg.begin + lane, seg.end, kWarp);
     acc = WarpReduce(op, acc);
     if (lane == 0) out[item] = acc;
   }
@@ -93,18 +96,18 @@ __global__ void RowsWarpKernel(ReduceOp op, const T* in, T* out, int64_t items, 
 
 // One block per segment (long rows).
 template <class T>
-__global__ void RowsBlockKernel(ReduceOp op, const T* in, T* out, int64_t items, int64_t reduced, int64_t chunk,
+__global__ void RowsBlockKernel(ReduceOp op, const T* in, MathT<T>* out, int64_t items, int64_t reduced, int64_t chunk,
                                 int64_t splits) {
-  __shared__ T partial[kWarpsPerBlock];
+  __shared__ MathT<T> partial[kWarpsPerBlock];
   const int lane = threadIdx.x % kWarp, warp = threadIdx.x / kWarp;
   for (int64_t item = blockIdx.x; item < items; item += gridDim.x) {  // block-uniform loop
     const Segment seg = SegmentOf(item, reduced, chunk, splits);
-    T acc = StrideCombine(op, in, seg.begin + threadIdx.x, seg.end, blockDim.x);
+    MathT<T> acc = StrideCombine(op, in, seg.begin + threadIdx.x, seg.end, blockDim.x);
     acc = WarpReduce(op, acc);
     if (lane == 0) partial[warp] = acc;
     __syncthreads();
     if (warp == 0) {
-      acc = lane < kWarpsPerBlock ? partial[lane] : Identity<T>(op);
+      acc = lane < kWarpsPerBlock ? partial[lane] : Identity<MathT<T>>(op);
       acc = WarpReduce(op, acc);
       if (lane == 0) out[item] = acc;
     }
@@ -115,7 +118,7 @@ __global__ void RowsBlockKernel(ReduceOp op, const T* in, T* out, int64_t items,
 // [outer, reduced, inner] with 1 < inner < kColumnTile: a thread per (outer, split, inner)
 // output.
 template <class T>
-__global__ void ColumnsKernel(ReduceOp op, const T* in, T* out, int64_t outer, int64_t reduced, int64_t inner,
+__global__ void ColumnsKernel(ReduceOp op, const T* in, MathT<T>* out, int64_t outer, int64_t reduced, int64_t inner,
                               int64_t chunk, int64_t splits) {
   const int64_t total = outer * splits * inner;
   for (int64_t w = GlobalThread(); w < total; w += GridThreads()) {
@@ -133,10 +136,10 @@ __global__ void ColumnsKernel(ReduceOp op, const T* in, T* out, int64_t outer, i
 // the chunk, and the warps' partials meet in shared memory: a thread per output alone left
 // narrow tensors with too few threads (0.48 of cuBLAS on an H200).
 template <class T>
-__global__ void ColumnTilesKernel(ReduceOp op, const T* in, T* out, int64_t outer, int64_t reduced, int64_t inner,
-                                  int64_t chunk, int64_t splits) {
+__global__ void ColumnTilesKernel(ReduceOp op, const T* in, MathT<T>* out, int64_t outer, int64_t reduced,
+                                  int64_t inner, int64_t chunk, int64_t splits) {
   static_assert(kColumnTile == kWarp);
-  __shared__ T partial[kWarpsPerBlock][kWarp];
+  __shared__ MathT<T> partial[kWarpsPerBlock][kWarp];
   const int lane = threadIdx.x % kWarp, warp = threadIdx.x / kWarp;
   const int64_t tiles = (inner + kWarp - 1) / kWarp;
   const int64_t items = outer * splits * tiles;
@@ -146,7 +149,7 @@ __global__ void ColumnTilesKernel(ReduceOp op, const T* in, T* out, int64_t oute
     const int64_t column = tile * kWarp + lane;
     const int64_t begin = s * chunk;
     const int64_t end = begin + chunk < reduced ? begin + chunk : reduced;
-    T acc = Identity<T>(op);
+    MathT<T> acc = Identity<MathT<T>>(op);
     if (column < inner) {
       acc = StrideCombine(op, in + o * reduced * inner + column, (begin + warp) * inner, end * inner,
                           kWarpsPerBlock * inner);
@@ -170,7 +173,7 @@ __global__ void DivideKernel(T* data, int64_t n, int64_t divisor) {
 
 // ---- Argmax: (value, index) pairs; NaN is the largest value, ties go to the lower index.
 template <class T>
-using ShuffleType = std::conditional_t<std::is_same_v<T, bool>, int, T>;
+using ShuffleType = std::conditional_t<std::is_same_v<T, bool>, int, MathT<T>>;
 
 template <class V>
 __device__ __forceinline__ bool Better(V v, int64_t i, V best, int64_t best_i) {
@@ -197,7 +200,7 @@ __global__ void ArgmaxRowsKernel(const T* in, int64_t* out, int64_t rows, int64_
     V best = Lowest<V>();
     int64_t best_i = kNone;
     for (int64_t i = threadIdx.x; i < reduced; i += blockDim.x) {
-      const V v = static_cast<V>(x[i]);
+      const V v = static_cast<V>(Load(x[i]));
       if (Better(v, i, best, best_i)) best = v, best_i = i;
     }
     for (int delta = kWarp / 2; delta > 0; delta /= 2) {
@@ -228,10 +231,10 @@ __global__ void ArgmaxColumnsKernel(const T* in, int64_t* out, int64_t outer, in
   const int64_t total = outer * inner;
   for (int64_t w = GlobalThread(); w < total; w += GridThreads()) {
     const T* base = in + (w / inner) * reduced * inner + w % inner;
-    V best = static_cast<V>(base[0]);
+    V best = static_cast<V>(Load(base[0]));
     int64_t best_i = 0;
     for (int64_t r = 1; r < reduced; ++r) {
-      const V v = static_cast<V>(base[r * inner]);
+      const V v = static_cast<V>(Load(base[r * inner]));
       if (Better(v, r, best, best_i)) best = v, best_i = r;
     }
     out[w] = best_i;
@@ -248,7 +251,7 @@ cudaError_t Reduce(ReduceOp op, DType dtype, const void* in, void* out, int64_t 
     using T = decltype(v);
     if constexpr (!std::is_same_v<T, bool>) {
       const T* x = static_cast<const T*>(in);
-      T* y = static_cast<T*>(out);
+      MathT<T>* y = static_cast<MathT<T>*>(out);
       if (inner >= kColumnTile) {
         const unsigned int blocks = BlocksFor(outer * splits * ColumnTiles(inner), 1);
         ColumnTilesKernel<T><<<blocks, kThreads, 0, stream>>>(op, x, y, outer, reduced, inner, chunk, splits);
@@ -269,7 +272,7 @@ cudaError_t DivideBy(DType dtype, void* data, int64_t n, int64_t divisor, cudaSt
   if (n <= 0) return cudaSuccess;
   ForDType(dtype, [&](auto v) {
     using T = decltype(v);
-    if constexpr (!std::is_same_v<T, bool>) {
+    if constexpr (!std::is_same_v<T, bool> && !kIsDeviceHalf<T>) {  // halves divide their f32 sums
       DivideKernel<T><<<BlocksFor(n), kThreads, 0, stream>>>(static_cast<T*>(data), n, divisor);
     }
   });
