@@ -15,17 +15,17 @@
 namespace kiln {
 
 struct TrainPosition {
-  int64_t step = 0;                  // steps done in all
-  int64_t epoch = 1;                 // the epoch running (1-based)
-  int64_t step_in_epoch = 0;         // steps of `epoch` done
-  uint64_t data_generator = 0;       // the data order's generator as `epoch` began (train: before its
-                                     // shuffle) or at `step` (gpt: before the next batch's draw)
-  double loss_sum = 0;               // the losses of `epoch`'s steps so far
-  double last_epoch_loss = 0;        // the mean loss of the epoch before `epoch` (0: none)
-  int64_t members = 1;               // devices over every process that trained until here
-  std::string devices;               // those of rank 0, e.g. "cpu:0,cpu:1", and the process count
-  std::vector<uint64_t> generators;  // DataParallel::GeneratorStates()
-  double loss_scale = 0;             // the loss scaler's scale (0: the run has none)
+  int64_t step = 0;                   // steps done in all
+  int64_t epoch = 1;                  // the epoch running (1-based)
+  int64_t step_in_epoch = 0;          // steps of `epoch` done
+  uint64_t data_generator = 0;        // the data order's generator as `epoch` began (train: before its
+                                      // shuffle) or at `step` (gpt: before the next batch's draw)
+  double loss_sum = 0;                // the losses of `epoch`'s steps so far
+  double last_epoch_loss = 0;         // the mean loss of the epoch before `epoch` (0: none)
+  int64_t members = 1;                // devices over every process that trained until here
+  std::string devices;                // those of rank 0, e.g. "cpu:0,cpu:1", and the process count
+  std::vector<uint64_t> generators;   // DataParallel::GeneratorStates()
+  double loss_scale = 0;              // the loss scaler's scale (0: the run has none)
   int64_t loss_scale_good_steps = 0;  // and its good steps since the last change
 };
 
