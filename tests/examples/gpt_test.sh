@@ -28,14 +28,14 @@ expect_error "is smaller than the 2 devices" --batch_size=1 --devices=cpu:0,cpu:
 small=(--steps=3 --batch_size=4 --context=16 --layers=1 --heads=2 --width=16 --eval_batches=1 --threads=1)
 out1=$("$gpt" "${small[@]}" --sample=20 --prompt="Q: " 2>&1) || fail "short run exited $?: $out1"
 last=$(echo "$out1" | tail -n 1)
-[[ "$last" == '{"val_loss":'*'"val_bits_per_byte":'*'"tokens_per_sec":'*'"steps":3,"devices":["cpu:0"]}' ]] ||
+[[ "$last" == '{"val_loss":'*'"val_bits_per_byte":'*'"tokens_per_sec":'*'"steps":3,"devices":["cpu:0"],"precision":"f32"}' ]] ||
   fail "last line is not the JSON summary: $last"
 echo "$out1" | grep -q '^Q: ' || fail "no sample after the prompt: $out1"
 out2=$("$gpt" "${small[@]}" 2>&1)
 strip() { echo "$1" | tail -n 1 | sed 's/"tokens_per_sec":[0-9.]*,//'; }
 [[ "$(strip "$out1")" == "$(strip "$out2")" ]] || fail "same seed, different results: $(strip "$out1") vs $(strip "$out2")"
 out3=$("$gpt" "${small[@]}" --devices=cpu:0,cpu:1 2>&1) || fail "two-device run exited $?: $out3"
-[[ "$(echo "$out3" | tail -n 1)" == *'"devices":["cpu:0","cpu:1"]}' ]] || fail "two-device summary: $(echo "$out3" | tail -n 1)"
+[[ "$(echo "$out3" | tail -n 1)" == *'"devices":["cpu:0","cpu:1"],"precision":"f32"}' ]] || fail "two-device summary: $(echo "$out3" | tail -n 1)"
 
 # Across processes exactly like examples/train: 2 processes x 1 device is one process with
 # cpu:0,cpu:1 (a sum of two gradients either way), so the checkpoints are equal byte for byte.
@@ -43,7 +43,7 @@ out3=$("$gpt" "${small[@]}" --devices=cpu:0,cpu:1 2>&1) || fail "two-device run 
   fail "in-process checkpointed run: $(cat "$tmp/in.out")"
 "$launch" --nproc=2 -- "$gpt" "${small[@]}" --devices=cpu:0 --checkpoint="$tmp/mp.safetensors" >"$tmp/mp.out" 2>&1 ||
   fail "2 x 1 run: $(cat "$tmp/mp.out")"
-tail -n 1 "$tmp/mp.out" | grep -q '^\[rank 0\] {"val_loss":.*"devices":\["cpu:0"\],"processes":2}$' ||
+tail -n 1 "$tmp/mp.out" | grep -q '^\[rank 0\] {"val_loss":.*"devices":\["cpu:0"\],"processes":2,"precision":"f32"}$' ||
   fail "2 x 1 summary: $(tail -n 1 "$tmp/mp.out")"
 cmp -s "$tmp/in.safetensors" "$tmp/mp.safetensors" || fail "2 x 1 checkpoint differs from cpu:0,cpu:1 in one process"
 

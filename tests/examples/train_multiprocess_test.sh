@@ -20,7 +20,7 @@ common=(--train_limit=2048 --epochs=1 --batch_size=64 --threads=1)
   fail "in-process 2-device run: $(cat "$tmp/ref2.out")"
 "$launch" --nproc=2 -- "$train" "${common[@]}" --devices=cpu:0 --checkpoint="$tmp/mp2.safetensors" >"$tmp/mp2.out" 2>&1 ||
   fail "2 x 1 run: $(cat "$tmp/mp2.out")"
-tail -n 1 "$tmp/mp2.out" | grep -q '^\[rank 0\] {"test_accuracy":.*"devices":\["cpu:0"\],"processes":2}$' ||
+tail -n 1 "$tmp/mp2.out" | grep -q '^\[rank 0\] {"test_accuracy":.*"devices":\["cpu:0"\],"processes":2,"precision":"f32"}$' ||
   fail "2 x 1 summary: $(tail -n 1 "$tmp/mp2.out")"
 grep -q '^\[rank 1\]' "$tmp/mp2.out" && fail "rank 1 printed: $(grep '^\[rank 1\]' "$tmp/mp2.out")"
 cmp -s "$tmp/ref2.safetensors" "$tmp/mp2.safetensors" ||

@@ -72,7 +72,7 @@ last=$(echo "$out1" | tail -n 1)
 for key in test_accuracy train_loss epochs steps samples_per_sec devices; do
   [[ "$last" == *"\"$key\":"* ]] || fail "last line lacks $key: $last"
 done
-[[ "$last" == '{'*'"devices":["cpu:0"]}' ]] || fail "last line is not the JSON summary: $last"
+[[ "$last" == '{'*'"devices":["cpu:0"],"precision":"f32"}' ]] || fail "last line is not the JSON summary: $last"
 [[ -s "$tmp/model.safetensors" ]] || fail "no checkpoint written"
 out2=$(run)
 strip() { echo "$1" | tail -n 1 | sed 's/"samples_per_sec":[0-9.]*,//'; }
@@ -81,7 +81,7 @@ out3=$(run --seed=2)
 [[ "$(strip "$out1")" != "$(strip "$out3")" ]] || fail "another seed gave the very same result"
 # Data-parallel over two devices trains too, and says so.
 out4=$(run --devices=cpu:0,cpu:1) || fail "two-device run exited $?: $out4"
-[[ "$(echo "$out4" | tail -n 1)" == *'"devices":["cpu:0","cpu:1"]}' ]] || fail "two-device summary: $(echo "$out4" | tail -n 1)"
+[[ "$(echo "$out4" | tail -n 1)" == *'"devices":["cpu:0","cpu:1"],"precision":"f32"}' ]] || fail "two-device summary: $(echo "$out4" | tail -n 1)"
 
 # On Vulkan (lavapipe in CI: two virtual devices on the CPU), data-parallel training over two
 # devices gives the CPU's result: same loss and accuracy to the printed digits.
@@ -90,7 +90,7 @@ if [[ "$backends" == *vulkan* ]]; then
   cpu=$(small --devices=cpu:0,cpu:1) || fail "cpu run exited $?: $cpu"
   vk=$(KILN_VULKAN_VIRTUAL_DEVICES=2 small --devices=vulkan:0,vulkan:1) || fail "vulkan run exited $?: $vk"
   last_vk=$(echo "$vk" | tail -n 1)
-  [[ "$last_vk" == *'"devices":["vulkan:0","vulkan:1"]}' ]] || fail "vulkan summary: $last_vk"
+  [[ "$last_vk" == *'"devices":["vulkan:0","vulkan:1"],"precision":"f32"}' ]] || fail "vulkan summary: $last_vk"
   [[ "$(strip "$cpu" | sed 's/"devices".*//')" == "$(strip "$vk" | sed 's/"devices".*//')" ]] ||
     fail "vulkan and cpu disagree: $(strip "$vk") vs $(strip "$cpu")"
 fi
