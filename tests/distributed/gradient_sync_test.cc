@@ -59,6 +59,32 @@ const std::vector<std::pair<const char*, Graph<B>>>& Graphs() {
   return *graphs;
 }
 
+// Replicas of `model` on the devices d, each with its own GradientSync over one group.
+template <class B>
+struct Replicas {
+  Replicas(const nn::Module<Autodiff<B>>& model, const std::vector<typename B::Device>& d, SyncOptions options = {},
+           GroupOptions group_options = {})
+      : group(d, group_options) {
+    for (size_t r = 0; r < d.size(); ++r) {
+      modules.push_back(model.clone_to(d[r]));
+      syncs.push_back(std::make_unique<GradientSync<B>>(group, static_cast<int>(r), *modules[r], options));
+    }
+  }
+  Probe<B>& probe(int r) { return static_cast<Probe<B>&>(*modules[r]); }
+
+  DeviceGroup<B> group;
+  std::vector<std::unique_ptr<nn::Module<Autodiff<B>>>> modules;
+  std::vector<std::unique_ptr<GradientSync<B>>> syncs;
+};
+
+// Runs body(r) for members 0 and 1 at once, a thread each: a collective needs both.
+template <class F>
+void OnBothMembers(F body) {
+  std::thread other(body, 1);
+  body(0);
+  other.join();
+}
+
 template <class B>
 class GradientSyncTest : public ::testing::Test {
  protected:
@@ -71,38 +97,26 @@ TYPED_TEST_SUITE(GradientSyncTest, DistributedBackends, ConfigNames);
 
 TYPED_TEST(GradientSyncTest, SyncedEqualsTheReductionOfLocalGradients) {
   using B = TypeParam;
-  using ADB = Autodiff<B>;
-  using AD = Tensor<ADB>;
+  using AD = Tensor<Autodiff<B>>;
   const auto d = TestDevices<B>::Provide(2);
   for (const auto& [name, graph] : Graphs<B>()) {
     for (ReduceOp kind : {ReduceOp::kSum, ReduceOp::kMean}) {
       SCOPED_TRACE(std::string(name) + " " + OpName(kind));
       Generator gen(1);
-      Probe<B> model(gen, graph, d[0]);
-      DeviceGroup<B> group(d);
-      std::vector<std::unique_ptr<nn::Module<ADB>>> replicas;
-      std::vector<std::unique_ptr<GradientSync<B>>> syncs;
-      for (int r = 0; r < 2; ++r) {
-        replicas.push_back(model.clone_to(d[r]));
-        syncs.push_back(std::make_unique<GradientSync<B>>(group, r, *replicas[r], SyncOptions{.reduce = kind}));
-      }
+      Replicas<B> replicas(Probe<B>(gen, graph, d[0]), d, SyncOptions{.reduce = kind});
       for (int step = 0; step < 20; ++step) {
         std::vector<std::vector<double>> local(2), synced(2), unused(2);
-        std::vector<std::thread> threads;
-        for (int r = 0; r < 2; ++r) {
-          threads.emplace_back([&, r] {
-            Generator data(100 * step + r);
-            auto& m = static_cast<Probe<B>&>(*replicas[r]);
-            const AD x = AD::uniform({3, 3}, -1, 1, data, DType::kF64, d[r]);
-            const auto grads = m(x).sum().backward();
-            local[r] = grads.get(m.w())->to_data().ToDoubles();
-            auto s = syncs[r]->Finish(grads);
-            ASSERT_TRUE(s.ok()) << s.status();
-            synced[r] = s->get(m.w())->to_data().ToDoubles();
-            unused[r] = s->get(m.unused())->to_data().ToDoubles();
-          });
-        }
-        for (auto& t : threads) t.join();
+        OnBothMembers([&](int r) {
+          Generator data(100 * step + r);
+          auto& m = replicas.probe(r);
+          const AD x = AD::uniform({3, 3}, -1, 1, data, DType::kF64, d[r]);
+          const auto grads = m(x).sum().backward();
+          local[r] = grads.get(m.w())->to_data().ToDoubles();
+          auto s = replicas.syncs[r]->Finish(grads);
+          ASSERT_TRUE(s.ok()) << s.status();
+          synced[r] = s->get(m.w())->to_data().ToDoubles();
+          unused[r] = s->get(m.unused())->to_data().ToDoubles();
+        });
         for (size_t i = 0; i < local[0].size(); ++i) {
           const double want = kind == ReduceOp::kSum ? local[0][i] + local[1][i] : (local[0][i] + local[1][i]) / 2;
           ASSERT_EQ(synced[0][i], want) << "step " << step << " element " << i;
@@ -128,31 +142,21 @@ TYPED_TEST(GradientSyncTest, BucketsOverlapBackwardAndChangeNoResult) {
     model.template add<nn::Linear<ADB>>(6, 16, gen, nn::LinearOptions{.dtype = DType::kF64}, d[0])
         .template add<nn::Linear<ADB>>(16, 16, gen, nn::LinearOptions{.dtype = DType::kF64}, d[0])
         .template add<nn::Linear<ADB>>(16, 2, gen, nn::LinearOptions{.dtype = DType::kF64}, d[0]);
-    DeviceGroup<B> group(d);
-    std::vector<std::unique_ptr<nn::Module<ADB>>> replicas;
-    std::vector<std::unique_ptr<GradientSync<B>>> syncs;
-    for (int r = 0; r < 2; ++r) {
-      replicas.push_back(model.clone_to(d[r]));
-      syncs.push_back(
-          std::make_unique<GradientSync<B>>(group, r, *replicas[r], SyncOptions{.bucket_bytes = bucket_bytes}));
-    }
+    Replicas<B> replicas(model, d, SyncOptions{.bucket_bytes = bucket_bytes});
+    const auto& syncs = replicas.syncs;
     EXPECT_EQ(syncs[0]->bucket_count(), bucket_bytes == 1 ? 6 : 1);
     std::vector<double> flat;
-    std::vector<std::thread> threads;
-    for (int r = 0; r < 2; ++r) {
-      threads.emplace_back([&, r] {
-        Generator data(7 + r);
-        const AD x = AD::uniform({5, 6}, -1, 1, data, DType::kF64, d[r]);
-        auto s = syncs[r]->Finish((*replicas[r])(x).tanh().sum().backward());
-        ASSERT_TRUE(s.ok()) << s.status();
-        if (r == 0) {
-          for (auto& [name, p] : replicas[r]->named_parameters()) {
-            for (double v : s->get(*p)->to_data().ToDoubles()) flat.push_back(v);
-          }
+    OnBothMembers([&](int r) {
+      Generator data(7 + r);
+      const AD x = AD::uniform({5, 6}, -1, 1, data, DType::kF64, d[r]);
+      auto s = syncs[r]->Finish((*replicas.modules[r])(x).tanh().sum().backward());
+      ASSERT_TRUE(s.ok()) << s.status();
+      if (r == 0) {
+        for (auto& [name, p] : replicas.modules[r]->named_parameters()) {
+          for (double v : s->get(*p)->to_data().ToDoubles()) flat.push_back(v);
         }
-      });
-    }
-    for (auto& t : threads) t.join();
+      }
+    });
     EXPECT_EQ(syncs[0]->buckets_started_in_backward(), syncs[0]->bucket_count());
     results.push_back(flat);
   }
@@ -161,65 +165,41 @@ TYPED_TEST(GradientSyncTest, BucketsOverlapBackwardAndChangeNoResult) {
 
 TYPED_TEST(GradientSyncTest, AccumulatesMicroBatchesAndSyncsOnTheLast) {
   using B = TypeParam;
-  using ADB = Autodiff<B>;
-  using AD = Tensor<ADB>;
+  using AD = Tensor<Autodiff<B>>;
   const auto d = TestDevices<B>::Provide(2);
   Generator gen(3);
-  Probe<B> model(gen, Graphs<B>()[2].second, d[0]);
-  DeviceGroup<B> group(d);
-  std::vector<std::unique_ptr<nn::Module<ADB>>> replicas;
-  std::vector<std::unique_ptr<GradientSync<B>>> syncs;
-  for (int r = 0; r < 2; ++r) {
-    replicas.push_back(model.clone_to(d[r]));
-    syncs.push_back(std::make_unique<GradientSync<B>>(group, r, *replicas[r], SyncOptions{.reduce = ReduceOp::kSum}));
-  }
+  Replicas<B> replicas(Probe<B>(gen, Graphs<B>()[2].second, d[0]), d, SyncOptions{.reduce = ReduceOp::kSum});
   std::vector<std::vector<double>> total(2), synced(2);
-  std::vector<std::thread> threads;
-  for (int r = 0; r < 2; ++r) {
-    threads.emplace_back([&, r] {
-      auto& m = static_cast<Probe<B>&>(*replicas[r]);
-      Gradients<B> sum;
-      for (int micro = 0; micro < 3; ++micro) {
-        syncs[r]->set_sync_enabled(micro == 2);
-        Generator data(10 * r + micro);
-        const auto grads = m(AD::uniform({3, 3}, -1, 1, data, DType::kF64, d[r])).sum().backward();
-        sum.accumulate(grads);
-        auto s = syncs[r]->Finish(grads);
-        ASSERT_TRUE(s.ok());
-        if (micro == 2) synced[r] = s->get(m.w())->to_data().ToDoubles();
-      }
-      total[r] = sum.get(m.w())->to_data().ToDoubles();
-    });
-  }
-  for (auto& t : threads) t.join();
+  OnBothMembers([&](int r) {
+    auto& m = replicas.probe(r);
+    Gradients<B> sum;
+    for (int micro = 0; micro < 3; ++micro) {
+      replicas.syncs[r]->set_sync_enabled(micro == 2);
+      Generator data(10 * r + micro);
+      const auto grads = m(AD::uniform({3, 3}, -1, 1, data, DType::kF64, d[r])).sum().backward();
+      sum.accumulate(grads);
+      auto s = replicas.syncs[r]->Finish(grads);
+      ASSERT_TRUE(s.ok());
+      if (micro == 2) synced[r] = s->get(m.w())->to_data().ToDoubles();
+    }
+    total[r] = sum.get(m.w())->to_data().ToDoubles();
+  });
   for (size_t i = 0; i < total[0].size(); ++i) EXPECT_NEAR(synced[0][i], total[0][i] + total[1][i], 1e-12);
 }
 
 TYPED_TEST(GradientSyncTest, AnExtraBackwardCannotMixRounds) {
   using B = TypeParam;
-  using ADB = Autodiff<B>;
-  using AD = Tensor<ADB>;
+  using AD = Tensor<Autodiff<B>>;
   const auto d = TestDevices<B>::Provide(2);
   Generator gen(4);
-  Probe<B> model(gen, Graphs<B>()[0].second, d[0]);
-  DeviceGroup<B> group(d, {.timeout = std::chrono::milliseconds(500)});
-  std::vector<std::unique_ptr<nn::Module<ADB>>> replicas;
-  std::vector<std::unique_ptr<GradientSync<B>>> syncs;
-  for (int r = 0; r < 2; ++r) {
-    replicas.push_back(model.clone_to(d[r]));
-    syncs.push_back(std::make_unique<GradientSync<B>>(group, r, *replicas[r]));
-  }
+  Replicas<B> replicas(Probe<B>(gen, Graphs<B>()[0].second, d[0]), d, {}, {.timeout = std::chrono::milliseconds(500)});
   std::vector<absl::Status> statuses(2);
-  std::vector<std::thread> threads;
-  for (int r = 0; r < 2; ++r) {
-    threads.emplace_back([&, r] {
-      const AD x = AD::ones({3, 2}, DType::kF64, d[r]);
-      auto first = (*replicas[r])(x).sum().backward();
-      auto second = (*replicas[r])(x).sum().backward();  // no Finish in between
-      statuses[r] = syncs[r]->Finish(second).status();
-    });
-  }
-  for (auto& t : threads) t.join();
+  OnBothMembers([&](int r) {
+    const AD x = AD::ones({3, 2}, DType::kF64, d[r]);
+    auto first = replicas.probe(r)(x).sum().backward();
+    auto second = replicas.probe(r)(x).sum().backward();  // no Finish in between
+    statuses[r] = replicas.syncs[r]->Finish(second).status();
+  });
   for (const auto& s : statuses) {
     EXPECT_EQ(s.code(), absl::StatusCode::kFailedPrecondition);
     EXPECT_EQ(s.message(),
@@ -232,8 +212,7 @@ TYPED_TEST(GradientSyncTest, AnExtraBackwardCannotMixRounds) {
 // the all-reduce is the identity, so the synced gradients are the local ones, not copies.
 TYPED_TEST(GradientSyncTest, AGroupOfOneHandsBackTheLocalGradients) {
   using B = TypeParam;
-  using ADB = Autodiff<B>;
-  using AD = Tensor<ADB>;
+  using AD = Tensor<Autodiff<B>>;
   const auto d = TestDevices<B>::Provide(1);
   for (ReduceOp kind : {ReduceOp::kSum, ReduceOp::kMean, ReduceOp::kMax}) {
     SCOPED_TRACE(OpName(kind));
@@ -260,47 +239,31 @@ TYPED_TEST(GradientSyncTest, AGroupOfOneHandsBackTheLocalGradients) {
 // bf16(reduce(bf16(g0), bf16(g1))) on both members.
 TYPED_TEST(GradientSyncTest, Bf16CompressionRoundsEachBucketAndTheResultOnce) {
   using B = TypeParam;
-  using ADB = Autodiff<B>;
-  using AD = Tensor<ADB>;
-  if constexpr (!::kiln::testing::kHasHalf<B>) {
-    GTEST_SKIP() << B::Name() << " has no bf16 kernels yet";
-  } else {
-    const auto d = TestDevices<B>::Provide(2);
-    for (ReduceOp kind : {ReduceOp::kSum, ReduceOp::kMean}) {
-      SCOPED_TRACE(OpName(kind));
-      Generator gen(3);
-      Probe<B> model(gen, Graphs<B>()[2].second, d[0]);
-      DeviceGroup<B> group(d);
-      std::vector<std::unique_ptr<nn::Module<ADB>>> replicas;
-      std::vector<std::unique_ptr<GradientSync<B>>> syncs;
-      for (int r = 0; r < 2; ++r) {
-        replicas.push_back(model.clone_to(d[r]));
-        syncs.push_back(std::make_unique<GradientSync<B>>(group, r, *replicas[r],
-                                                          SyncOptions{.reduce = kind, .reduce_dtype = DType::kBF16}));
-      }
-      std::vector<std::vector<double>> local(2), synced(2);
-      std::vector<std::thread> threads;
-      for (int r = 0; r < 2; ++r) {
-        threads.emplace_back([&, r] {
-          Generator data(7 + r);
-          auto& m = static_cast<Probe<B>&>(*replicas[r]);
-          const auto grads = m(AD::uniform({3, 3}, -1, 1, data, DType::kF64, d[r])).sum().backward();
-          local[r] = grads.get(m.w())->to_data().ToDoubles();
-          auto s = syncs[r]->Finish(grads);
-          ASSERT_TRUE(s.ok()) << s.status();
-          EXPECT_EQ(s->get(m.w())->dtype(), DType::kF64);  // widened back to the parameter's dtype
-          synced[r] = s->get(m.w())->to_data().ToDoubles();
-        });
-      }
-      for (auto& t : threads) t.join();
-      for (size_t i = 0; i < local[0].size(); ++i) {
-        const float a = static_cast<float>(BFloat16(local[0][i])), b = static_cast<float>(BFloat16(local[1][i]));
-        const float reduced = kind == ReduceOp::kSum ? a + b : (a + b) / 2;
-        EXPECT_EQ(synced[0][i], static_cast<double>(static_cast<float>(BFloat16(reduced)))) << "element " << i;
-        EXPECT_NE(synced[0][i], kind == ReduceOp::kSum ? local[0][i] + local[1][i] : (local[0][i] + local[1][i]) / 2);
-      }
-      EXPECT_EQ(synced[0], synced[1]);
+  using AD = Tensor<Autodiff<B>>;
+  const auto d = TestDevices<B>::Provide(2);
+  for (ReduceOp kind : {ReduceOp::kSum, ReduceOp::kMean}) {
+    SCOPED_TRACE(OpName(kind));
+    Generator gen(3);
+    Replicas<B> replicas(Probe<B>(gen, Graphs<B>()[2].second, d[0]), d,
+                         SyncOptions{.reduce = kind, .reduce_dtype = DType::kBF16});
+    std::vector<std::vector<double>> local(2), synced(2);
+    OnBothMembers([&](int r) {
+      Generator data(7 + r);
+      auto& m = replicas.probe(r);
+      const auto grads = m(AD::uniform({3, 3}, -1, 1, data, DType::kF64, d[r])).sum().backward();
+      local[r] = grads.get(m.w())->to_data().ToDoubles();
+      auto s = replicas.syncs[r]->Finish(grads);
+      ASSERT_TRUE(s.ok()) << s.status();
+      EXPECT_EQ(s->get(m.w())->dtype(), DType::kF64);  // widened back to the parameter's dtype
+      synced[r] = s->get(m.w())->to_data().ToDoubles();
+    });
+    for (size_t i = 0; i < local[0].size(); ++i) {
+      const float a = static_cast<float>(BFloat16(local[0][i])), b = static_cast<float>(BFloat16(local[1][i]));
+      const float reduced = kind == ReduceOp::kSum ? a + b : (a + b) / 2;
+      EXPECT_EQ(synced[0][i], static_cast<double>(static_cast<float>(BFloat16(reduced)))) << "element " << i;
+      EXPECT_NE(synced[0][i], kind == ReduceOp::kSum ? local[0][i] + local[1][i] : (local[0][i] + local[1][i]) / 2);
     }
+    EXPECT_EQ(synced[0], synced[1]);
   }
 }
 
