@@ -39,7 +39,11 @@ void BM_Memcpy(benchmark::State& state) {
       benchmark::Counter(static_cast<double>(bytes) * 1e-9, benchmark::Counter::kIsIterationInvariantRate);
 }
 
-void BM_AllReduceKiln(benchmark::State& state) {
+// Times `reduce(group, r, input)` run by two member threads at once over f32 buffers of
+// state.range(0) MiB holding 1 and 2. GB/s counts the f32 bytes each member ends up with,
+// comparable to memcpy's.
+template <class Reduce>
+void TimeAllReduce(benchmark::State& state, Reduce reduce) {
   OneThreadPerDevice(2);
   const int64_t bytes = state.range(0) << 20;
   DeviceGroup<Cpu> group({CpuDevice(0), CpuDevice(1)});
@@ -47,35 +51,29 @@ void BM_AllReduceKiln(benchmark::State& state) {
   for (int r = 0; r < 2; ++r) inputs.push_back(Tensor<Cpu>::full({bytes / 4}, r + 1, DType::kF32, CpuDevice(r)));
   MemberThreads threads(2);
   for (auto _ : state) {
-    const absl::Status s = threads.Run([&](int r) { return group.AllReduce(r, inputs[r], ReduceOp::kSum).status(); });
+    const absl::Status s = threads.Run([&](int r) { return reduce(group, r, inputs[r]); });
     if (!s.ok()) state.SkipWithError(std::string(s.message()).c_str());
   }
-  // The rate of the data each member ends up with, comparable to memcpy's.
   state.counters["GB/s"] =
       benchmark::Counter(static_cast<double>(bytes) * 1e-9, benchmark::Counter::kIsIterationInvariantRate);
 }
 
+void BM_AllReduceKiln(benchmark::State& state) {
+  TimeAllReduce(state, [](DeviceGroup<Cpu>& group, int r, const Tensor<Cpu>& x) {
+    return group.AllReduce(r, x, ReduceOp::kSum).status();
+  });
+}
+
 // The same f32 gradients all-reduced as gradient sync does with SyncOptions::reduce_dtype =
 // bf16: each member rounds its buffer to bf16, the bf16 all-reduce (half the bytes), the
-// result widened back to f32. GB/s counts the f32 bytes, so it compares with the line above.
+// result widened back to f32.
 void BM_AllReduceBf16Compressed(benchmark::State& state) {
-  OneThreadPerDevice(2);
-  const int64_t bytes = state.range(0) << 20;
-  DeviceGroup<Cpu> group({CpuDevice(0), CpuDevice(1)});
-  std::vector<Tensor<Cpu>> inputs;
-  for (int r = 0; r < 2; ++r) inputs.push_back(Tensor<Cpu>::full({bytes / 4}, r + 1, DType::kF32, CpuDevice(r)));
-  MemberThreads threads(2);
-  for (auto _ : state) {
-    const absl::Status s = threads.Run([&](int r) -> absl::Status {
-      auto reduced = group.AllReduce(r, inputs[r].to(DType::kBF16), ReduceOp::kSum);
-      if (!reduced.ok()) return reduced.status();
-      benchmark::DoNotOptimize(reduced->to(DType::kF32));
-      return absl::OkStatus();
-    });
-    if (!s.ok()) state.SkipWithError(std::string(s.message()).c_str());
-  }
-  state.counters["GB/s"] =
-      benchmark::Counter(static_cast<double>(bytes) * 1e-9, benchmark::Counter::kIsIterationInvariantRate);
+  TimeAllReduce(state, [](DeviceGroup<Cpu>& group, int r, const Tensor<Cpu>& x) -> absl::Status {
+    auto reduced = group.AllReduce(r, x.to(DType::kBF16), ReduceOp::kSum);
+    if (!reduced.ok()) return reduced.status();
+    benchmark::DoNotOptimize(reduced->to(DType::kF32));
+    return absl::OkStatus();
+  });
 }
 
 BENCHMARK(BM_Memcpy)->Arg(1)->Arg(25)->Arg(64)->UseRealTime()->Unit(benchmark::kMillisecond);
