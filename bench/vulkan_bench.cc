@@ -1,6 +1,7 @@
 // The Vulkan backend's hot paths next to the CPU backend in one run (built with
 // --config=vulkan): f32 matmul (square, and the MLP's [batch, 784] x [784, 256]), element-wise
-// add and a full sum against the device's own copy of the same bytes. Every timed iteration
+// add and a full sum against the device's own copy of the same bytes, and matmul and add in
+// bf16 and f16 against f32. Every timed iteration
 // ends with a wait for the device, so figures are end-to-end. The device's name is printed
 // first and recorded in the JSON context; on lavapipe (a CPU) the figures only show the path
 // is sound, on a GPU they are the ones to compare.
@@ -36,14 +37,15 @@ void Sync(const Tensor<B>& t) {
   if constexpr (std::is_same_v<B, Vulkan>) Vulkan::synchronize(t.device());
 }
 
+// Matmul of [m, k] x [k, n] (state.range(0..2)) in `dtype`.
 template <class B>
-void BM_Matmul(benchmark::State& state) {
+void TimeMatmul(benchmark::State& state, DType dtype) {
   if constexpr (std::is_same_v<B, Vulkan>) {
     if (!Ready(state)) return;
   }
   const int64_t m = state.range(0), k = state.range(1), n = state.range(2);
   Generator gen(1);
-  const auto a = Tensor<B>::uniform({m, k}, -1, 1, gen), b = Tensor<B>::uniform({k, n}, -1, 1, gen);
+  const auto a = Tensor<B>::uniform({m, k}, -1, 1, gen).to(dtype), b = Tensor<B>::uniform({k, n}, -1, 1, gen).to(dtype);
   Sync(a.matmul(b));  // kernels compiled, memory pooled
   for (auto _ : state) {
     const auto c = a.matmul(b);
@@ -51,21 +53,45 @@ void BM_Matmul(benchmark::State& state) {
   }
   SetFlops(state, 2.0 * m * k * n);
 }
-
 template <class B>
-void BM_Add(benchmark::State& state) {
+void BM_Matmul(benchmark::State& state) {
+  TimeMatmul<B>(state, DType::kF32);
+}
+
+// Element-wise add of state.range(0) elements in `dtype`; GB/s counts that dtype's bytes.
+template <class B>
+void TimeAdd(benchmark::State& state, DType dtype) {
   if constexpr (std::is_same_v<B, Vulkan>) {
     if (!Ready(state)) return;
   }
   const int64_t n = state.range(0);
   Generator gen(1);
-  const auto a = Tensor<B>::uniform({n}, -1, 1, gen), b = Tensor<B>::uniform({n}, -1, 1, gen);
+  const auto a = Tensor<B>::uniform({n}, -1, 1, gen).to(dtype), b = Tensor<B>::uniform({n}, -1, 1, gen).to(dtype);
   Sync(a + b);
   for (auto _ : state) {
     const auto c = a + b;
     Sync(c);
   }
-  SetBandwidth(state, 3.0 * 4 * n);
+  SetBandwidth(state, 3.0 * DTypeSize(dtype) * n);
+}
+template <class B>
+void BM_Add(benchmark::State& state) {
+  TimeAdd<B>(state, DType::kF32);
+}
+
+// bf16 and f16 against f32 on the device (issue 19), the last argument picking the type:
+// Vulkan stores halves (16-bit storage) and computes in f32, so a half op is the f32 kernel
+// with its operands widened and its result rounded.
+constexpr DType kTypes[] = {DType::kF32, DType::kBF16, DType::kF16};
+void BM_VulkanTypedMatmul(benchmark::State& state) {
+  const DType dtype = kTypes[state.range(3)];
+  state.SetLabel(DTypeName(dtype));
+  TimeMatmul<Vulkan>(state, dtype);
+}
+void BM_VulkanTypedAdd(benchmark::State& state) {
+  const DType dtype = kTypes[state.range(1)];
+  state.SetLabel(DTypeName(dtype));
+  TimeAdd<Vulkan>(state, dtype);
 }
 
 template <class B>
@@ -111,6 +137,11 @@ BENCHMARK(BM_Matmul<Vulkan>)->Apply(MatmulSizes);
 BENCHMARK(BM_Add<Cpu>)->Arg(1 << 22)->Unit(benchmark::kMicrosecond)->UseRealTime();
 BENCHMARK(BM_Add<Vulkan>)->Arg(1 << 16)->Arg(1 << 22)->Unit(benchmark::kMicrosecond)->UseRealTime();
 BENCHMARK(BM_VulkanCopyBound)->Arg(1 << 22)->Unit(benchmark::kMicrosecond)->UseRealTime();
+BENCHMARK(BM_VulkanTypedMatmul)
+    ->ArgsProduct({{1024}, {1024}, {1024}, {0, 1, 2}})
+    ->Unit(benchmark::kMicrosecond)
+    ->UseRealTime();
+BENCHMARK(BM_VulkanTypedAdd)->ArgsProduct({{1 << 22}, {0, 1, 2}})->Unit(benchmark::kMicrosecond)->UseRealTime();
 BENCHMARK(BM_Sum<Cpu>)->Arg(1 << 22)->Unit(benchmark::kMicrosecond)->UseRealTime();
 BENCHMARK(BM_Sum<Vulkan>)->Arg(1 << 22)->Unit(benchmark::kMicrosecond)->UseRealTime();
 

@@ -2,7 +2,8 @@
 # --config=vulkan: Vulkan tensors cross processes staged through host memory (Gloo). Two
 # processes of one Vulkan device end with the checkpoint of one process with two virtual
 # Vulkan devices, bit for bit. Skips when the machine has no Vulkan device (fails instead
-# under KILN_REQUIRE_ALL_BACKENDS=1, as the other Vulkan tests).
+# where the run requires Vulkan, KILN_REQUIRE_ALL_BACKENDS=1 or vulkan in
+# KILN_REQUIRE_BACKENDS, as the other Vulkan tests).
 set -uo pipefail
 train="$1"
 launch="$2"
@@ -10,7 +11,9 @@ tmp="${TEST_TMPDIR:-$(mktemp -d)}"
 common=(--train_limit=512 --epochs=1 --batch_size=64)
 if ! out=$(KILN_VULKAN_VIRTUAL_DEVICES=2 "$train" "${common[@]}" --devices=vulkan:0,vulkan:1 \
     --checkpoint="$tmp/ref.safetensors" 2>&1); then
-  if [[ "${KILN_REQUIRE_ALL_BACKENDS:-0}" != 1 && ("$out" == *"no Vulkan device"* || "$out" == *"does not exist"*) ]]; then
+  required=0
+  [[ "${KILN_REQUIRE_ALL_BACKENDS:-0}" == 1 || ",${KILN_REQUIRE_BACKENDS:-}," == *",vulkan,"* ]] && required=1
+  if ((!required)) && [[ "$out" == *"no Vulkan device"* || "$out" == *"does not exist"* ]]; then
     echo "SKIP: no Vulkan device: $out"
     exit 0
   fi
