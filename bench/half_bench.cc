@@ -36,7 +36,7 @@ void BM_Matmul(benchmark::State& state) {
   const CpuTensor b = CpuTensor::uniform({k, n}, -1, 1, gen, dtype);
   if (path == kBf16ViaF32) {
     for (auto _ : state) {
-      benchmark::DoNotOptimize(a.cast(DType::kF32).matmul(b.cast(DType::kF32)).cast(DType::kBF16));
+      benchmark::DoNotOptimize(a.to(DType::kF32).matmul(b.to(DType::kF32)).to(DType::kBF16));
     }
   } else {
     for (auto _ : state) benchmark::DoNotOptimize(a.matmul(b));
