@@ -22,6 +22,11 @@ int64_t Min(int64_t a, int64_t b) { return a < b ? a : b; }
 // Two bf16 as vdpbf16ps reads them: the even k in the low half.
 uint32_t Pair(uint16_t even, uint16_t odd) { return static_cast<uint32_t>(even) | static_cast<uint32_t>(odd) << 16; }
 
+// A mask of the first `n` of 16 lanes (none for n <= 0).
+__mmask16 FirstLanes(int64_t n) {
+  return n >= 16 ? __mmask16(0xffff) : n <= 0 ? __mmask16(0) : __mmask16((1u << n) - 1);
+}
+
 // Rows [i0, i0 + mc) x k [p0, p0 + kc) of A as kMR-row panels: pair p of row r of panel q at
 // ap[(q * kcp + p) * kMR + r]. The odd k's partner and missing rows are zero.
 void PackA(const uint16_t* a, MatrixLayout la, int64_t i0, int64_t mc, int64_t p0, int64_t kc, uint32_t* ap) {
@@ -48,6 +53,10 @@ void PackA(const uint16_t* a, MatrixLayout la, int64_t i0, int64_t mc, int64_t p
 // q at bp[(q * kcp + p) * kNR + j]; the odd k's partner and missing columns are zero.
 void PackB(const uint16_t* b, MatrixLayout lb, int64_t p0, int64_t kc, int64_t j0, int64_t nc, uint32_t* bp) {
   const int64_t kcp = (kc + 1) / 2;
+  // Column-major: a gather's offsets, (column - j0) * ld, are 32-bit counts of bf16.
+  const bool col_index_fits = !lb.row_major && lb.ld * kNC < (int64_t{1} << 31);
+  const __m512i lanes = _mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15);
+  const __m512i ld = _mm512_set1_epi32(col_index_fits ? static_cast<int>(lb.ld) : 0);
   for (int64_t jr = 0; jr < nc; jr += kNR) {
     const int64_t nr = Min(kNR, nc - jr);
     uint32_t* panel = bp + jr * kcp;
@@ -59,16 +68,25 @@ void PackB(const uint16_t* b, MatrixLayout lb, int64_t p0, int64_t kc, int64_t j
         const uint16_t* even_row = b + (p0 + 2 * p) * lb.ld + j0 + jr;
         const uint16_t* odd_row = odd ? even_row + lb.ld : even_row;
         for (int64_t h = 0; h < kNR; h += 16) {
-          const int64_t cols = nr - h;
-          const __mmask16 m = cols >= 16 ? __mmask16(0xffff) : cols <= 0 ? __mmask16(0) : __mmask16((1u << cols) - 1);
+          const __mmask16 m = FirstLanes(nr - h);
           const __m256i lo = _mm256_maskz_loadu_epi16(m, even_row + h);
           const __m256i hi = _mm256_maskz_loadu_epi16(odd ? m : __mmask16(0), odd_row + h);
           const __m512i v =
               _mm512_or_si512(_mm512_cvtepu16_epi32(lo), _mm512_slli_epi32(_mm512_cvtepu16_epi32(hi), 16));
           _mm512_store_si512(panel + p * kNR + h, v);
         }
+      } else if (odd && col_index_fits) {
+        // A column's pair is one 32-bit word; a gather takes 16 columns' words at once.
+        const uint16_t* pair = b + j0 * lb.ld + p0 + 2 * p;
+        for (int64_t h = 0; h < kNR; h += 16) {
+          const __mmask16 m = FirstLanes(nr - h);
+          const __m512i index =
+              _mm512_mullo_epi32(_mm512_add_epi32(_mm512_set1_epi32(static_cast<int>(jr + h)), lanes), ld);
+          _mm512_store_si512(panel + p * kNR + h,
+                             _mm512_mask_i32gather_epi32(_mm512_setzero_si512(), m, index, pair, 2));
+        }
       } else {
-        // A column's pair is contiguous; columns are ld apart.
+        // The lone last k (or columns too far apart for 32-bit gather offsets).
         for (int64_t j = 0; j < kNR; ++j) {
           if (j >= nr) {
             panel[p * kNR + j] = 0;
