@@ -24,7 +24,8 @@ void UseThreads(int threads) {
 const DType kDTypes[] = {DType::kF32, DType::kBF16, DType::kF16};
 
 // What BM_Matmul times, by its first argument.
-enum MatmulPath { kF32, kBf16, kBf16ViaF32, kF16 };
+// kBf16WeightT: B read through a transposed view, as nn::Linear reads its weight (x W^T).
+enum MatmulPath { kF32, kBf16, kBf16WeightT, kBf16ViaF32, kF16 };
 
 void BM_Matmul(benchmark::State& state) {
   const auto path = static_cast<MatmulPath>(state.range(0));
@@ -33,7 +34,8 @@ void BM_Matmul(benchmark::State& state) {
   const DType dtype = path == kF32 ? DType::kF32 : path == kF16 ? DType::kF16 : DType::kBF16;
   Generator gen(1);
   const CpuTensor a = CpuTensor::uniform({m, k}, -1, 1, gen, dtype);
-  const CpuTensor b = CpuTensor::uniform({k, n}, -1, 1, gen, dtype);
+  const CpuTensor b = path == kBf16WeightT ? CpuTensor::uniform({n, k}, -1, 1, gen, dtype).transpose(0, 1)
+                                           : CpuTensor::uniform({k, n}, -1, 1, gen, dtype);
   if (path == kBf16ViaF32) {
     for (auto _ : state) {
       benchmark::DoNotOptimize(a.to(DType::kF32).matmul(b.to(DType::kF32)).to(DType::kBF16));
@@ -42,10 +44,11 @@ void BM_Matmul(benchmark::State& state) {
     for (auto _ : state) benchmark::DoNotOptimize(a.matmul(b));
   }
   const std::string f32_kernel = cpu::GemmKernel();
-  state.SetLabel(path == kF32          ? "f32 (" + f32_kernel + ")"
-                 : path == kBf16       ? "bf16 (" + std::string(cpu::Bf16GemmKernel()) + ")"
-                 : path == kBf16ViaF32 ? "bf16 via f32 (" + f32_kernel + ")"
-                                       : "f16 via f32 (" + f32_kernel + ")");
+  state.SetLabel(path == kF32           ? "f32 (" + f32_kernel + ")"
+                 : path == kBf16        ? "bf16 (" + std::string(cpu::Bf16GemmKernel()) + ")"
+                 : path == kBf16WeightT ? "bf16 x W^T (" + std::string(cpu::Bf16GemmKernel()) + ")"
+                 : path == kBf16ViaF32  ? "bf16 via f32 (" + f32_kernel + ")"
+                                        : "f16 via f32 (" + f32_kernel + ")");
   state.counters["GFLOPS"] = benchmark::Counter(2e-9 * m * n * k, benchmark::Counter::kIsIterationInvariantRate);
 }
 
@@ -53,7 +56,7 @@ void BM_Matmul(benchmark::State& state) {
 // 512 tokens); the paths interleaved, so a noisy moment hits all of them alike.
 void MatmulArgs(benchmark::internal::Benchmark* b) {
   for (const auto& [m, k, n] : {std::array<int64_t, 3>{1024, 1024, 1024}, {64, 784, 256}, {512, 768, 3072}}) {
-    for (int64_t path : {kF32, kBf16, kBf16ViaF32, kF16}) b->Args({path, m, k, n, 2});
+    for (int64_t path : {kF32, kBf16, kBf16WeightT, kBf16ViaF32, kF16}) b->Args({path, m, k, n, 2});
   }
 }
 
