@@ -3,12 +3,18 @@
 peer for kiln's bf16 GEMM (torch 1.13 sends CPU bf16 matmuls to oneDNN, which uses AVX-512 BF16
 where the CPU has it). Debian's python3-torch imports only with /usr/bin/python3. Not part of
 the build, the tests or CI; bench/README.md shows how it is run beside half_bench.
+On Sapphire Rapids oneDNN takes AMX for bf16; --no_amx caps it at AVX-512 BF16 (vdpbf16ps, the
+instruction kiln's kernel uses) through ONEDNN_MAX_CPU_ISA, read when torch loads.
 """
 import argparse
+import os
 import statistics
+import sys
 import time
 
-import torch
+if "--no_amx" in sys.argv:
+    os.environ["ONEDNN_MAX_CPU_ISA"] = "AVX512_CORE_BF16"
+import torch  # noqa: E402 (after the environment it reads)
 
 SHAPES = [(1024, 1024, 1024), (64, 784, 256), (512, 768, 3072)]  # m, k, n
 
@@ -37,10 +43,12 @@ def main():
     parser.add_argument("--threads", type=int, default=2)
     parser.add_argument("--repetitions", type=int, default=3)
     parser.add_argument("--min_time", type=float, default=0.5, help="seconds per repetition")
+    parser.add_argument("--no_amx", action="store_true", help="oneDNN without AMX (vdpbf16ps)")
     args = parser.parse_args()
     torch.set_num_threads(args.threads)
     print(f"torch {torch.__version__}, {torch.get_num_threads()} threads, "
-          f"mkldnn {torch.backends.mkldnn.is_available()}")
+          f"mkldnn {torch.backends.mkldnn.is_available()}, "
+          f"ONEDNN_MAX_CPU_ISA={os.environ.get('ONEDNN_MAX_CPU_ISA', 'unset')}")
     for m, k, n in SHAPES:
         for dtype in (torch.float32, torch.bfloat16):
             t = measure(m, k, n, dtype, args.repetitions, args.min_time)

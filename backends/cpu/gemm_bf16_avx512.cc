@@ -27,76 +27,63 @@ __mmask16 FirstLanes(int64_t n) {
   return n >= 16 ? __mmask16(0xffff) : n <= 0 ? __mmask16(0) : __mmask16((1u << n) - 1);
 }
 
-// Rows [i0, i0 + mc) x k [p0, p0 + kc) of A as kMR-row panels: pair p of row r of panel q at
-// ap[(q * kcp + p) * kMR + r]. The odd k's partner and missing rows are zero.
-void PackA(const uint16_t* a, MatrixLayout la, int64_t i0, int64_t mc, int64_t p0, int64_t kc, uint32_t* ap) {
+// One panel of packed A or B: `lanes` rows of A (or columns of B), `width` (kMR or kNR) apart,
+// over kc values of k: pair p of lane l at out[p * width + l], from the elements (2p, l) and
+// (2p + 1, l) at x + k * ks + l * ls. Lanes past `lanes` and the odd k's partner are zero.
+void PackPanel(const uint16_t* x, int64_t ks, int64_t ls, int64_t kc, int64_t lanes, int64_t width, uint32_t* out) {
   const int64_t kcp = (kc + 1) / 2;
-  const int64_t rs = la.row_major ? la.ld : 1, ks = la.row_major ? 1 : la.ld;
-  for (int64_t ir = 0; ir < mc; ir += kMR) {
-    const int64_t mr = Min(kMR, mc - ir);
-    uint32_t* panel = ap + ir * kcp;
-    for (int64_t p = 0; p < kcp; ++p) {
-      const bool odd = 2 * p + 1 < kc;
-      for (int64_t r = 0; r < kMR; ++r) {
-        if (r >= mr) {
-          panel[p * kMR + r] = 0;
-          continue;
+  // A gather's offsets (l * ls, in bf16) are 32-bit.
+  const bool gather = ks == 1 && ls < (int64_t{1} << 31) / 16;
+  const __m512i offsets = _mm512_mullo_epi32(_mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15),
+                                             _mm512_set1_epi32(gather ? static_cast<int>(ls) : 0));
+  for (int64_t p = 0; p < kcp; ++p) {
+    const bool odd = 2 * p + 1 < kc;
+    const uint16_t* even_k = x + 2 * p * ks;
+    for (int64_t l = 0; l < width; l += 16) {
+      const __mmask16 m = FirstLanes(lanes - l), in_panel = FirstLanes(width - l);
+      __m512i v;
+      if (ls == 1) {
+        // The lanes are contiguous along both k: two vector loads, widened and interleaved
+        // (a masked-off element is not read).
+        const __m256i lo = _mm256_maskz_loadu_epi16(m, even_k + l);
+        const __m256i hi = _mm256_maskz_loadu_epi16(odd ? m : __mmask16(0), (odd ? even_k + ks : even_k) + l);
+        v = _mm512_or_si512(_mm512_cvtepu16_epi32(lo), _mm512_slli_epi32(_mm512_cvtepu16_epi32(hi), 16));
+      } else if (gather && odd) {
+        // A lane's pair is one 32-bit word: one gather takes 16 lanes' words.
+        v = _mm512_mask_i32gather_epi32(_mm512_setzero_si512(), m, offsets, even_k + l * ls, 2);
+      } else {
+        // The lone last k (its partner past the operand's end), or lanes too far apart to gather.
+        alignas(64) uint32_t words[16];
+        for (int64_t i = 0; i < 16; ++i) {
+          if (l + i >= lanes) {
+            words[i] = 0;
+            continue;
+          }
+          const uint16_t* e = even_k + (l + i) * ls;
+          words[i] = Pair(e[0], odd ? e[ks] : 0);
         }
-        const uint16_t* x = a + (i0 + ir + r) * rs + (p0 + 2 * p) * ks;
-        panel[p * kMR + r] = Pair(x[0], odd ? x[ks] : 0);
+        v = _mm512_load_si512(words);
       }
+      _mm512_mask_storeu_epi32(out + p * width + l, in_panel, v);
     }
   }
 }
 
-// k [p0, p0 + kc) x columns [j0, j0 + nc) of B as kNR-column panels: pair p of column j of panel
-// q at bp[(q * kcp + p) * kNR + j]; the odd k's partner and missing columns are zero.
+// Rows [i0, i0 + mc) x k [p0, p0 + kc) of A as kMR-row panels, panel q at ap + q * kcp * kMR.
+void PackA(const uint16_t* a, MatrixLayout la, int64_t i0, int64_t mc, int64_t p0, int64_t kc, uint32_t* ap) {
+  const int64_t kcp = (kc + 1) / 2;
+  const int64_t rs = la.row_major ? la.ld : 1, ks = la.row_major ? 1 : la.ld;
+  for (int64_t ir = 0; ir < mc; ir += kMR) {
+    PackPanel(a + (i0 + ir) * rs + p0 * ks, ks, rs, kc, Min(kMR, mc - ir), kMR, ap + ir * kcp);
+  }
+}
+
+// k [p0, p0 + kc) x columns [j0, j0 + nc) of B as kNR-column panels, panel q at bp + q * kcp * kNR.
 void PackB(const uint16_t* b, MatrixLayout lb, int64_t p0, int64_t kc, int64_t j0, int64_t nc, uint32_t* bp) {
   const int64_t kcp = (kc + 1) / 2;
-  // Column-major: a gather's offsets, (column - j0) * ld, are 32-bit counts of bf16.
-  const bool col_index_fits = !lb.row_major && lb.ld * kNC < (int64_t{1} << 31);
-  const __m512i lanes = _mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15);
-  const __m512i ld = _mm512_set1_epi32(col_index_fits ? static_cast<int>(lb.ld) : 0);
+  const int64_t ks = lb.row_major ? lb.ld : 1, cs = lb.row_major ? 1 : lb.ld;
   for (int64_t jr = 0; jr < nc; jr += kNR) {
-    const int64_t nr = Min(kNR, nc - jr);
-    uint32_t* panel = bp + jr * kcp;
-    for (int64_t p = 0; p < kcp; ++p) {
-      const bool odd = 2 * p + 1 < kc;
-      if (lb.row_major) {
-        // Two rows of 16 columns, widened and interleaved: vector loads, masked at the edge (a
-        // masked-off element is not read).
-        const uint16_t* even_row = b + (p0 + 2 * p) * lb.ld + j0 + jr;
-        const uint16_t* odd_row = odd ? even_row + lb.ld : even_row;
-        for (int64_t h = 0; h < kNR; h += 16) {
-          const __mmask16 m = FirstLanes(nr - h);
-          const __m256i lo = _mm256_maskz_loadu_epi16(m, even_row + h);
-          const __m256i hi = _mm256_maskz_loadu_epi16(odd ? m : __mmask16(0), odd_row + h);
-          const __m512i v =
-              _mm512_or_si512(_mm512_cvtepu16_epi32(lo), _mm512_slli_epi32(_mm512_cvtepu16_epi32(hi), 16));
-          _mm512_store_si512(panel + p * kNR + h, v);
-        }
-      } else if (odd && col_index_fits) {
-        // A column's pair is one 32-bit word; a gather takes 16 columns' words at once.
-        const uint16_t* pair = b + j0 * lb.ld + p0 + 2 * p;
-        for (int64_t h = 0; h < kNR; h += 16) {
-          const __mmask16 m = FirstLanes(nr - h);
-          const __m512i index =
-              _mm512_mullo_epi32(_mm512_add_epi32(_mm512_set1_epi32(static_cast<int>(jr + h)), lanes), ld);
-          _mm512_store_si512(panel + p * kNR + h,
-                             _mm512_mask_i32gather_epi32(_mm512_setzero_si512(), m, index, pair, 2));
-        }
-      } else {
-        // The lone last k (or columns too far apart for 32-bit gather offsets).
-        for (int64_t j = 0; j < kNR; ++j) {
-          if (j >= nr) {
-            panel[p * kNR + j] = 0;
-            continue;
-          }
-          const uint16_t* x = b + (j0 + jr + j) * lb.ld + p0 + 2 * p;
-          panel[p * kNR + j] = Pair(x[0], odd ? x[1] : 0);
-        }
-      }
-    }
+    PackPanel(b + p0 * ks + (j0 + jr) * cs, ks, cs, kc, Min(kNR, nc - jr), kNR, bp + jr * kcp);
   }
 }
 
