@@ -1,7 +1,9 @@
 // The bf16 GEMM kernel for CPUs with AVX-512 BF16: vdpbf16ps multiplies pairs of bf16 along k
 // and adds them into f32 lanes, so B is packed in k-pair-interleaved panels, A's pairs are
 // broadcast, and a 12 x 32 block of C lives in 24 zmm registers. Built with its own ISA flags
-// (BUILD.bazel); gemm.cc calls it only when CPUID says the CPU runs it.
+// (BUILD.bazel); gemm.cc calls it only when CPUID says the CPU runs it. Sapphire Rapids issues
+// vdpbf16ps once per 2 cycles, half the f32 FMA rate, so there it only ties the f32 GEMM at
+// large shapes (bench/README.md); it wins where the f32 path's casts weigh.
 //
 // Numerics. A product of two bf16 values is exact in f32 (8-bit significands), so each output
 // is a plain f32 sum of exact products, rounded once to bf16 (the same round-to-nearest-even,
