@@ -1,8 +1,16 @@
 #include "backends/cpu/gemm.h"
 
+#include <algorithm>
 #include <cstdio>
 #include <cstdlib>
-#include <cstring>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "backends/cpu/gemm_bf16_avx512.h"
+#include "backends/cpu/gemm_choice.h"
+#include "tensor/error.h"
+#include "tensor/half.h"
 
 namespace kiln::cpu {
 
@@ -19,38 +27,60 @@ DECLARE_KERNEL(avx512)
 
 namespace {
 
-bool HasAvx512() {
-  return __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512dq") &&
-         __builtin_cpu_supports("avx512vl") && __builtin_cpu_supports("avx512bw");
-}
-
 // Decided once: the environment's choice, else the widest the CPU runs.
-bool UseAvx512() {
-  static const bool use = [] {
-    const char* forced = std::getenv("KILN_CPU_GEMM");
-    if (forced == nullptr || *forced == '\0') return HasAvx512();
-    if (std::strcmp(forced, "avx2") == 0) return false;
-    if (std::strcmp(forced, "avx512") == 0 && HasAvx512()) return true;
+const GemmChoice& Choice() {
+  static const GemmChoice choice = [] {
+    const absl::StatusOr<GemmChoice> c = ChooseGemm(std::getenv("KILN_CPU_GEMM"), DetectGemmFeatures());
+    if (c.ok()) return *c;
     // Before any tensor exists there is no error path to return through: say so and stop.
-    std::fprintf(stderr, "KILN_CPU_GEMM=%s: expected avx2 or avx512%s\n", forced,
-                 std::strcmp(forced, "avx512") == 0 ? " (this CPU lacks AVX-512 F/DQ/VL/BW)" : "");
+    std::fprintf(stderr, "%s\n", std::string(c.status().message()).c_str());
     std::exit(2);
   }();
-  return use;
+  return choice;
+}
+
+// This thread's scratch, `n` elements from a 64-byte boundary; kept for the thread's next call.
+template <class T>
+T* Scratch(std::vector<T>& v, int64_t n) {
+  constexpr int64_t kSlack = 64 / sizeof(T);
+  if (static_cast<int64_t>(v.size()) < n + kSlack) v.resize(n + kSlack);
+  void* p = v.data();
+  size_t space = v.size() * sizeof(T);
+  return static_cast<T*>(std::align(64, n * sizeof(T), p, space));
 }
 
 }  // namespace
 
 void GemmBlock(const float* a, MatrixLayout la, const float* b, MatrixLayout lb, float* c, int64_t r0, int64_t rows,
                int64_t k, int64_t n) {
-  (UseAvx512() ? avx512::GemmBlockF32 : avx2::GemmBlockF32)(a, la, b, lb, c, r0, rows, k, n);
+  (Choice().avx512 ? avx512::GemmBlockF32 : avx2::GemmBlockF32)(a, la, b, lb, c, r0, rows, k, n);
 }
 
 void GemmBlock(const double* a, MatrixLayout la, const double* b, MatrixLayout lb, double* c, int64_t r0, int64_t rows,
                int64_t k, int64_t n) {
-  (UseAvx512() ? avx512::GemmBlockF64 : avx2::GemmBlockF64)(a, la, b, lb, c, r0, rows, k, n);
+  (Choice().avx512 ? avx512::GemmBlockF64 : avx2::GemmBlockF64)(a, la, b, lb, c, r0, rows, k, n);
 }
 
-const char* GemmKernel() { return UseAvx512() ? "avx512" : "avx2"; }
+void GemmBlock(const BFloat16* a, MatrixLayout la, const BFloat16* b, MatrixLayout lb, BFloat16* c, int64_t r0,
+               int64_t rows, int64_t k, int64_t n) {
+  if (!Choice().native_bf16) {
+    throw Error(absl::InternalError("the bf16 GEMM kernel was called where it is not chosen (NativeBf16Gemm())"));
+  }
+  static_assert(sizeof(BFloat16) == sizeof(uint16_t));
+  namespace k16 = avx512bf16;
+  thread_local std::vector<uint32_t> packed_a, packed_b;
+  thread_local std::vector<float> partials;
+  const bool blocked_k = k > k16::kKC;
+  const k16::Scratch scratch{Scratch(packed_a, k16::kPackedA), Scratch(packed_b, k16::kPackedB),
+                             blocked_k ? Scratch(partials, std::min(rows, k16::kMO) * k16::kNC) : nullptr};
+  k16::GemmBlockBf16(reinterpret_cast<const uint16_t*>(a), la, reinterpret_cast<const uint16_t*>(b), lb,
+                     reinterpret_cast<uint16_t*>(c), r0, rows, k, n, scratch);
+}
+
+const char* GemmKernel() { return Choice().avx512 ? "avx512" : "avx2"; }
+
+bool NativeBf16Gemm() { return Choice().native_bf16; }
+
+const char* Bf16GemmKernel() { return NativeBf16Gemm() ? "avx512bf16" : "f32"; }
 
 }  // namespace kiln::cpu

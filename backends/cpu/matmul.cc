@@ -1,6 +1,6 @@
-// Batched matmul through Eigen's GEMM (gemm.h: the AVX2 or AVX-512 build of it). Transposed views are read in place (a
-// column-major map), broadcast batch dims cost nothing, and work is split over batches and row blocks so each of the
-// device's threads runs one single-threaded GEMM.
+// Batched matmul through Eigen's GEMM (gemm.h: the AVX2 or AVX-512 build of it), or the bf16 kernel where the CPU has
+// AVX-512 BF16. Transposed views are read in place (a column-major map), broadcast batch dims cost nothing, and work is
+// split over batches and row blocks so each of the device's threads runs one single-threaded GEMM.
 #include <optional>
 
 #include "backends/cpu/cpu_backend.h"
@@ -54,7 +54,8 @@ constexpr int64_t kMinRowsPerBlock = 16;
 }  // namespace
 
 Cpu::Primitive Cpu::matmul(const Primitive& a, const Primitive& b) {
-  if (IsHalf(a.dtype)) return HalfInF32<Cpu>::matmul(a, b);
+  const bool native_bf16 = a.dtype == DType::kBF16 && cpu::NativeBf16Gemm();
+  if (IsHalf(a.dtype) && !native_bf16) return HalfInF32<Cpu>::matmul(a, b);
   const Shape out_shape = *MatmulShape(a.shape, b.shape).out;
   const int64_t r = out_shape.rank();
   const int64_t m = out_shape[r - 2], n = out_shape[r - 1], k = a.shape[a.shape.rank() - 1];
@@ -82,12 +83,12 @@ Cpu::Primitive Cpu::matmul(const Primitive& a, const Primitive& b) {
   }
   const int64_t rows_per_block = (m + row_blocks - 1) / row_blocks;
 
-  VisitComputeDType(a.dtype, [&](auto v) {
+  auto gemm = [&](auto v) {
     using T = decltype(v);
-    if constexpr (std::is_floating_point_v<T>) {
+    if constexpr (std::is_floating_point_v<T> || std::is_same_v<T, BFloat16>) {
       T* c = out.mutable_data<T>();
       if (k == 0) {
-        std::fill(c, c + out_shape.numel(), T(0));
+        std::fill(c, c + out_shape.numel(), T{});
         return;
       }
       const T* da = pa.t.template data<T>();
@@ -106,7 +107,12 @@ Cpu::Primitive Cpu::matmul(const Primitive& a, const Primitive& b) {
       else
         run(0, batches * row_blocks);
     }
-  });
+  };
+  if (native_bf16) {
+    gemm(BFloat16{});
+  } else {
+    VisitComputeDType(a.dtype, gemm);
+  }
   return out;
 }
 

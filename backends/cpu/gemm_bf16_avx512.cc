@@ -1,0 +1,175 @@
+// The AVX-512 BF16 GEMM (gemm_bf16_avx512.h). Only intrinsics and functions of this file's
+// anonymous namespace: an inline function or template shared with other files (std's, say)
+// would be compiled here with AVX-512 and could be the copy the linker keeps for everyone.
+// AMX (tile multiplies of bf16) would be faster still on Sapphire Rapids, but needs the
+// kernel's permission from Linux (arch_prctl) and another packing; not yet.
+#include "backends/cpu/gemm_bf16_avx512.h"
+
+#include <immintrin.h>
+
+// GCC 12's AVX-512 intrinsics start from `__m512i __Y = __Y;`, which -W(maybe-)uninitialized
+// reports at every use once they are inlined.
+#if defined(__GNUC__) && !defined(__clang__)
+#pragma GCC diagnostic ignored "-Wuninitialized"
+#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
+#endif
+
+namespace kiln::cpu::avx512bf16 {
+namespace {
+
+int64_t Min(int64_t a, int64_t b) { return a < b ? a : b; }
+
+// Two bf16 as vdpbf16ps reads them: the even k in the low half.
+uint32_t Pair(uint16_t even, uint16_t odd) { return static_cast<uint32_t>(even) | static_cast<uint32_t>(odd) << 16; }
+
+// A mask of the first `n` of 16 lanes (none for n <= 0).
+__mmask16 FirstLanes(int64_t n) {
+  return n >= 16 ? __mmask16(0xffff) : n <= 0 ? __mmask16(0) : __mmask16((1u << n) - 1);
+}
+
+// One panel of packed A or B: `lanes` rows of A (or columns of B), `width` (kMR or kNR) apart,
+// over kc values of k: pair p of lane l at out[p * width + l], from the elements (2p, l) and
+// (2p + 1, l) at x + k * ks + l * ls. Lanes past `lanes` and the odd k's partner are zero.
+void PackPanel(const uint16_t* x, int64_t ks, int64_t ls, int64_t kc, int64_t lanes, int64_t width, uint32_t* out) {
+  const int64_t kcp = (kc + 1) / 2;
+  // A gather's offsets (l * ls, in bf16) are 32-bit.
+  const bool gather = ks == 1 && ls < (int64_t{1} << 31) / 16;
+  const __m512i offsets = _mm512_mullo_epi32(_mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15),
+                                             _mm512_set1_epi32(gather ? static_cast<int>(ls) : 0));
+  for (int64_t p = 0; p < kcp; ++p) {
+    const bool odd = 2 * p + 1 < kc;
+    const uint16_t* even_k = x + 2 * p * ks;
+    for (int64_t l = 0; l < width; l += 16) {
+      const __mmask16 m = FirstLanes(lanes - l), in_panel = FirstLanes(width - l);
+      __m512i v;
+      if (ls == 1) {
+        // The lanes are contiguous along both k: two vector loads, widened and interleaved
+        // (a masked-off element is not read).
+        const __m256i lo = _mm256_maskz_loadu_epi16(m, even_k + l);
+        const __m256i hi = _mm256_maskz_loadu_epi16(odd ? m : __mmask16(0), (odd ? even_k + ks : even_k) + l);
+        v = _mm512_or_si512(_mm512_cvtepu16_epi32(lo), _mm512_slli_epi32(_mm512_cvtepu16_epi32(hi), 16));
+      } else if (gather && odd) {
+        // A lane's pair is one 32-bit word: one gather takes 16 lanes' words.
+        v = _mm512_mask_i32gather_epi32(_mm512_setzero_si512(), m, offsets, even_k + l * ls, 2);
+      } else {
+        // The lone last k (its partner past the operand's end), or lanes too far apart to gather.
+        alignas(64) uint32_t words[16];
+        for (int64_t i = 0; i < 16; ++i) {
+          if (l + i >= lanes) {
+            words[i] = 0;
+            continue;
+          }
+          const uint16_t* e = even_k + (l + i) * ls;
+          words[i] = Pair(e[0], odd ? e[ks] : 0);
+        }
+        v = _mm512_load_si512(words);
+      }
+      _mm512_mask_storeu_epi32(out + p * width + l, in_panel, v);
+    }
+  }
+}
+
+// Rows [i0, i0 + mc) x k [p0, p0 + kc) of A as kMR-row panels, panel q at ap + q * kcp * kMR.
+void PackA(const uint16_t* a, MatrixLayout la, int64_t i0, int64_t mc, int64_t p0, int64_t kc, uint32_t* ap) {
+  const int64_t kcp = (kc + 1) / 2;
+  const int64_t rs = la.row_major ? la.ld : 1, ks = la.row_major ? 1 : la.ld;
+  for (int64_t ir = 0; ir < mc; ir += kMR) {
+    PackPanel(a + (i0 + ir) * rs + p0 * ks, ks, rs, kc, Min(kMR, mc - ir), kMR, ap + ir * kcp);
+  }
+}
+
+// k [p0, p0 + kc) x columns [j0, j0 + nc) of B as kNR-column panels, panel q at bp + q * kcp * kNR.
+void PackB(const uint16_t* b, MatrixLayout lb, int64_t p0, int64_t kc, int64_t j0, int64_t nc, uint32_t* bp) {
+  const int64_t kcp = (kc + 1) / 2;
+  const int64_t ks = lb.row_major ? lb.ld : 1, cs = lb.row_major ? 1 : lb.ld;
+  for (int64_t jr = 0; jr < nc; jr += kNR) {
+    PackPanel(b + p0 * ks + (j0 + jr) * cs, ks, cs, kc, Min(kNR, nc - jr), kNR, bp + jr * kcp);
+  }
+}
+
+// f32 to bf16 exactly as half_bits::FloatToBf16: round to nearest even by adding 0x7fff plus
+// the lowest kept bit, and a NaN kept a quiet NaN with its sign.
+__m256i ToBf16(__m512 v) {
+  const __m512i x = _mm512_castps_si512(v);
+  const __m512i lsb = _mm512_and_si512(_mm512_srli_epi32(x, 16), _mm512_set1_epi32(1));
+  const __m512i rounded = _mm512_srli_epi32(_mm512_add_epi32(_mm512_add_epi32(x, _mm512_set1_epi32(0x7fff)), lsb), 16);
+  const __mmask16 nan = _mm512_cmp_ps_mask(v, v, _CMP_UNORD_Q);
+  return _mm512_cvtepi32_epi16(_mm512_mask_or_epi32(rounded, nan, _mm512_srli_epi32(x, 16), _mm512_set1_epi32(0x40)));
+}
+
+__m512bh AsBf16Pairs(__m512i v) { return reinterpret_cast<__m512bh>(v); }
+
+// R rows x kNR columns of C over kcp k pairs. The sums start from zero (first k block) or from
+// `partials`, and end in `partials` (f32, exact) or, after the last k block, in C, rounded.
+template <int R>
+void Micro(const uint32_t* ap, const uint32_t* bp, int64_t kcp, bool first, bool last, float* partials, uint16_t* c,
+           int64_t ldc, int64_t nr) {
+  __m512 acc[R][2];
+  for (int r = 0; r < R; ++r) {
+    for (int h = 0; h < 2; ++h) {
+      acc[r][h] = first ? _mm512_setzero_ps() : _mm512_load_ps(partials + r * kNC + 16 * h);
+    }
+  }
+  for (int64_t p = 0; p < kcp; ++p) {
+    const __m512bh b0 = AsBf16Pairs(_mm512_load_si512(bp + p * kNR));
+    const __m512bh b1 = AsBf16Pairs(_mm512_load_si512(bp + p * kNR + 16));
+    for (int r = 0; r < R; ++r) {
+      const __m512bh a = AsBf16Pairs(_mm512_set1_epi32(static_cast<int>(ap[p * kMR + r])));
+      acc[r][0] = _mm512_dpbf16_ps(acc[r][0], a, b0);
+      acc[r][1] = _mm512_dpbf16_ps(acc[r][1], a, b1);
+    }
+  }
+  if (!last) {
+    for (int r = 0; r < R; ++r) {
+      for (int h = 0; h < 2; ++h) _mm512_store_ps(partials + r * kNC + 16 * h, acc[r][h]);
+    }
+    return;
+  }
+  const __mmask32 cols = nr >= 32 ? ~__mmask32(0) : (__mmask32(1) << nr) - 1;
+  for (int r = 0; r < R; ++r) {
+    for (int h = 0; h < 2; ++h) {
+      _mm256_mask_storeu_epi16(c + r * ldc + 16 * h, __mmask16(cols >> (16 * h)), ToBf16(acc[r][h]));
+    }
+  }
+}
+
+using MicroKernel = void (*)(const uint32_t*, const uint32_t*, int64_t, bool, bool, float*, uint16_t*, int64_t,
+                             int64_t);
+// By the number of rows, 1 .. kMR.
+constexpr MicroKernel kMicro[kMR] = {Micro<1>, Micro<2>, Micro<3>, Micro<4>,  Micro<5>,  Micro<6>,
+                                     Micro<7>, Micro<8>, Micro<9>, Micro<10>, Micro<11>, Micro<12>};
+
+}  // namespace
+
+void GemmBlockBf16(const uint16_t* a, MatrixLayout la, const uint16_t* b, MatrixLayout lb, uint16_t* c, int64_t r0,
+                   int64_t rows, int64_t k, int64_t n, const Scratch& scratch) {
+  // k blocks of nearly equal even length (the last may be odd: its lone k is padded).
+  const int64_t blocks = (k + kKC - 1) / kKC;
+  const int64_t block_k = ((k + blocks - 1) / blocks + 1) / 2 * 2;
+  // With one k block nothing is kept between blocks (and `partials` may be null).
+  float* const partials = blocks > 1 ? scratch.partials : nullptr;
+  for (int64_t i0 = r0; i0 < r0 + rows; i0 += kMO) {
+    const int64_t mo = Min(kMO, r0 + rows - i0);
+    for (int64_t jc = 0; jc < n; jc += kNC) {
+      const int64_t nc = Min(kNC, n - jc);
+      for (int64_t pc = 0; pc < k; pc += block_k) {
+        const int64_t kc = Min(block_k, k - pc), kcp = (kc + 1) / 2;
+        const bool first = pc == 0, last = pc + kc == k;
+        PackB(b, lb, pc, kc, jc, nc, scratch.b);
+        for (int64_t ic = i0; ic < i0 + mo; ic += kMC) {
+          const int64_t mc = Min(kMC, i0 + mo - ic);
+          PackA(a, la, ic, mc, pc, kc, scratch.a);
+          for (int64_t jr = 0; jr < nc; jr += kNR) {
+            for (int64_t ir = 0; ir < mc; ir += kMR) {
+              float* const part = partials ? partials + (ic - i0 + ir) * kNC + jr : nullptr;
+              kMicro[Min(kMR, mc - ir) - 1](scratch.a + ir * kcp, scratch.b + jr * kcp, kcp, first, last, part,
+                                            c + (ic + ir) * n + jc + jr, n, Min(kNR, nc - jr));
+            }
+          }
+        }
+      }
+    }
+  }
+}
+
+}  // namespace kiln::cpu::avx512bf16
