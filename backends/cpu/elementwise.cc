@@ -253,19 +253,24 @@ StridedTensor Arithmetic(BinaryOp op, const StridedTensor& a, const StridedTenso
 
 // One run of a half op: the operands widened to f32 block by block into buffers that stay in
 // L1 (backends/cpu/half_convert.h), f computed there and its result rounded once, or, for a
-// comparison, stored as it is.
+// comparison, stored as it is. The f32 loop runs over whole vectors (the block padded with
+// zeros), so every element takes the vector instructions wherever its run starts: of two NaN
+// operands, which payload survives depends on the instruction, and the bits must not depend on
+// how the threads split the tensor.
 template <class H, class R, class F>
 void HalfBinaryRun(const H* a, int64_t sa, const H* b, int64_t sb, R* out, int64_t n, F f) {
-  constexpr int64_t kBlock = 512;
+  constexpr int64_t kBlock = 512, kVector = 16;
   alignas(64) float x[kBlock], y[kBlock], z[kBlock];
   for (int64_t i = 0; i < n; i += kBlock) {
-    const int64_t m = std::min(kBlock, n - i);
+    const int64_t m = std::min(kBlock, n - i), padded = (m + kVector - 1) / kVector * kVector;
     cpu::HalfToFloat(a + i * sa, sa, x, m);
     cpu::HalfToFloat(b + i * sb, sb, y, m);
     if constexpr (std::is_same_v<R, bool>) {
       for (int64_t j = 0; j < m; ++j) out[i + j] = f(x[j], y[j]);
     } else {
-      for (int64_t j = 0; j < m; ++j) z[j] = f(x[j], y[j]);
+      std::fill(x + m, x + padded, 0.0f);
+      std::fill(y + m, y + padded, 0.0f);
+      for (int64_t j = 0; j < padded; ++j) z[j] = f(x[j], y[j]);
       cpu::FloatToHalf(z, 1, out + i, m);
     }
   }

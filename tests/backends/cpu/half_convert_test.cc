@@ -217,7 +217,9 @@ TEST(HalfConvert, ChoosesTheLastPathThisCpuRuns) {
   EXPECT_EQ(&cpu::ActiveHalfConvertPath(), want);
   EXPECT_STREQ(cpu::HalfConvertPathName(), want->name);
 #if defined(__x86_64__)
-  if (__builtin_cpu_supports("f16c")) EXPECT_STRNE(cpu::HalfConvertPathName(), "scalar");
+  if (__builtin_cpu_supports("f16c")) {
+    EXPECT_STRNE(cpu::HalfConvertPathName(), "scalar");
+  }
 #endif
 }
 
