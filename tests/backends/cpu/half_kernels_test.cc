@@ -138,6 +138,7 @@ TYPED_TEST(HalfKernelsTest, BinaryOpsOnEveryLayout) {
     ExpectBinary<H>(op, a, T::from_vector(row, {kCols}), at_a, [&](int64_t i) { return row[i % kCols]; });
     ExpectBinary<H>(op, a, T::from_vector(column, {kRows, 1}), at_a, [&](int64_t i) { return column[i / kCols]; });
     ExpectBinary<H>(op, a_transposed, b, at_a, at_b);
+    ExpectBinary<H>(op, b, a_transposed, at_b, at_a);
     if (testing::Test::HasFatalFailure()) return;
   }
 }
