@@ -1,8 +1,9 @@
 // Every path of the bulk half conversions (backends/cpu/half_convert_paths.h) against
 // tensor/half.h's scalar functions, bit for bit: all 65,536 patterns to f32; from f32, every
 // pattern within a few ulps of every rounding boundary and of every half value, every f32 NaN,
-// infinity, denormal and zero, and millions of random patterns; odd lengths and offsets; and
-// under a changed MXCSR (rounding mode, flush to zero). A path this CPU lacks is skipped.
+// infinity, denormal and zero, and millions of random patterns (all 2^32 in the exhaustive
+// target); odd lengths and offsets; and under a changed MXCSR (rounding mode, flush to zero).
+// A path this CPU lacks is skipped.
 #include <gtest/gtest.h>
 
 #include <bit>
@@ -66,10 +67,10 @@ void ExpectWidensEveryPattern(const HalfConvertPath& path) {
   }
 }
 
-// f32 patterns to round: around every half value and every midpoint between neighbours (the
-// rounding boundaries, ties included), and random patterns.
+// f32 patterns around every half value and every midpoint between neighbours: the rounding
+// boundaries, ties included, of normals, subnormals and overflow, both signs.
 template <class H>
-const std::vector<uint32_t>& BoundaryAndRandomInputs() {
+const std::vector<uint32_t>& BoundaryInputs() {
   static const std::vector<uint32_t> x = [] {
     std::vector<uint32_t> x;
     for (uint32_t h = 0; h < 0x8000; ++h) {
@@ -89,41 +90,40 @@ const std::vector<uint32_t>& BoundaryAndRandomInputs() {
         }
       }
     }
-    std::mt19937 gen(19);
-    for (int i = 0; i < 4000000; ++i) x.push_back(static_cast<uint32_t>(gen()));
     return x;
   }();
   return x;
 }
 
-// check(patterns) over those and, a million at a time, every zero, denormal, infinity and NaN
-// of both signs.
-template <class H, class Check>
-void ForRoundingInputs(Check check) {
-  check(BoundaryAndRandomInputs<H>());
-  if (testing::Test::HasFatalFailure()) return;
-  constexpr uint32_t kChunk = 1u << 20;
-  std::vector<uint32_t> chunk(kChunk);
-  for (const uint32_t high : {0u, 0x7f800000u, 0x80000000u, 0xff800000u}) {
-    for (uint32_t m0 = 0; m0 < (1u << 23); m0 += kChunk) {
-      for (uint32_t m = 0; m < kChunk; ++m) chunk[m] = high | (m0 + m);
-      check(chunk);
-      if (testing::Test::HasFatalFailure()) return;
-    }
+template <class H>
+void ExpectRounds(const HalfConvertPath& path, const std::vector<uint32_t>& inputs) {
+  std::vector<float> in(inputs.size());
+  for (size_t i = 0; i < in.size(); ++i) in[i] = std::bit_cast<float>(inputs[i]);
+  std::vector<H> out(in.size());
+  (path.*Ops<H>::kFromFloat)(in.data(), out.data(), static_cast<int64_t>(in.size()));
+  for (size_t i = 0; i < in.size(); ++i) {
+    ASSERT_EQ(out[i].bits, ScalarFromFloat<H>(inputs[i])) << path.name << " f32 pattern " << Hex(inputs[i]);
   }
 }
 
+// The boundaries; then, a million at a time, 4 million random patterns and every zero,
+// denormal, infinity and NaN of both signs.
 template <class H>
 void ExpectRoundsLikeTheScalar(const HalfConvertPath& path) {
-  ForRoundingInputs<H>([&](const std::vector<uint32_t>& inputs) {
-    std::vector<float> in(inputs.size());
-    for (size_t i = 0; i < in.size(); ++i) in[i] = std::bit_cast<float>(inputs[i]);
-    std::vector<H> out(in.size());
-    (path.*Ops<H>::kFromFloat)(in.data(), out.data(), static_cast<int64_t>(in.size()));
-    for (size_t i = 0; i < in.size(); ++i) {
-      ASSERT_EQ(out[i].bits, ScalarFromFloat<H>(inputs[i])) << path.name << " f32 pattern " << Hex(inputs[i]);
+  ExpectRounds<H>(path, BoundaryInputs<H>());
+  constexpr uint32_t kChunk = 1u << 20;
+  std::vector<uint32_t> chunk(kChunk);
+  std::mt19937 gen(19);
+  for (int i = 0; i < 4 && !testing::Test::HasFatalFailure(); ++i) {
+    for (uint32_t& x : chunk) x = static_cast<uint32_t>(gen());
+    ExpectRounds<H>(path, chunk);
+  }
+  for (const uint32_t high : {0u, 0x7f800000u, 0x80000000u, 0xff800000u}) {
+    for (uint32_t m0 = 0; m0 < (1u << 23) && !testing::Test::HasFatalFailure(); m0 += kChunk) {
+      for (uint32_t m = 0; m < kChunk; ++m) chunk[m] = high | (m0 + m);
+      ExpectRounds<H>(path, chunk);
     }
-  });
+  }
 }
 
 // Lengths around the vector widths and offsets that misalign both sides; nothing outside the
@@ -180,21 +180,44 @@ TEST_P(HalfConvertPathTest, F16RoundsLikeTheScalar) { ExpectRoundsLikeTheScalar<
 TEST_P(HalfConvertPathTest, Bf16EveryLengthAndOffset) { ExpectEveryLengthAndOffset<BFloat16>(path()); }
 TEST_P(HalfConvertPathTest, F16EveryLengthAndOffset) { ExpectEveryLengthAndOffset<Float16>(path()); }
 
+// All 2^32 f32 patterns, a million at a time: about a minute on one core for both paths, so
+// the target half_convert_exhaustive_test runs it on demand (tagged manual).
+template <class H>
+void ExpectRoundsEveryPatternLikeTheScalar(const HalfConvertPath& path) {
+  constexpr uint64_t kChunk = 1u << 20;
+  std::vector<float> in(kChunk);
+  std::vector<H> out(kChunk);
+  for (uint64_t x0 = 0; x0 < (uint64_t{1} << 32); x0 += kChunk) {
+    for (uint64_t i = 0; i < kChunk; ++i) in[i] = std::bit_cast<float>(static_cast<uint32_t>(x0 + i));
+    (path.*Ops<H>::kFromFloat)(in.data(), out.data(), kChunk);
+    for (uint64_t i = 0; i < kChunk; ++i) {
+      const auto x = static_cast<uint32_t>(x0 + i);
+      ASSERT_EQ(out[i].bits, ScalarFromFloat<H>(x)) << path.name << " f32 pattern " << Hex(x);
+    }
+  }
+}
+
+TEST_P(HalfConvertPathTest, Bf16RoundsEveryPatternExhaustive) {
+  ExpectRoundsEveryPatternLikeTheScalar<BFloat16>(path());
+}
+TEST_P(HalfConvertPathTest, F16RoundsEveryPatternExhaustive) { ExpectRoundsEveryPatternLikeTheScalar<Float16>(path()); }
+
 #if defined(__x86_64__)
 // The vector instructions round by their immediate, not by MXCSR, and convert f16 denormals
 // whatever flush-to-zero and denormals-are-zero say; the scalar functions are integer code.
+// The boundaries cover both subnormal ranges (bf16's are f32 denormals).
 TEST_P(HalfConvertPathTest, IgnoresTheMxcsrModes) {
   // The inputs are made first: the test's own double arithmetic obeys MXCSR.
-  BoundaryAndRandomInputs<BFloat16>();
-  BoundaryAndRandomInputs<Float16>();
+  BoundaryInputs<BFloat16>();
+  BoundaryInputs<Float16>();
   const unsigned saved = _mm_getcsr();
   for (const unsigned mode : {_MM_ROUND_UP, _MM_ROUND_DOWN, _MM_ROUND_TOWARD_ZERO}) {
     _mm_setcsr((saved & ~(_MM_ROUND_MASK | _MM_FLUSH_ZERO_MASK | _MM_DENORMALS_ZERO_MASK)) | mode | _MM_FLUSH_ZERO_ON |
                _MM_DENORMALS_ZERO_ON);
     ExpectWidensEveryPattern<Float16>(path());
     ExpectWidensEveryPattern<BFloat16>(path());
-    ExpectRoundsLikeTheScalar<Float16>(path());
-    ExpectRoundsLikeTheScalar<BFloat16>(path());
+    ExpectRounds<Float16>(path(), BoundaryInputs<Float16>());
+    ExpectRounds<BFloat16>(path(), BoundaryInputs<BFloat16>());
     _mm_setcsr(saved);
     if (HasFatalFailure()) return;
   }
