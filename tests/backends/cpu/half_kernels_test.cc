@@ -8,10 +8,12 @@
 #include <bit>
 #include <cmath>
 #include <cstdint>
+#include <cstring>
 #include <functional>
 #include <random>
 #include <vector>
 
+#include "absl/strings/str_cat.h"
 #include "backends/cpu/collective_kernels.h"
 #include "backends/cpu/cpu_backend.h"
 #include "backends/cpu/cpu_device.h"
@@ -76,33 +78,31 @@ const std::vector<Op>& Ops() {
 
 void UseThreads(int threads) { ASSERT_TRUE(cpu::Configure({.devices = 1, .threads_per_device = threads}).ok()); }
 
-// a op b on 1, 2 and 3 threads against the per-element reference; `ref_a(i)` and `ref_b(i)`
-// give the operands of output element i.
+// a op b against the per-element reference on one thread, and the same bytes on 2 and 3;
+// `ref_a(i)` and `ref_b(i)` give the operands of output element i.
 template <class H, class A, class B>
 void ExpectBinary(const Op& op, const T& a, const T& b, A ref_a, B ref_b) {
-  std::vector<uint16_t> first;
-  for (int threads : {1, 2, 3}) {
+  const auto where = [&] {
+    return absl::StrCat(OpName(op.op), " ", DTypeName(a.dtype()), a.shape().ToString(), " with ", b.shape().ToString());
+  };
+  UseThreads(1);
+  const TensorData first = a.binary(op.op, b).to_data();
+  const auto check = [&](auto got, auto want_of) {
+    for (int64_t i = 0; i < first.numel(); ++i) {
+      const float x = static_cast<float>(ref_a(i)), y = static_cast<float>(ref_b(i));
+      ASSERT_TRUE(Same(got[i], want_of(x, y))) << where() << " at " << i << " of " << x << ", " << y;
+    }
+  };
+  if (op.arithmetic) {
+    check(first.values<H>(), [&](float x, float y) { return H(op.arithmetic(x, y)); });
+  } else {
+    check(first.values<bool>(), op.compare);
+  }
+  for (int threads : {2, 3}) {
     UseThreads(threads);
     const TensorData out = a.binary(op.op, b).to_data();
-    const auto check = [&](auto got, auto want_of) {
-      for (int64_t i = 0; i < out.numel(); ++i) {
-        const float x = static_cast<float>(ref_a(i)), y = static_cast<float>(ref_b(i));
-        ASSERT_TRUE(Same(got[i], want_of(x, y)))
-            << OpName(op.op) << " " << DTypeName(a.dtype()) << a.shape().ToString() << " with " << b.shape().ToString()
-            << " at " << i << " of " << x << ", " << y << " on " << threads << " threads";
-      }
-    };
-    if (op.arithmetic) {
-      const auto got = out.values<H>();
-      check(got, [&](float x, float y) { return H(op.arithmetic(x, y)); });
-      std::vector<uint16_t> bits;
-      for (H h : got) bits.push_back(h.bits);
-      if (first.empty()) first = bits;
-      ASSERT_EQ(bits, first) << OpName(op.op) << " differs on " << threads << " threads";
-    } else {
-      check(out.values<bool>(), op.compare);
-    }
-    if (testing::Test::HasFatalFailure()) return;
+    ASSERT_EQ(std::memcmp(out.raw(), first.raw(), first.nbytes()), 0)
+        << where() << " differs on " << threads << " threads";
   }
 }
 
@@ -149,7 +149,7 @@ TYPED_TEST(HalfKernelsTest, StreamedBinaryOps) {
   const int64_t n = (int64_t{1} << 23) + 13;
   const std::vector<H> va = Values<H>(n, 3), vb = Values<H>(n, 4);
   const T a = T::from_vector(va, {n}), b = T::from_vector(vb, {n});
-  for (const Op& op : {Ops()[0], Ops()[4], Ops()[8]}) {
+  for (const Op& op : {Ops()[0], Ops()[4]}) {  // add, maximum (a bool output of 8M is not streamed)
     ExpectBinary<H>(
         op, a, b, [&](int64_t i) { return va[i]; }, [&](int64_t i) { return vb[i]; });
   }
