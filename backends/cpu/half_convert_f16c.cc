@@ -19,45 +19,38 @@ namespace {
 
 // vcvtph2ps is exact for every f16 but one class: it quiets a signalling NaN (sets the top
 // mantissa bit), where F16ToFloat keeps the payload as it is. Those lanes get the bit cleared.
-KILN_F16C __m256 Widen8(__m128i h) {
+KILN_F16C void Widen8(const Float16* in, float* out) {
+  const __m128i h = _mm_loadu_si128(reinterpret_cast<const __m128i*>(in));
   const __m256 wide = _mm256_cvtph_ps(h);
   const __m256i magnitude = _mm256_and_si256(_mm256_cvtepu16_epi32(h), _mm256_set1_epi32(0x7fff));
   const __m256i signalling = _mm256_and_si256(_mm256_cmpgt_epi32(magnitude, _mm256_set1_epi32(0x7c00)),
                                               _mm256_cmpgt_epi32(_mm256_set1_epi32(0x7e00), magnitude));
-  return _mm256_xor_ps(wide, _mm256_castsi256_ps(_mm256_and_si256(signalling, _mm256_set1_epi32(0x400000))));
+  const __m256 quiet_bit = _mm256_castsi256_ps(_mm256_and_si256(signalling, _mm256_set1_epi32(0x400000)));
+  _mm256_storeu_ps(out, _mm256_xor_ps(wide, quiet_bit));
 }
 
 // vcvtps2ph with an immediate round-to-nearest-even (MXCSR's mode is not used) gives what
 // FloatToF16 gives for all 2^32 inputs, NaNs included (tests/backends/cpu/half_convert_test.cc).
-KILN_F16C __m128i Narrow8(__m256 x) { return _mm256_cvtps_ph(x, _MM_FROUND_TO_NEAREST_INT); }
+KILN_F16C void Narrow8(const float* in, Float16* out) {
+  _mm_storeu_si128(reinterpret_cast<__m128i*>(out), _mm256_cvtps_ph(_mm256_loadu_ps(in), _MM_FROUND_TO_NEAREST_INT));
+}
 
 // Eight lanes at a time; the last few go through a zero-padded block so that they take the
 // same instructions.
-KILN_F16C void F16ToF32(const Float16* in, float* out, int64_t n) {
+template <class From, class To, void (*kConvert8)(const From*, To*)>
+KILN_F16C void Convert(const From* in, To* out, int64_t n) {
   int64_t i = 0;
-  for (; i + 8 <= n; i += 8) {
-    _mm256_storeu_ps(out + i, Widen8(_mm_loadu_si128(reinterpret_cast<const __m128i*>(in + i))));
-  }
+  for (; i + 8 <= n; i += 8) kConvert8(in + i, out + i);
   if (i == n) return;
-  uint16_t block[8] = {};
-  float wide[8];
-  std::memcpy(block, in + i, (n - i) * sizeof(Float16));
-  _mm256_storeu_ps(wide, Widen8(_mm_loadu_si128(reinterpret_cast<const __m128i*>(block))));
-  std::memcpy(out + i, wide, (n - i) * sizeof(float));
+  From block[8] = {};
+  To converted[8];
+  std::memcpy(block, in + i, (n - i) * sizeof(From));
+  kConvert8(block, converted);
+  std::memcpy(out + i, converted, (n - i) * sizeof(To));
 }
 
-KILN_F16C void F32ToF16(const float* in, Float16* out, int64_t n) {
-  int64_t i = 0;
-  for (; i + 8 <= n; i += 8) {
-    _mm_storeu_si128(reinterpret_cast<__m128i*>(out + i), Narrow8(_mm256_loadu_ps(in + i)));
-  }
-  if (i == n) return;
-  float block[8] = {};
-  uint16_t narrow[8];
-  std::memcpy(block, in + i, (n - i) * sizeof(float));
-  _mm_storeu_si128(reinterpret_cast<__m128i*>(narrow), Narrow8(_mm256_loadu_ps(block)));
-  std::memcpy(out + i, narrow, (n - i) * sizeof(Float16));
-}
+constexpr auto F16ToF32 = Convert<Float16, float, Widen8>;
+constexpr auto F32ToF16 = Convert<float, Float16, Narrow8>;
 
 #undef KILN_F16C
 
