@@ -70,7 +70,7 @@ void BM_Memcpy(benchmark::State& state) {
   SetBytes(state, n * 8);
 }
 
-// Paths 0 (scalar) and 1 (f16c); the sizes interleaved with memcpy so a noisy moment hits all.
+// Paths 0 (scalar) and 1 (avx2); the sizes interleaved with memcpy so a noisy moment hits all.
 BENCHMARK(BM_Convert)->ArgsProduct({{0, 1, 2, 3}, {0, 1}, {4096}});
 BENCHMARK(BM_Memcpy)->Arg(4096);
 BENCHMARK(BM_Convert)->ArgsProduct({{0, 1, 2, 3}, {0, 1}, {1 << 24}})->Unit(benchmark::kMillisecond);

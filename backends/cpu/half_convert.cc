@@ -31,7 +31,7 @@ void Strided(void (*convert)(const From*, To*, int64_t), const From* in, int64_t
 }  // namespace
 
 std::span<const HalfConvertPath* const> HalfConvertPaths() {
-  static const HalfConvertPath* const kPaths[] = {&half_convert::Scalar(), &half_convert::F16c()};
+  static const HalfConvertPath* const kPaths[] = {&half_convert::Scalar(), &half_convert::Avx2()};
   return kPaths;
 }
 

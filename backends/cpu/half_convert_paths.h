@@ -26,8 +26,9 @@ namespace half_convert {
 // At the build's AVX2 baseline GCC vectorises the bf16 loops (integer shifts and adds) itself.
 const HalfConvertPath& Scalar();
 
-// f16 through F16C's vcvtph2ps / vcvtps2ph (8 lanes); bf16 as Scalar().
-const HalfConvertPath& F16c();
+// AVX2 and F16C: f16 through vcvtph2ps / vcvtps2ph, f32 -> bf16 in AVX2 integer code, bf16 ->
+// f32 as Scalar().
+const HalfConvertPath& Avx2();
 
 }  // namespace half_convert
 

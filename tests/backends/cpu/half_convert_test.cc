@@ -240,7 +240,7 @@ TEST(HalfConvert, ChoosesTheLastPathThisCpuRuns) {
   EXPECT_EQ(&cpu::ActiveHalfConvertPath(), want);
   EXPECT_STREQ(cpu::HalfConvertPathName(), want->name);
 #if defined(__x86_64__)
-  if (__builtin_cpu_supports("f16c")) {
+  if (__builtin_cpu_supports("avx2") && __builtin_cpu_supports("f16c")) {
     EXPECT_STRNE(cpu::HalfConvertPathName(), "scalar");
   }
 #endif
