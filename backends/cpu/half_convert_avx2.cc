@@ -37,15 +37,16 @@ KILN_AVX2_F16C void F32ToF16x8(const float* in, Float16* out) {
   _mm_storeu_si128(reinterpret_cast<__m128i*>(out), _mm256_cvtps_ph(_mm256_loadu_ps(in), _MM_FROUND_TO_NEAREST_INT));
 }
 
-// FloatToBf16 on 8 lanes, each left in the low half of its 32 bits.
+// FloatToBf16 on 8 lanes, each left in the low half of its 32 bits. A NaN lane adds nothing
+// (truncates) and gets the quiet bit, which is FloatToBf16's (x >> 16) | 0x40.
 KILN_AVX2_F16C __m256i F32ToBf16Bits(const float* in) {
-  const __m256i x = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(in));
+  const __m256 f = _mm256_loadu_ps(in);
+  const __m256i x = _mm256_castps_si256(f);
+  const __m256i nan = _mm256_castps_si256(_mm256_cmp_ps(f, f, _CMP_UNORD_Q));
   const __m256i lsb = _mm256_and_si256(_mm256_srli_epi32(x, 16), _mm256_set1_epi32(1));
-  const __m256i rounded = _mm256_srli_epi32(_mm256_add_epi32(x, _mm256_add_epi32(lsb, _mm256_set1_epi32(0x7fff))), 16);
-  const __m256i nan =
-      _mm256_cmpgt_epi32(_mm256_and_si256(x, _mm256_set1_epi32(0x7fffffff)), _mm256_set1_epi32(0x7f800000));
-  const __m256i quiet = _mm256_or_si256(_mm256_srli_epi32(x, 16), _mm256_set1_epi32(0x0040));
-  return _mm256_blendv_epi8(rounded, quiet, nan);
+  const __m256i round = _mm256_andnot_si256(nan, _mm256_add_epi32(lsb, _mm256_set1_epi32(0x7fff)));
+  const __m256i quiet = _mm256_or_si256(x, _mm256_and_si256(nan, _mm256_set1_epi32(0x400000)));
+  return _mm256_srli_epi32(_mm256_add_epi32(quiet, round), 16);
 }
 
 KILN_AVX2_F16C void F32ToBf16x16(const float* in, BFloat16* out) {
