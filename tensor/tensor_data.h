@@ -44,12 +44,13 @@ class TensorData {
   template <class T>
   absl::Span<const T> values() const {
     CheckType(DTypeOf<T>());
-    return {reinterpret_cast<const T*>(bytes_.data()), static_cast<size_t>(numel())};
+    // Not a braced list: for bool, {pointer, size} would pick Span's initializer_list constructor.
+    return absl::Span<const T>(reinterpret_cast<const T*>(bytes_.data()), static_cast<size_t>(numel()));
   }
   template <class T>
   absl::Span<T> mutable_values() {
     CheckType(DTypeOf<T>());
-    return {reinterpret_cast<T*>(bytes_.data()), static_cast<size_t>(numel())};
+    return absl::Span<T>(reinterpret_cast<T*>(bytes_.data()), static_cast<size_t>(numel()));
   }
   // Element i converted to double, whatever the dtype (for tests and printing).
   double AsDouble(int64_t i) const;

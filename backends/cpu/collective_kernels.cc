@@ -1,7 +1,9 @@
+#include <algorithm>
 #include <cstring>
 #include <type_traits>
 
 #include "backends/cpu/collective_kernels.h"
+#include "backends/cpu/half_convert.h"
 #include "backends/cpu/strided.h"
 
 namespace kiln {
@@ -44,22 +46,45 @@ void ReduceTyped(ReduceOp kind, const std::vector<const void*>& inputs, T* out, 
   }
 }
 
-// Half types: every member's value widened to f32, combined in member order, rounded once.
+// Half types: every member's value widened to f32, combined in member order, rounded once; block
+// by block through f32 buffers that stay in L1, so the conversions run in bulk
+// (backends/cpu/half_convert.h).
+constexpr int64_t kHalfBlock = 512;
+
 template <class H>
 void ReduceHalf(ReduceOp kind, const std::vector<const void*>& inputs, H* out, int64_t begin, int64_t end) {
   const float n = static_cast<float>(inputs.size());
-  for (int64_t i = begin; i < end; ++i) {
-    float acc = static_cast<float>(static_cast<const H*>(inputs[0])[i]);
+  alignas(64) float acc[kHalfBlock], x[kHalfBlock];
+  for (int64_t i = begin; i < end; i += kHalfBlock) {
+    const int64_t len = std::min(kHalfBlock, end - i);
+    cpu::HalfToFloat(static_cast<const H*>(inputs[0]) + i, 1, acc, len);
     for (size_t m = 1; m < inputs.size(); ++m) {
-      const float x = static_cast<float>(static_cast<const H*>(inputs[m])[i]);
-      switch (kind) {
-        case ReduceOp::kSum:
-        case ReduceOp::kMean: acc += x; break;
-        case ReduceOp::kMax: acc = acc != acc || acc > x ? acc : x; break;
-        case ReduceOp::kMin: acc = acc != acc || acc < x ? acc : x; break;
+      cpu::HalfToFloat(static_cast<const H*>(inputs[m]) + i, 1, x, len);
+      for (int64_t j = 0; j < len; ++j) {
+        switch (kind) {
+          case ReduceOp::kSum:
+          case ReduceOp::kMean: acc[j] += x[j]; break;
+          case ReduceOp::kMax: acc[j] = acc[j] != acc[j] || acc[j] > x[j] ? acc[j] : x[j]; break;
+          case ReduceOp::kMin: acc[j] = acc[j] != acc[j] || acc[j] < x[j] ? acc[j] : x[j]; break;
+        }
       }
     }
-    out[i] = H(kind == ReduceOp::kMean ? acc / n : acc);
+    if (kind == ReduceOp::kMean) {
+      for (int64_t j = 0; j < len; ++j) acc[j] /= n;
+    }
+    cpu::FloatToHalf(acc, 1, out + i, len);
+  }
+}
+
+template <class H>
+void DivideHalf(H* p, int64_t begin, int64_t end, int64_t by) {
+  const float n = static_cast<float>(by);
+  alignas(64) float x[kHalfBlock];
+  for (int64_t i = begin; i < end; i += kHalfBlock) {
+    const int64_t len = std::min(kHalfBlock, end - i);
+    cpu::HalfToFloat(p + i, 1, x, len);
+    for (int64_t j = 0; j < len; ++j) x[j] /= n;
+    cpu::FloatToHalf(x, 1, p + i, len);
   }
 }
 
@@ -82,8 +107,7 @@ void DivideOnHost(DType dtype, void* data, int64_t begin, int64_t end, int64_t b
     using T = decltype(v);
     T* p = static_cast<T*>(data);
     if constexpr (kIsHalf<T>) {
-      const float n = static_cast<float>(by);
-      for (int64_t i = begin; i < end; ++i) p[i] = T(static_cast<float>(p[i]) / n);
+      DivideHalf(p, begin, end, by);
     } else if constexpr (!std::is_same_v<T, bool>) {
       const T n = static_cast<T>(by);
       for (int64_t i = begin; i < end; ++i) p[i] = p[i] / n;

@@ -2,6 +2,7 @@
 #include <cmath>
 #include <type_traits>
 
+#include "backends/cpu/half_convert.h"
 #include "backends/cpu/kernels.h"
 #include "backends/cpu/strided.h"
 #include "tensor/scalar.h"
@@ -11,7 +12,9 @@ namespace {
 
 template <class To, class From>
 To Convert(From x) {
-  if constexpr (kIsHalf<To>) {
+  if constexpr (std::is_same_v<To, From>) {
+    return x;  // bit for bit: a half's signalling NaN stays as it is, as on CUDA
+  } else if constexpr (kIsHalf<To>) {
     return ToHalf<To>(x);
   } else if constexpr (kIsHalf<From>) {
     return Convert<To>(static_cast<float>(x));
@@ -21,6 +24,21 @@ To Convert(From x) {
     return Scalar::FloatToInt<To>(x);  // saturating, NaN -> 0: a plain cast would be UB
   } else {
     return static_cast<To>(x);
+  }
+}
+
+// n elements `stride` apart converted into a contiguous run. f32 <-> bf16/f16 goes through the
+// bulk conversions (backends/cpu/half_convert.h), bit for bit the same as Convert.
+template <class To, class From>
+void ConvertRun(const From* in, int64_t stride, To* out, int64_t n) {
+  if constexpr (std::is_same_v<From, float> && kIsHalf<To>) {
+    FloatToHalf(in, stride, out, n);
+  } else if constexpr (kIsHalf<From> && std::is_same_v<To, float>) {
+    HalfToFloat(in, stride, out, n);
+  } else if (stride == 1) {
+    for (int64_t i = 0; i < n; ++i) out[i] = Convert<To>(in[i]);
+  } else {
+    for (int64_t i = 0; i < n; ++i) out[i] = Convert<To>(in[i * stride]);
   }
 }
 
@@ -45,9 +63,7 @@ bool CopyTransposed(const StridedTensor& src, StridedTensor& dst) {
                 for (int64_t r0 = lo * kTile; r0 < std::min(rows, hi * kTile); r0 += kTile) {
                   for (int64_t c0 = 0; c0 < cols; c0 += kTile) {
                     const int64_t r1 = std::min(rows, r0 + kTile), c1 = std::min(cols, c0 + kTile);
-                    for (int64_t r = r0; r < r1; ++r) {
-                      for (int64_t c = c0; c < c1; ++c) out[r * cols + c] = Convert<To>(in[r + c * ld]);
-                    }
+                    for (int64_t r = r0; r < r1; ++r) ConvertRun(in + r + c0 * ld, ld, out + r * cols + c0, c1 - c0);
                   }
                 }
               });
@@ -62,14 +78,7 @@ void CopyKernel(const StridedTensor& src, StridedTensor& dst) {
   To* out = dst.mutable_data<To>();
   ParallelFor(src.device, iter.numel(), kElementwiseGrain, [&](int64_t begin, int64_t end) {
     iter.ForSegments(begin, end, [&](int64_t pos, const auto& off, const auto& stride, int64_t n) {
-      const From* x = in + off[0];
-      To* y = out + pos;
-      if (stride[0] == 1) {
-        for (int64_t i = 0; i < n; ++i) y[i] = Convert<To>(x[i]);
-      } else {
-        const int64_t s = stride[0];
-        for (int64_t i = 0; i < n; ++i) y[i] = Convert<To>(x[i * s]);
-      }
+      ConvertRun(in + off[0], stride[0], out + pos, n);
     });
   });
 }

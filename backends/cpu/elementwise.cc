@@ -6,6 +6,7 @@
 
 #include "Eigen/Core"
 #include "backends/cpu/cpu_backend.h"
+#include "backends/cpu/half_convert.h"
 #include "backends/cpu/streaming_store.h"
 #include "backends/cpu/strided.h"
 #include "tensor/half_in_f32.h"
@@ -123,8 +124,10 @@ void BinaryRun(const T* a, int64_t sa, const T* b, int64_t sb, R* out, int64_t n
   }
 }
 
-template <class T, class R, class F>
-StridedTensor RunBinary(const StridedTensor& a, const StridedTensor& b, const Shape& shape, F f) {
+// A binary op's output of `shape`, written run by run: run(a, sa, b, sb, out, n) computes n
+// contiguous outputs from operands `sa` and `sb` apart (1, 0 for a broadcast value, or any).
+template <class T, class R, class Run>
+StridedTensor RunBinaryRuns(const StridedTensor& a, const StridedTensor& b, const Shape& shape, Run run) {
   StridedTensor out = StridedTensor::Empty(shape, DTypeOf<R>(), a.device);
   const T* pa = a.data<T>();
   const T* pb = b.data<T>();
@@ -138,14 +141,14 @@ StridedTensor RunBinary(const StridedTensor& a, const StridedTensor& b, const Sh
     const bool stream = shape.numel() * static_cast<int64_t>(sizeof(R)) >= cpu::kStreamingBytes;
     cpu::ParallelFor(a.device, shape.numel(), cpu::kElementwiseGrain, [&](int64_t lo, int64_t hi) {
       if (!stream) {
-        BinaryRun(pa + lo * sa, sa, pb + lo * sb, sb, po + lo, hi - lo, f);
+        run(pa + lo * sa, sa, pb + lo * sb, sb, po + lo, hi - lo);
         return;
       }
       cpu::WriteStreaming(po + lo, hi - lo, [&](R* dst, int64_t at, int64_t n) {
         const T *xa = pa + (lo + at) * sa, *xb = pb + (lo + at) * sb;
         cpu::PrefetchAhead(xa, sa, n, pa + hi * sa);
         cpu::PrefetchAhead(xb, sb, n, pb + hi * sb);
-        BinaryRun(xa, sa, xb, sb, dst, n, f);
+        run(xa, sa, xb, sb, dst, n);
       });
     });
     return out;
@@ -153,10 +156,17 @@ StridedTensor RunBinary(const StridedTensor& a, const StridedTensor& b, const Sh
   const StridedIter<2> iter(shape, {cpu::BroadcastStrides(a, shape), cpu::BroadcastStrides(b, shape)});
   cpu::ParallelFor(a.device, iter.numel(), cpu::kElementwiseGrain, [&](int64_t lo, int64_t hi) {
     iter.ForSegments(lo, hi, [&](int64_t pos, const auto& off, const auto& stride, int64_t n) {
-      BinaryRun(pa + off[0], stride[0], pb + off[1], stride[1], po + pos, n, f);
+      run(pa + off[0], stride[0], pb + off[1], stride[1], po + pos, n);
     });
   });
   return out;
+}
+
+template <class T, class R, class F>
+StridedTensor RunBinary(const StridedTensor& a, const StridedTensor& b, const Shape& shape, F f) {
+  return RunBinaryRuns<T, R>(a, b, shape, [f](const T* x, int64_t sx, const T* y, int64_t sy, R* out, int64_t n) {
+    BinaryRun(x, sx, y, sy, out, n, f);
+  });
 }
 
 // maximum/minimum propagate NaN, as PyTorch does.
@@ -241,16 +251,42 @@ StridedTensor Arithmetic(BinaryOp op, const StridedTensor& a, const StridedTenso
   ThrowInvalidArgument("%s: not defined for %s", OpName(op), DTypeName(a.dtype));
 }
 
+// One run of a half op: the operands widened to f32 block by block into buffers that stay in
+// L1 (backends/cpu/half_convert.h), f computed there and its result rounded once, or, for a
+// comparison, stored as it is. The f32 loop runs over whole vectors (the block padded with
+// zeros), so every element takes the vector instructions wherever its run starts: of two NaN
+// operands, which payload survives depends on the instruction, and the bits must not depend on
+// how the threads split the tensor.
+template <class H, class R, class F>
+void HalfBinaryRun(const H* a, int64_t sa, const H* b, int64_t sb, R* out, int64_t n, F f) {
+  constexpr int64_t kBlock = 512, kVector = 16;
+  alignas(64) float x[kBlock], y[kBlock], z[kBlock];
+  for (int64_t i = 0; i < n; i += kBlock) {
+    const int64_t m = std::min(kBlock, n - i), padded = (m + kVector - 1) / kVector * kVector;
+    cpu::HalfToFloat(a + i * sa, sa, x, m);
+    cpu::HalfToFloat(b + i * sb, sb, y, m);
+    if constexpr (std::is_same_v<R, bool>) {
+      for (int64_t j = 0; j < m; ++j) out[i + j] = f(x[j], y[j]);
+    } else {
+      std::fill(x + m, x + padded, 0.0f);
+      std::fill(y + m, y + padded, 0.0f);
+      for (int64_t j = 0; j < padded; ++j) z[j] = f(x[j], y[j]);
+      cpu::FloatToHalf(z, 1, out + i, m);
+    }
+  }
+}
+
 // Half types: the common arithmetic and comparisons in one pass, each element widened to f32,
 // computed and rounded once (what HalfInF32 gives in three passes); pow goes through HalfInF32.
 template <class H>
 StridedTensor HalfBinary(BinaryOp op, const StridedTensor& a, const StridedTensor& b, const Shape& s) {
-  const auto in_f32 = [&](auto f) {
-    return RunBinary<H, H>(a, b, s, [f](H x, H y) { return H(f(static_cast<float>(x), static_cast<float>(y))); });
+  const auto run = [&]<class R>(R, auto f) {
+    return RunBinaryRuns<H, R>(a, b, s, [f](const H* x, int64_t sx, const H* y, int64_t sy, R* out, int64_t n) {
+      HalfBinaryRun(x, sx, y, sy, out, n, f);
+    });
   };
-  const auto compare = [&](auto f) {
-    return RunBinary<H, bool>(a, b, s, [f](H x, H y) { return f(static_cast<float>(x), static_cast<float>(y)); });
-  };
+  const auto in_f32 = [&](auto f) { return run(H{}, f); };
+  const auto compare = [&](auto f) { return run(bool{}, f); };
   switch (op) {
     case BinaryOp::kAdd: return in_f32([](float x, float y) { return x + y; });
     case BinaryOp::kSub: return in_f32([](float x, float y) { return x - y; });

@@ -66,6 +66,12 @@ TEST(TensorData, HoldsTypedValues) {
   EXPECT_EQ(d.ToDoubles(), (std::vector<double>{1, -2, 3}));
   EXPECT_EQ(d.ToString(), "i32[3] {1, -2, 3}");
   EXPECT_THROW(TensorData::FromVector(std::vector<float>{1, 2}, {3}), Error);
+  // bool spans cover the data too (a braced {pointer, size} once made a two-element list).
+  TensorData b({5}, DType::kBool);
+  b.mutable_values<bool>()[4] = true;
+  EXPECT_EQ(b.values<bool>().size(), 5u);
+  EXPECT_EQ(b.values<bool>().data(), b.raw());
+  EXPECT_TRUE(b.values<bool>()[4]);
 }
 
 TEST(Random, UniformStaysInRangeForEveryDType) {
