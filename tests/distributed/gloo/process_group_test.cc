@@ -65,6 +65,13 @@ TEST_P(Collectives, DataParallelMatchesOneProcess) {
   ExpectAllPassed(ranks.WaitAll(milliseconds(60000)));
 }
 
+// The same with gradients all-reduced in bf16 across processes.
+TEST_P(Collectives, DataParallelWithBf16GradientsMatchesOneProcess) {
+  RankProcesses ranks(worker, GetParam().processes, FreshStore());
+  ranks.StartAll({"data_parallel_bf16", absl::StrCat(GetParam().devices), "20000", "6"});
+  ExpectAllPassed(ranks.WaitAll(milliseconds(60000)));
+}
+
 INSTANTIATE_TEST_SUITE_P(Shapes, Collectives, ::testing::Values(Shape{1, 2}, Shape{2, 1}, Shape{2, 2}, Shape{3, 1}),
                          [](const auto& info) { return absl::StrCat(info.param.processes, "x", info.param.devices); });
 

@@ -5,20 +5,22 @@
 // the fault scenarios; the test reads the status line).
 //
 //   process_group_worker <scenario> [local devices] [timeout ms] [iterations]
-//   scenarios: collectives, large, autodiff, data_parallel, mismatch_shape, mismatch_dtype,
-//   mismatch_large, repeated, loop, tagged_loop, join; cuda_collectives, cuda_autodiff, cuda_mismatch_shape
-//   run on CUDA devices through NCCL (the process with local rank l takes GPUs l * devices,
+//   scenarios: collectives, large, autodiff, data_parallel, data_parallel_bf16, mismatch_shape,
+//   mismatch_dtype, mismatch_large, repeated, loop, tagged_loop, join; cuda_collectives, cuda_autodiff,
+//   cuda_mismatch_shape run on CUDA devices through NCCL (the process with local rank l takes GPUs l * devices,
 //   ...), in a --config=cuda build.
 #include <algorithm>
 #include <chrono>
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
+#include <optional>
 #include <string>
 #include <thread>
 #include <vector>
 
 #include "absl/status/status.h"
+#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "absl/strings/strip.h"
@@ -62,7 +64,7 @@ template <Backend B>
 Tensor<B> Input(int g, Shape shape, DType dtype, const typename B::Device& d) {
   std::vector<double> v(shape.numel());
   for (size_t i = 0; i < v.size(); ++i)
-    v[i] = (g + 1) * (dtype == DType::kF32 || dtype == DType::kF64 ? 0.25 : 1) + static_cast<double>(i % 7) - 3 * g;
+    v[i] = (g + 1) * (IsFloating(dtype) ? 0.25 : 1) + static_cast<double>(i % 7) - 3 * g;
   return Tensor<B>::from_vector(v, shape, d).to(dtype);
 }
 
@@ -192,9 +194,11 @@ int Collectives(const Setup<B>& s) {
   DeviceGroup<B> group(s.devices, {.process_group = s.world});
   const int G = group.global_size(), L = group.size();
   const Shape shape({2 * G, 3});
-  for (DType dtype : {DType::kF32, DType::kF64, DType::kI32, DType::kI64}) {
+  // bf16 and f16 too (gradients all-reduced in bf16): the inputs and their sums are exact in
+  // both, and a mean is the f32 sum divided once, then rounded to the half type.
+  for (DType dtype : {DType::kF32, DType::kF64, DType::kI32, DType::kI64, DType::kBF16, DType::kF16}) {
     for (ReduceOp kind : {ReduceOp::kSum, ReduceOp::kMean, ReduceOp::kMax, ReduceOp::kMin}) {
-      if (dtype != DType::kF32 && (kind == ReduceOp::kMax || kind == ReduceOp::kMin)) continue;
+      if (dtype != DType::kF32 && !IsHalf(dtype) && (kind == ReduceOp::kMax || kind == ReduceOp::kMin)) continue;
       std::vector<T> in;
       for (int r = 0; r < L; ++r) in.push_back(Input<B>(group.global_rank(r), shape, dtype, s.devices[r]));
       auto out = group.AllReduce(in, kind);
@@ -207,9 +211,12 @@ int Collectives(const Setup<B>& s) {
           acc = kind == ReduceOp::kMax ? std::max(acc, x) : kind == ReduceOp::kMin ? std::min(acc, x) : acc + x;
         }
         if (kind == ReduceOp::kMean) {
-          acc = dtype == DType::kF32   ? static_cast<float>(acc) / static_cast<float>(G)
-                : dtype == DType::kF64 ? acc / G
-                                       : std::trunc(acc / G);
+          const float f32_mean = static_cast<float>(acc) / static_cast<float>(G);
+          acc = dtype == DType::kF32    ? f32_mean
+                : dtype == DType::kBF16 ? static_cast<float>(BFloat16(f32_mean))
+                : dtype == DType::kF16  ? static_cast<float>(Float16(f32_mean))
+                : dtype == DType::kF64  ? acc / G
+                                        : std::trunc(acc / G);
         }
         want[i] = acc;
       }
@@ -311,8 +318,9 @@ std::unique_ptr<nn::Sequential<ADB>> Model(Generator& gen) {
 }
 
 // DataParallel over the world ends where DataParallel over the same number of devices in one
-// process ends (this process computes that reference itself, on devices of its own).
-int DataParallelScenario(const Setup<Cpu>& s, int steps) {
+// process ends (this process computes that reference itself, on devices of its own), with
+// gradients all-reduced in their own dtype or in `reduce_dtype` (bf16 compression).
+int DataParallelScenario(const Setup<Cpu>& s, int steps, std::optional<DType> reduce_dtype) {
   const int G = s.local * s.world->world_size();
   Generator gen(3);
   auto model = Model(gen);
@@ -322,19 +330,32 @@ int DataParallelScenario(const Setup<Cpu>& s, int steps) {
   auto loss = [](nn::Module<ADB>& m, const AD& a, const AD& b) { return nn::CrossEntropy(m(a), b); };
   auto world = DataParallel<Cpu>::Create(
       *model, std::make_shared<DeviceGroup<ADB>>(s.devices, GroupOptions{.process_group = s.world}), sgd,
-      {.bucket_bytes = 256});
+      {.bucket_bytes = 256, .reduce_dtype = reduce_dtype});
   if (!world.ok()) return Status(world.status());
   std::vector<CpuDevice> local;
   for (int r = 0; r < G; ++r) local.push_back(CpuDevice(s.local + r));
-  auto reference =
-      DataParallel<Cpu>::Create(*model, std::make_shared<DeviceGroup<ADB>>(local), sgd, {.bucket_bytes = 256});
+  auto reference = DataParallel<Cpu>::Create(*model, std::make_shared<DeviceGroup<ADB>>(local), sgd,
+                                             {.bucket_bytes = 256, .reduce_dtype = reduce_dtype});
   if (!reference.ok()) return Status(reference.status());
+  // Two processes of one device sum two gradients as one process does (a + b is
+  // commutative): bit-identical. More members per process change the f32 summation order. In
+  // bf16 the cross-process path rounds twice more than one process does (a local sum, then the
+  // sum across processes, then a mean's division, each rounded to bf16, where one process
+  // rounds the f32 mean once): a gradient may differ by 2u|g| (u = 2^-8, |g| <= 1 here), and
+  // SGD (lr 0.1, momentum 0.9) carries that into a parameter by at most
+  // lr * 2u * sum over steps t of (1 - 0.9^t) / 0.1.
+  double tolerance = G == 2 ? 0 : 1e-5;
+  if (reduce_dtype == DType::kBF16 && G > 2) {
+    double carried = 0;
+    for (int t = 1; t <= steps; ++t) carried += (1 - std::pow(0.9, t)) / 0.1;
+    tolerance = 0.1 * 2 * std::ldexp(1.0, -8) * carried;
+  }
   for (int step = 0; step < steps; ++step) {
     auto a = (*world)->Step(x, y, loss);
     if (!a.ok()) return Status(a.status());
     auto b = (*reference)->Step(x, y, loss);
     if (!b.ok()) return Status(b.status());
-    Check(std::abs(*a - *b) <= 1e-6, absl::StrCat("step ", step, " loss ", *a, " vs ", *b));
+    Check(std::abs(*a - *b) <= std::max(1e-6, tolerance), absl::StrCat("step ", step, " loss ", *a, " vs ", *b));
   }
   double worst = 0;
   auto p = (*world)->replica(0).named_parameters(), q = (*reference)->replica(0).named_parameters();
@@ -342,9 +363,6 @@ int DataParallelScenario(const Setup<Cpu>& s, int steps) {
     const auto u = p[i].second->to_data().ToDoubles(), v = q[i].second->to_data().ToDoubles();
     for (size_t j = 0; j < u.size(); ++j) worst = std::max(worst, std::abs(u[j] - v[j]));
   }
-  // Two processes of one device sum two gradients as one process does (a + b is
-  // commutative): bit-identical. More members per process change the f32 summation order.
-  const double tolerance = G == 2 ? 0 : 1e-5;
   Check(worst <= tolerance, absl::StrCat("parameters differ by at most ", worst, " (tolerance ", tolerance, ")"));
   return failures ? 1 : 0;
 }
@@ -504,8 +522,8 @@ int Main(int argc, char** argv) {
     return 2;
   }
   const int world_size = (*env)->world_size;
-  if (!cpu::Configure(
-           {.devices = local * (1 + (scenario == "data_parallel" ? world_size : 0)), .threads_per_device = 1})
+  if (!cpu::Configure({.devices = local * (1 + (absl::StartsWith(scenario, "data_parallel") ? world_size : 0)),
+                       .threads_per_device = 1})
            .ok()) {
     return 2;
   }
@@ -533,7 +551,8 @@ int Main(int argc, char** argv) {
   if (scenario == "collectives") return Collectives(s);
   if (scenario == "large") return Large(s);
   if (scenario == "autodiff") return AutodiffScenario(s);
-  if (scenario == "data_parallel") return DataParallelScenario(s, iterations > 0 ? iterations : 5);
+  if (scenario == "data_parallel") return DataParallelScenario(s, iterations > 0 ? iterations : 5, std::nullopt);
+  if (scenario == "data_parallel_bf16") return DataParallelScenario(s, iterations > 0 ? iterations : 5, DType::kBF16);
   if (scenario == "mismatch_shape") return Mismatch(s, false);
   if (scenario == "mismatch_dtype") return Mismatch(s, true);
   if (scenario == "mismatch_large") return MismatchLarge(s);
