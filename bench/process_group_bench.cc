@@ -129,6 +129,14 @@ int Main(int argc, char** argv) {
            auto out = group.AllReduce(0, std::move(fresh), ReduceOp::kSum);
            if (!out.ok()) std::exit(1);
          }},
+        // Gradient sync's bf16 compression: the f32 values rounded to bf16, half the bytes
+        // all-reduced, the sum widened back to f32.
+        {"kiln all_reduce, bf16 + casts", true,
+         [&] {
+           auto out = group.AllReduce(0, input.to(DType::kBF16), ReduceOp::kSum);
+           if (!out.ok()) std::exit(1);
+           const Tensor<Cpu> widened = out->to(DType::kF32);
+         }},
         {"kiln agreement alone", false,
          [&] {
            if (!(*world)->Agree("all_reduce(sum) of f32[n] on 1 local device(s)").ok()) std::exit(1);
