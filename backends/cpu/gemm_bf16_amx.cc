@@ -91,38 +91,53 @@ void PackA(const uint16_t* a, MatrixLayout la, int64_t i0, int64_t mc, int64_t p
 // + g * 512: pair p of column l the 32-bit word p * 16 + l, the even k in the low half.
 void PackB(const uint16_t* b, MatrixLayout lb, int64_t p0, int64_t kc, int64_t kcp, int64_t j0, int64_t nc,
            uint16_t* bp) {
-  const int64_t ks = lb.row_major ? lb.ld : 1, cs = lb.row_major ? 1 : lb.ld;
-  // A gather's offsets (l * cs, in bf16) are 32-bit.
+  const auto panel = [&](int64_t q) { return reinterpret_cast<uint32_t*>(bp + q * kTileCols * kcp); };
+  const int64_t panels = (nc + kTileCols - 1) / kTileCols;
+  if (lb.row_major) {
+    // Columns are contiguous: along each pair of rows of B, in memory order, two loads and an
+    // interleave per panel.
+    for (int64_t p = 0; p < kcp / 2; ++p) {
+      const int64_t even = 2 * p;
+      const uint16_t* x = b + (p0 + even) * lb.ld + j0;
+      const bool odd = even + 1 < kc;
+      for (int64_t q = 0; q < panels; ++q) {
+        __m512i v = _mm512_setzero_si512();
+        if (even < kc) {
+          const __mmask16 m = FirstLanes16(nc - q * kTileCols);
+          const __m256i lo = _mm256_maskz_loadu_epi16(m, x + q * kTileCols);
+          const __m256i hi = _mm256_maskz_loadu_epi16(odd ? m : __mmask16(0), (odd ? x + lb.ld : x) + q * kTileCols);
+          v = Interleave(lo, hi);
+        }
+        _mm512_store_si512(panel(q) + p * kTileCols, v);
+      }
+    }
+    return;
+  }
+  // k is contiguous: a column's pair is one 32-bit word, one gather takes 16 columns'. Its
+  // offsets (l * ld, in bf16) are 32-bit.
+  const int64_t cs = lb.ld;
   const bool gather = cs < (int64_t{1} << 31) / 16;
   const __m512i offsets = _mm512_mullo_epi32(_mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15),
                                              _mm512_set1_epi32(gather ? static_cast<int>(cs) : 0));
-  for (int64_t q = 0; q * kTileCols < nc; ++q) {
-    const int64_t col0 = j0 + q * kTileCols, cols = Min(kTileCols, nc - q * kTileCols);
+  for (int64_t q = 0; q < panels; ++q) {
+    const int64_t cols = Min(kTileCols, nc - q * kTileCols);
     const __mmask16 m = FirstLanes16(cols);
-    uint32_t* panel = reinterpret_cast<uint32_t*>(bp + q * kTileCols * kcp);
     for (int64_t p = 0; p < kcp / 2; ++p) {
       const int64_t even = 2 * p;
-      const uint16_t* x = b + (p0 + even) * ks + col0 * cs;
-      __m512i v;
-      if (even >= kc) {
-        v = _mm512_setzero_si512();
-      } else if (cs == 1) {
-        const __m256i lo = _mm256_maskz_loadu_epi16(m, x);
-        const __m256i hi = _mm256_maskz_loadu_epi16(even + 1 < kc ? m : __mmask16(0), even + 1 < kc ? x + ks : x);
-        v = Interleave(lo, hi);
-      } else if (gather && even + 1 < kc) {
-        // k is contiguous: a column's pair is one 32-bit word, one gather takes 16 columns'.
+      const uint16_t* x = b + p0 + even + (j0 + q * kTileCols) * cs;
+      __m512i v = _mm512_setzero_si512();
+      if (gather && even + 1 < kc) {
         v = _mm512_mask_i32gather_epi32(_mm512_setzero_si512(), m, offsets, x, 2);
-      } else {
+      } else if (even < kc) {
         // The lone last k (its partner past the operand's end), or columns too far apart.
         alignas(64) uint32_t words[16];
         for (int64_t l = 0; l < 16; ++l) {
           const uint16_t* e = x + l * cs;
-          words[l] = l >= cols ? 0 : static_cast<uint32_t>(e[0]) | (even + 1 < kc ? uint32_t{e[ks]} << 16 : 0);
+          words[l] = l >= cols ? 0 : static_cast<uint32_t>(e[0]) | (even + 1 < kc ? uint32_t{e[1]} << 16 : 0);
         }
         v = _mm512_load_si512(words);
       }
-      _mm512_store_si512(panel + p * kTileCols, v);
+      _mm512_store_si512(panel(q) + p * kTileCols, v);
     }
   }
 }
