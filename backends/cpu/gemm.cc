@@ -65,10 +65,17 @@ void GemmBlock(const double* a, MatrixLayout la, const double* b, MatrixLayout l
 
 void GemmBlock(const BFloat16* a, MatrixLayout la, const BFloat16* b, MatrixLayout lb, BFloat16* c, int64_t r0,
                int64_t rows, int64_t k, int64_t n) {
+  GemmBlock(a, la, b, lb, c, r0, rows, k, n, 0, n);
+}
+
+void GemmBlock(const BFloat16* a, MatrixLayout la, const BFloat16* b, MatrixLayout lb, BFloat16* c, int64_t r0,
+               int64_t rows, int64_t k, int64_t n, int64_t c0, int64_t cols) {
   static_assert(sizeof(BFloat16) == sizeof(uint16_t));
+  // The kernels see columns [c0, c0 + cols) as a C `cols` wide, its rows still n apart.
   const auto* a16 = reinterpret_cast<const uint16_t*>(a);
-  const auto* b16 = reinterpret_cast<const uint16_t*>(b);
-  auto* c16 = reinterpret_cast<uint16_t*>(c);
+  const auto* b16 = reinterpret_cast<const uint16_t*>(b) + c0 * (lb.row_major ? 1 : lb.ld);
+  auto* c16 = reinterpret_cast<uint16_t*>(c) + c0;
+  const int64_t ldc = n;
   switch (Choice().bf16) {
     case Bf16Kernel::kAmx: {
       thread_local std::vector<uint16_t> packed_a, packed_b;
@@ -76,7 +83,7 @@ void GemmBlock(const BFloat16* a, MatrixLayout la, const BFloat16* b, MatrixLayo
       const int64_t partial_rows = std::min((rows + amx::kMR - 1) / amx::kMR * amx::kMR, amx::kMO);
       const amx::Scratch scratch{Scratch(packed_a, amx::kPackedA), Scratch(packed_b, amx::kPackedB),
                                  k > amx::kKC ? Scratch(partials, partial_rows * amx::kNC) : nullptr};
-      amx::GemmBlockBf16(a16, la, b16, lb, c16, r0, rows, k, n, scratch);
+      amx::GemmBlockBf16(a16, la, b16, lb, c16, ldc, r0, rows, k, cols, scratch);
       return;
     }
     case Bf16Kernel::kAvx512Bf16: {
@@ -85,7 +92,7 @@ void GemmBlock(const BFloat16* a, MatrixLayout la, const BFloat16* b, MatrixLayo
       thread_local std::vector<float> partials;
       const k16::Scratch scratch{Scratch(packed_a, k16::kPackedA), Scratch(packed_b, k16::kPackedB),
                                  k > k16::kKC ? Scratch(partials, std::min(rows, k16::kMO) * k16::kNC) : nullptr};
-      k16::GemmBlockBf16(a16, la, b16, lb, c16, r0, rows, k, n, scratch);
+      k16::GemmBlockBf16(a16, la, b16, lb, c16, ldc, r0, rows, k, cols, scratch);
       return;
     }
     case Bf16Kernel::kWidenToF32: break;

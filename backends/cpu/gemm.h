@@ -32,6 +32,11 @@ void GemmBlock(const double* a, MatrixLayout la, const double* b, MatrixLayout l
 void GemmBlock(const BFloat16* a, MatrixLayout la, const BFloat16* b, MatrixLayout lb, BFloat16* c, int64_t r0,
                int64_t rows, int64_t k, int64_t n);
 
+// Rows [r0, r0 + rows) x columns [c0, c0 + cols) of the same C: the bf16 kernels also split by
+// columns (each call packs only its columns of B). The result does not depend on the split.
+void GemmBlock(const BFloat16* a, MatrixLayout la, const BFloat16* b, MatrixLayout lb, BFloat16* c, int64_t r0,
+               int64_t rows, int64_t k, int64_t n, int64_t c0, int64_t cols);
+
 // The kernel in use for f32 and f64: "avx512" or "avx2".
 const char* GemmKernel();
 

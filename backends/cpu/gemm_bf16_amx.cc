@@ -226,8 +226,8 @@ constexpr MicroKernel kMicro[2][2] = {{Micro<1, 1>, Micro<1, 2>}, {Micro<2, 1>, 
 
 }  // namespace
 
-void GemmBlockBf16(const uint16_t* a, MatrixLayout la, const uint16_t* b, MatrixLayout lb, uint16_t* c, int64_t r0,
-                   int64_t rows, int64_t k, int64_t n, const Scratch& scratch) {
+void GemmBlockBf16(const uint16_t* a, MatrixLayout la, const uint16_t* b, MatrixLayout lb, uint16_t* c, int64_t ldc,
+                   int64_t r0, int64_t rows, int64_t k, int64_t n, const Scratch& scratch) {
   CompilerBarrier();
   _tile_loadconfig(&kTileConfig);
   // k blocks of nearly equal length (the last one's tail padded with zeros to a whole tile).
@@ -253,7 +253,7 @@ void GemmBlockBf16(const uint16_t* a, MatrixLayout la, const uint16_t* b, Matrix
               const int64_t mr = Min(kMR, mc - ir);
               float* const part = partials ? partials + (ic - i0 + ir) * kNC + jr : nullptr;
               kMicro[mr > kTileRows][cols > kTileCols](scratch.a + ir * kcp, scratch.b + jr * kcp, kcp, first, last,
-                                                       part, c + (ic + ir) * n + jc + jr, n, mr, cols);
+                                                       part, c + (ic + ir) * ldc + jc + jr, ldc, mr, cols);
             }
           }
         }
