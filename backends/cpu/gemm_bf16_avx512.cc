@@ -1,8 +1,8 @@
 // The AVX-512 BF16 GEMM (gemm_bf16_avx512.h). Only intrinsics and functions of this file's
 // anonymous namespace: an inline function or template shared with other files (std's, say)
 // would be compiled here with AVX-512 and could be the copy the linker keeps for everyone.
-// AMX (tile multiplies of bf16) would be faster still on Sapphire Rapids, but needs the
-// kernel's permission from Linux (arch_prctl) and another packing; not yet.
+// On CPUs with AMX, gemm_bf16_amx.cc comes first where Linux grants the tile state; this
+// kernel is the fallback there (KILN_CPU_GEMM=avx512bf16 forces it).
 #include "backends/cpu/gemm_bf16_avx512.h"
 
 #include <immintrin.h>

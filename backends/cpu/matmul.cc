@@ -1,6 +1,7 @@
-// Batched matmul through Eigen's GEMM (gemm.h: the AVX2 or AVX-512 build of it), or the bf16 kernel where the CPU has
-// AVX-512 BF16. Transposed views are read in place (a column-major map), broadcast batch dims cost nothing, and work is
-// split over batches and row blocks so each of the device's threads runs one single-threaded GEMM.
+// Batched matmul through Eigen's GEMM (gemm.h: the AVX2 or AVX-512 build of it), or a bf16 kernel (AMX, or AVX-512
+// BF16) where the CPU has one. Transposed views are read in place (a column-major map), broadcast batch dims cost
+// nothing, and work is split over batches and row blocks (column blocks for wide bf16 products) so each of the
+// device's threads runs one single-threaded GEMM.
 #include <optional>
 
 #include "backends/cpu/cpu_backend.h"
