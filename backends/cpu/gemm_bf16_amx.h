@@ -8,7 +8,7 @@
 // Tile configuration. Each call loads its own (LDTILECFG: all eight tiles 16 rows x 64
 // bytes) and releases the tiles when done (TILERELEASE): no per-thread state, any thread may
 // call it, and between calls the tile state is back at its init value, which Linux need not
-// save on a context switch. Both cost well under a microsecond against a block's work.
+// save on a context switch. Both together cost about 50 ns here; a 1 x 1 x 1 call, ~130 ns.
 //
 // Numerics. Products of bf16 values are exact in f32; each output is an f32 sum of them,
 // rounded once to bf16 (the round-to-nearest-even, NaN and infinity rules of tensor/half.h).
@@ -27,7 +27,8 @@
 namespace kiln::cpu::amx {
 
 // Tiles: 16 rows of C per tile, 16 columns, 32 values of k (16 pairs). Register block: 2 x 2
-// tiles of C. Cache blocks: a kKC x kNC block of packed B in L2, kMC x kKC of packed A.
+// tiles of C. Cache blocks: a kKC x kNC block of packed B (512 KiB) in L2, kMC x kKC of packed
+// A, whose 32-row panels (32 KiB) sit in L1 in turn. Other sizes measured within noise.
 inline constexpr int64_t kTileRows = 16, kTileCols = 16, kTileK = 32;
 inline constexpr int64_t kMR = 2 * kTileRows, kNR = 2 * kTileCols;
 inline constexpr int64_t kKC = 512, kMC = 256, kNC = 512;
