@@ -18,8 +18,9 @@ namespace {
 int64_t Min(int64_t a, int64_t b) { return a < b ? a : b; }
 int64_t RoundUp(int64_t x, int64_t to) { return (x + to - 1) / to * to; }
 
-// GCC's tile loads are asm without a memory operand: nothing tells the compiler they read
-// what the packers just stored, so a barrier keeps those stores before them.
+// GCC's tile loads are asm without a memory operand: nothing tells the compiler they read the
+// packed buffers, so barriers on both sides of each packer keep its stores after the tile
+// loads of the previous block and before those of the next.
 void CompilerBarrier() { asm volatile("" ::: "memory"); }
 
 // LDTILECFG's 64 bytes: palette 1, every tile 16 rows of 64 bytes (16 f32 or 32 bf16).
@@ -242,9 +243,11 @@ void GemmBlockBf16(const uint16_t* a, MatrixLayout la, const uint16_t* b, Matrix
       for (int64_t pc = 0; pc < k; pc += block_k) {
         const int64_t kc = Min(block_k, k - pc), kcp = RoundUp(kc, kTileK);
         const bool first = pc == 0, last = pc + kc == k;
+        CompilerBarrier();
         PackB(b, lb, pc, kc, kcp, jc, nc, scratch.b);
         for (int64_t ic = i0; ic < i0 + mo; ic += kMC) {
           const int64_t mc = Min(kMC, i0 + mo - ic);
+          CompilerBarrier();
           PackA(a, la, ic, mc, pc, kc, kcp, scratch.a);
           CompilerBarrier();
           // One 32-row panel of A stays in L1 while the block's panels of B come from L2 (measured
