@@ -87,6 +87,32 @@ void PackA(const uint16_t* a, MatrixLayout la, int64_t i0, int64_t mc, int64_t p
   }
 }
 
+// Transposes 16 rows of 16 32-bit words in place: word j of row i becomes word i of row j.
+void Transpose16x16(__m512i r[16]) {
+  __m512i t[16];
+  for (int i = 0; i < 8; ++i) {
+    t[2 * i] = _mm512_unpacklo_epi32(r[2 * i], r[2 * i + 1]);
+    t[2 * i + 1] = _mm512_unpackhi_epi32(r[2 * i], r[2 * i + 1]);
+  }
+  for (int i = 0; i < 4; ++i) {
+    r[4 * i] = _mm512_unpacklo_epi64(t[4 * i], t[4 * i + 2]);
+    r[4 * i + 1] = _mm512_unpackhi_epi64(t[4 * i], t[4 * i + 2]);
+    r[4 * i + 2] = _mm512_unpacklo_epi64(t[4 * i + 1], t[4 * i + 3]);
+    r[4 * i + 3] = _mm512_unpackhi_epi64(t[4 * i + 1], t[4 * i + 3]);
+  }
+  // Each 128-bit lane now holds a transposed 4 x 4 block; two rounds of lane shuffles place them.
+  for (int i = 0; i < 2; ++i) {
+    for (int c = 0; c < 4; ++c) {
+      t[8 * i + c] = _mm512_shuffle_i32x4(r[8 * i + c], r[8 * i + 4 + c], 0x88);
+      t[8 * i + 4 + c] = _mm512_shuffle_i32x4(r[8 * i + c], r[8 * i + 4 + c], 0xdd);
+    }
+  }
+  for (int c = 0; c < 8; ++c) {
+    r[c] = _mm512_shuffle_i32x4(t[c], t[8 + c], 0x88);
+    r[8 + c] = _mm512_shuffle_i32x4(t[c], t[8 + c], 0xdd);
+  }
+}
+
 // Packed B: kKC x kNC at most, in panels of 16 columns (kc padded with zeros to kcp; columns
 // past nc zero); panel q at bp + q * 16 * kcp, its tile g 16 k pairs x 16 columns at
 // + g * 512: pair p of column l the 32-bit word p * 16 + l, the even k in the low half.
@@ -114,31 +140,19 @@ void PackB(const uint16_t* b, MatrixLayout lb, int64_t p0, int64_t kc, int64_t k
     }
     return;
   }
-  // k is contiguous: a column's pair is one 32-bit word, one gather takes 16 columns'. Its
-  // offsets (l * ld, in bf16) are 32-bit.
-  const int64_t cs = lb.ld;
-  const bool gather = cs < (int64_t{1} << 31) / 16;
-  const __m512i offsets = _mm512_mullo_epi32(_mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15),
-                                             _mm512_set1_epi32(gather ? static_cast<int>(cs) : 0));
+  // k is contiguous: a k tile of one column (16 pairs) is one masked load (k past kc reads as
+  // zero, the lone last k's partner too), and a transpose turns 16 columns into the tile's rows.
   for (int64_t q = 0; q < panels; ++q) {
-    const int64_t cols = Min(kTileCols, nc - q * kTileCols);
-    const __mmask16 m = FirstLanes16(cols);
-    for (int64_t p = 0; p < kcp / 2; ++p) {
-      const int64_t even = 2 * p;
-      const uint16_t* x = b + p0 + even + (j0 + q * kTileCols) * cs;
-      __m512i v = _mm512_setzero_si512();
-      if (gather && even + 1 < kc) {
-        v = _mm512_mask_i32gather_epi32(_mm512_setzero_si512(), m, offsets, x, 2);
-      } else if (even < kc) {
-        // The lone last k (its partner past the operand's end), or columns too far apart.
-        alignas(64) uint32_t words[16];
-        for (int64_t l = 0; l < 16; ++l) {
-          const uint16_t* e = x + l * cs;
-          words[l] = l >= cols ? 0 : static_cast<uint32_t>(e[0]) | (even + 1 < kc ? uint32_t{e[1]} << 16 : 0);
-        }
-        v = _mm512_load_si512(words);
+    const int64_t col0 = j0 + q * kTileCols, cols = Min(kTileCols, nc - q * kTileCols);
+    for (int64_t kk = 0; kk < kcp; kk += kTileK) {
+      const __mmask32 m = FirstLanes32(kc - kk);
+      __m512i words[16];
+      for (int64_t l = 0; l < 16; ++l) {
+        words[l] = l < cols ? _mm512_maskz_loadu_epi16(m, b + p0 + kk + (col0 + l) * lb.ld) : _mm512_setzero_si512();
       }
-      _mm512_store_si512(panel(q) + p * kTileCols, v);
+      Transpose16x16(words);
+      uint32_t* tile = panel(q) + kk / 2 * kTileCols;
+      for (int64_t p = 0; p < 16; ++p) _mm512_store_si512(tile + p * kTileCols, words[p]);
     }
   }
 }
