@@ -1,7 +1,9 @@
 // bf16 and f16 against f32 on the CPU backend, in one run: matmul (1024^2 and two training
 // shapes, 2 threads), add of 16M elements (2 threads), and, as the no-framework peer of a half
 // matmul, Eigen's own bfloat16 GEMM (1 thread: Eigen's matrix product has no thread pool here).
-// bf16 matmuls run the AVX-512 BF16 kernel where the CPU has it (backends/cpu/gemm.h); the
+// bf16 matmuls run the AMX kernel where the CPU has it and Linux grants the tile state, else the
+// AVX-512 BF16 kernel where the CPU has that (backends/cpu/gemm.h; the header's context says
+// which, and why AMX is not used where it is not); the
 // "bf16 via f32" row times the path they take elsewhere (the operands widened, the f32 GEMM,
 // the result rounded once: HalfInF32), in the same run. f16 always takes that path.
 // bench/torch_half_matmul.py times PyTorch on the same shapes; bench/README.md has the figures.
@@ -13,6 +15,7 @@
 #include "Eigen/Core"
 #include "backends/cpu/cpu_backend.h"
 #include "backends/cpu/gemm.h"
+#include "backends/cpu/gemm_choice.h"
 
 namespace kiln {
 namespace {
@@ -20,6 +23,14 @@ namespace {
 void UseThreads(int threads) {
   if (!cpu::Configure({.devices = 1, .threads_per_device = threads}).ok()) std::abort();
 }
+
+// In the output's header: the bf16 kernel, and what Linux said to the AMX request.
+const bool kContext = [] {
+  benchmark::AddCustomContext("kiln_bf16_gemm", cpu::Bf16GemmKernel());
+  const absl::Status& amx = cpu::AmxPermission();
+  benchmark::AddCustomContext("kiln_amx", amx.ok() ? "granted" : std::string(amx.message()));
+  return true;
+}();
 
 const DType kDTypes[] = {DType::kF32, DType::kBF16, DType::kF16};
 

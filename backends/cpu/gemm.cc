@@ -7,6 +7,7 @@
 #include <string>
 #include <vector>
 
+#include "backends/cpu/gemm_bf16_amx.h"
 #include "backends/cpu/gemm_bf16_avx512.h"
 #include "backends/cpu/gemm_choice.h"
 #include "tensor/error.h"
@@ -34,6 +35,7 @@ const GemmChoice& Choice() {
     if (c.ok()) return *c;
     // Before any tensor exists there is no error path to return through: say so and stop.
     std::fprintf(stderr, "%s\n", std::string(c.status().message()).c_str());
+    if (!AmxPermission().ok()) std::fprintf(stderr, "AMX: %s\n", std::string(AmxPermission().message()).c_str());
     std::exit(2);
   }();
   return choice;
@@ -63,24 +65,52 @@ void GemmBlock(const double* a, MatrixLayout la, const double* b, MatrixLayout l
 
 void GemmBlock(const BFloat16* a, MatrixLayout la, const BFloat16* b, MatrixLayout lb, BFloat16* c, int64_t r0,
                int64_t rows, int64_t k, int64_t n) {
-  if (!Choice().native_bf16) {
-    throw Error(absl::InternalError("the bf16 GEMM kernel was called where it is not chosen (NativeBf16Gemm())"));
-  }
+  GemmBlock(a, la, b, lb, c, r0, rows, k, n, 0, n);
+}
+
+void GemmBlock(const BFloat16* a, MatrixLayout la, const BFloat16* b, MatrixLayout lb, BFloat16* c, int64_t r0,
+               int64_t rows, int64_t k, int64_t n, int64_t c0, int64_t cols) {
   static_assert(sizeof(BFloat16) == sizeof(uint16_t));
-  namespace k16 = avx512bf16;
-  thread_local std::vector<uint32_t> packed_a, packed_b;
-  thread_local std::vector<float> partials;
-  const bool blocked_k = k > k16::kKC;
-  const k16::Scratch scratch{Scratch(packed_a, k16::kPackedA), Scratch(packed_b, k16::kPackedB),
-                             blocked_k ? Scratch(partials, std::min(rows, k16::kMO) * k16::kNC) : nullptr};
-  k16::GemmBlockBf16(reinterpret_cast<const uint16_t*>(a), la, reinterpret_cast<const uint16_t*>(b), lb,
-                     reinterpret_cast<uint16_t*>(c), r0, rows, k, n, scratch);
+  // The kernels see columns [c0, c0 + cols) as a C `cols` wide, its rows still n apart.
+  const auto* a16 = reinterpret_cast<const uint16_t*>(a);
+  const auto* b16 = reinterpret_cast<const uint16_t*>(b) + c0 * (lb.row_major ? 1 : lb.ld);
+  auto* c16 = reinterpret_cast<uint16_t*>(c) + c0;
+  const int64_t ldc = n;
+  switch (Choice().bf16) {
+    case Bf16Kernel::kAmx: {
+      thread_local std::vector<uint16_t> packed_a, packed_b;
+      thread_local std::vector<float> partials;
+      const int64_t partial_rows = std::min((rows + amx::kMR - 1) / amx::kMR * amx::kMR, amx::kMO);
+      const amx::Scratch scratch{Scratch(packed_a, amx::kPackedA), Scratch(packed_b, amx::kPackedB),
+                                 k > amx::kKC ? Scratch(partials, partial_rows * amx::kNC) : nullptr};
+      amx::GemmBlockBf16(a16, la, b16, lb, c16, ldc, r0, rows, k, cols, scratch);
+      return;
+    }
+    case Bf16Kernel::kAvx512Bf16: {
+      namespace k16 = avx512bf16;
+      thread_local std::vector<uint32_t> packed_a, packed_b;
+      thread_local std::vector<float> partials;
+      const k16::Scratch scratch{Scratch(packed_a, k16::kPackedA), Scratch(packed_b, k16::kPackedB),
+                                 k > k16::kKC ? Scratch(partials, std::min(rows, k16::kMO) * k16::kNC) : nullptr};
+      k16::GemmBlockBf16(a16, la, b16, lb, c16, ldc, r0, rows, k, cols, scratch);
+      return;
+    }
+    case Bf16Kernel::kWidenToF32: break;
+  }
+  throw Error(absl::InternalError("the bf16 GEMM kernel was called where it is not chosen (NativeBf16Gemm())"));
 }
 
 const char* GemmKernel() { return Choice().avx512 ? "avx512" : "avx2"; }
 
-bool NativeBf16Gemm() { return Choice().native_bf16; }
+bool NativeBf16Gemm() { return Choice().bf16 != Bf16Kernel::kWidenToF32; }
 
-const char* Bf16GemmKernel() { return NativeBf16Gemm() ? "avx512bf16" : "f32"; }
+const char* Bf16GemmKernel() {
+  switch (Choice().bf16) {
+    case Bf16Kernel::kAmx: return "amx";
+    case Bf16Kernel::kAvx512Bf16: return "avx512bf16";
+    case Bf16Kernel::kWidenToF32: break;
+  }
+  return "f32";
+}
 
 }  // namespace kiln::cpu

@@ -1,8 +1,10 @@
 // One thread's GEMM block for the CPU backend's matmul, with the widest kernel the machine
 // runs: Eigen's GEMM built for AVX2+FMA (the build's baseline) and again for AVX-512 (the
 // x86-64-v4 set: F, DQ, VL, BW), chosen once at start-up from CPUID, so one binary uses either;
-// bf16 has its own kernel on CPUs with AVX-512 BF16 (gemm_bf16_avx512.h). KILN_CPU_GEMM=avx2,
-// avx512 or avx512bf16 forces a choice (gemm_choice.h); asking for one the CPU lacks is an error.
+// bf16 has its own kernels: AMX tiles where the CPU has AMX-BF16 and Linux grants the tile state
+// (gemm_bf16_amx.h), else vdpbf16ps on CPUs with AVX-512 BF16 (gemm_bf16_avx512.h).
+// KILN_CPU_GEMM=avx2, avx512, avx512bf16 or amx forces a choice (gemm_choice.h); asking for one
+// the CPU lacks is an error.
 #ifndef KILN_BACKENDS_CPU_GEMM_H_
 #define KILN_BACKENDS_CPU_GEMM_H_
 
@@ -26,16 +28,21 @@ void GemmBlock(const float* a, MatrixLayout la, const float* b, MatrixLayout lb,
 void GemmBlock(const double* a, MatrixLayout la, const double* b, MatrixLayout lb, double* c, int64_t r0, int64_t rows,
                int64_t k, int64_t n);
 
-// bf16 through vdpbf16ps, accumulating in f32 and rounding once; only where NativeBf16Gemm().
+// bf16 through AMX or vdpbf16ps, accumulating in f32 and rounding once; only where NativeBf16Gemm().
 void GemmBlock(const BFloat16* a, MatrixLayout la, const BFloat16* b, MatrixLayout lb, BFloat16* c, int64_t r0,
                int64_t rows, int64_t k, int64_t n);
+
+// Rows [r0, r0 + rows) x columns [c0, c0 + cols) of the same C: the bf16 kernels also split by
+// columns (each call packs only its columns of B). The result does not depend on the split.
+void GemmBlock(const BFloat16* a, MatrixLayout la, const BFloat16* b, MatrixLayout lb, BFloat16* c, int64_t r0,
+               int64_t rows, int64_t k, int64_t n, int64_t c0, int64_t cols);
 
 // The kernel in use for f32 and f64: "avx512" or "avx2".
 const char* GemmKernel();
 
 // Whether bf16 matmuls run the bf16 kernel; if not, they widen to f32 (tensor/half_in_f32.h).
 bool NativeBf16Gemm();
-// The kernel bf16 matmuls use: "avx512bf16", or "f32" (widened, then GemmKernel()'s).
+// The kernel bf16 matmuls use: "amx", "avx512bf16", or "f32" (widened, then GemmKernel()'s).
 const char* Bf16GemmKernel();
 
 }  // namespace kiln::cpu

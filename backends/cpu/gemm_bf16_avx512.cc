@@ -1,8 +1,8 @@
 // The AVX-512 BF16 GEMM (gemm_bf16_avx512.h). Only intrinsics and functions of this file's
 // anonymous namespace: an inline function or template shared with other files (std's, say)
 // would be compiled here with AVX-512 and could be the copy the linker keeps for everyone.
-// AMX (tile multiplies of bf16) would be faster still on Sapphire Rapids, but needs the
-// kernel's permission from Linux (arch_prctl) and another packing; not yet.
+// On CPUs with AMX, gemm_bf16_amx.cc comes first where Linux grants the tile state; this
+// kernel is the fallback there (KILN_CPU_GEMM=avx512bf16 forces it).
 #include "backends/cpu/gemm_bf16_avx512.h"
 
 #include <immintrin.h>
@@ -141,8 +141,8 @@ constexpr MicroKernel kMicro[kMR] = {Micro<1>, Micro<2>, Micro<3>, Micro<4>,  Mi
 
 }  // namespace
 
-void GemmBlockBf16(const uint16_t* a, MatrixLayout la, const uint16_t* b, MatrixLayout lb, uint16_t* c, int64_t r0,
-                   int64_t rows, int64_t k, int64_t n, const Scratch& scratch) {
+void GemmBlockBf16(const uint16_t* a, MatrixLayout la, const uint16_t* b, MatrixLayout lb, uint16_t* c, int64_t ldc,
+                   int64_t r0, int64_t rows, int64_t k, int64_t n, const Scratch& scratch) {
   // k blocks of nearly equal even length (the last may be odd: its lone k is padded).
   const int64_t blocks = (k + kKC - 1) / kKC;
   const int64_t block_k = ((k + blocks - 1) / blocks + 1) / 2 * 2;
@@ -163,7 +163,7 @@ void GemmBlockBf16(const uint16_t* a, MatrixLayout la, const uint16_t* b, Matrix
             for (int64_t ir = 0; ir < mc; ir += kMR) {
               float* const part = partials ? partials + (ic - i0 + ir) * kNC + jr : nullptr;
               kMicro[Min(kMR, mc - ir) - 1](scratch.a + ir * kcp, scratch.b + jr * kcp, kcp, first, last, part,
-                                            c + (ic + ir) * n + jc + jr, n, Min(kNR, nc - jr));
+                                            c + (ic + ir) * ldc + jc + jr, ldc, Min(kNR, nc - jr));
             }
           }
         }

@@ -39,9 +39,9 @@ struct Scratch {
   float* partials;
 };
 
-// Rows [r0, r0 + rows) of C = A B, as GemmBlock (gemm.h) with bf16 bits.
-void GemmBlockBf16(const uint16_t* a, MatrixLayout la, const uint16_t* b, MatrixLayout lb, uint16_t* c, int64_t r0,
-                   int64_t rows, int64_t k, int64_t n, const Scratch& scratch);
+// Rows [r0, r0 + rows) of C = A B, as GemmBlock (gemm.h) with bf16 bits; C's rows are ldc apart.
+void GemmBlockBf16(const uint16_t* a, MatrixLayout la, const uint16_t* b, MatrixLayout lb, uint16_t* c, int64_t ldc,
+                   int64_t r0, int64_t rows, int64_t k, int64_t n, const Scratch& scratch);
 
 }  // namespace kiln::cpu::avx512bf16
 

@@ -1,5 +1,10 @@
 #include "backends/cpu/gemm_choice.h"
 
+#include <sys/syscall.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstring>
 #include <string_view>
 
 #include "absl/strings/str_format.h"
@@ -9,23 +14,58 @@ namespace kiln::cpu {
 GemmFeatures DetectGemmFeatures() {
   const bool avx512 = __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512dq") &&
                       __builtin_cpu_supports("avx512vl") && __builtin_cpu_supports("avx512bw");
-  return {.avx512 = avx512, .avx512_bf16 = avx512 && __builtin_cpu_supports("avx512bf16")};
+  const bool avx512_bf16 = avx512 && __builtin_cpu_supports("avx512bf16");
+  const bool amx_bf16 = avx512_bf16 && __builtin_cpu_supports("amx-tile") && __builtin_cpu_supports("amx-bf16");
+  return {.avx512 = avx512,
+          .avx512_bf16 = avx512_bf16,
+          .amx_bf16 = amx_bf16,
+          .amx_permitted = amx_bf16 && AmxPermission().ok()};
+}
+
+const absl::Status& AmxPermission() {
+  static const absl::Status permission = []() -> absl::Status {
+    if (!__builtin_cpu_supports("amx-tile") || !__builtin_cpu_supports("amx-bf16")) {
+      return absl::FailedPreconditionError("this CPU lacks AMX-TILE/AMX-BF16");
+    }
+    // From Linux's asm/prctl.h and the x86 XSAVE feature numbers (not in every libc's headers).
+    constexpr int kArchReqXcompPerm = 0x1023, kXfeatureXtileData = 18;
+    if (syscall(SYS_arch_prctl, kArchReqXcompPerm, kXfeatureXtileData) != 0) {
+      const int error = errno;
+      return absl::FailedPreconditionError(absl::StrFormat(
+          "Linux refused AMX tile data to this process: arch_prctl(ARCH_REQ_XCOMP_PERM) failed with %s%s",
+          std::strerror(error),
+          error == ENOSPC   ? " (a thread's sigaltstack is too small for the tile state)"
+          : error == EINVAL ? " (a kernel before 5.16, or no AMX state in XCR0)"
+                            : ""));
+    }
+    return absl::OkStatus();
+  }();
+  return permission;
 }
 
 absl::StatusOr<GemmChoice> ChooseGemm(const char* forced, GemmFeatures cpu) {
-  if (forced == nullptr || *forced == '\0') return GemmChoice{cpu.avx512, cpu.avx512_bf16};
+  if (forced == nullptr || *forced == '\0') {
+    const Bf16Kernel bf16 = cpu.amx_bf16 && cpu.amx_permitted ? Bf16Kernel::kAmx
+                            : cpu.avx512_bf16                 ? Bf16Kernel::kAvx512Bf16
+                                                              : Bf16Kernel::kWidenToF32;
+    return GemmChoice{cpu.avx512, bf16};
+  }
   const std::string_view value(forced);
   const char* lacks = "";
-  if (value == "avx2") return GemmChoice{false, false};
+  if (value == "avx2") return GemmChoice{false, Bf16Kernel::kWidenToF32};
   if (value == "avx512") {
-    if (cpu.avx512) return GemmChoice{true, false};
+    if (cpu.avx512) return GemmChoice{true, Bf16Kernel::kWidenToF32};
     lacks = " (this CPU lacks AVX-512 F/DQ/VL/BW)";
   } else if (value == "avx512bf16") {
-    if (cpu.avx512_bf16) return GemmChoice{true, true};
+    if (cpu.avx512_bf16) return GemmChoice{true, Bf16Kernel::kAvx512Bf16};
     lacks = " (this CPU lacks AVX-512 BF16)";
+  } else if (value == "amx") {
+    if (cpu.amx_bf16 && cpu.amx_permitted) return GemmChoice{true, Bf16Kernel::kAmx};
+    lacks = cpu.amx_bf16 ? " (Linux refused this process AMX tile data: see AmxPermission())"
+                         : " (this CPU lacks AMX-BF16)";
   }
   return absl::InvalidArgumentError(
-      absl::StrFormat("KILN_CPU_GEMM=%s: expected avx2, avx512 or avx512bf16%s", value, lacks));
+      absl::StrFormat("KILN_CPU_GEMM=%s: expected avx2, avx512, avx512bf16 or amx%s", value, lacks));
 }
 
 }  // namespace kiln::cpu

@@ -4,26 +4,42 @@
 #ifndef KILN_BACKENDS_CPU_GEMM_CHOICE_H_
 #define KILN_BACKENDS_CPU_GEMM_CHOICE_H_
 
+#include "absl/status/status.h"
 #include "absl/status/statusor.h"
 
 namespace kiln::cpu {
 
 struct GemmFeatures {
-  bool avx512 = false;       // AVX-512 F, DQ, VL and BW
-  bool avx512_bf16 = false;  // the above and AVX512_BF16 (vdpbf16ps)
+  bool avx512 = false;         // AVX-512 F, DQ, VL and BW
+  bool avx512_bf16 = false;    // the above and AVX512_BF16 (vdpbf16ps)
+  bool amx_bf16 = false;       // the above and AMX-TILE and AMX-BF16 (CPUID)
+  bool amx_permitted = false;  // Linux lets this process use AMX tile data (AmxPermission())
+};
+
+// The kernel bf16 matmuls run.
+enum class Bf16Kernel {
+  kWidenToF32,  // operands widened to f32, the f32 GEMM, one rounding (HalfInF32)
+  kAvx512Bf16,  // vdpbf16ps (gemm_bf16_avx512.h)
+  kAmx,         // AMX tiles, TDPBF16PS (gemm_bf16_amx.h)
 };
 
 struct GemmChoice {
-  bool avx512 = false;       // f32/f64: Eigen's AVX-512 build rather than the AVX2 one
-  bool native_bf16 = false;  // bf16: vdpbf16ps rather than widening to f32 (HalfInF32)
+  bool avx512 = false;  // f32/f64: Eigen's AVX-512 build rather than the AVX2 one
+  Bf16Kernel bf16 = Bf16Kernel::kWidenToF32;
 };
 
-// What this CPU runs (CPUID).
+// What this CPU runs (CPUID), and, where it has AMX, whether Linux lets this process use it.
 GemmFeatures DetectGemmFeatures();
 
+// Linux's permission for this process to use AMX tile data (arch_prctl(ARCH_REQ_XCOMP_PERM)),
+// asked once, on the first call: without it the first tile instruction raises SIGILL. Not OK
+// says why (a CPU without AMX, a kernel before 5.16, a thread's sigaltstack too small for the
+// tile state).
+const absl::Status& AmxPermission();
+
 // `forced` is KILN_CPU_GEMM's value (nullptr or empty: unset): avx2, avx512 (f32 on AVX-512,
-// bf16 widened to f32 as on AVX2) or avx512bf16. InvalidArgument names a value that is not one
-// of them or that the CPU cannot run.
+// bf16 widened to f32 as on AVX2), avx512bf16 or amx. InvalidArgument names a value that is
+// not one of them or that the CPU (or Linux) cannot run.
 absl::StatusOr<GemmChoice> ChooseGemm(const char* forced, GemmFeatures cpu);
 
 }  // namespace kiln::cpu

@@ -1,6 +1,7 @@
-// Batched matmul through Eigen's GEMM (gemm.h: the AVX2 or AVX-512 build of it), or the bf16 kernel where the CPU has
-// AVX-512 BF16. Transposed views are read in place (a column-major map), broadcast batch dims cost nothing, and work is
-// split over batches and row blocks so each of the device's threads runs one single-threaded GEMM.
+// Batched matmul through Eigen's GEMM (gemm.h: the AVX2 or AVX-512 build of it), or a bf16 kernel (AMX, or AVX-512
+// BF16) where the CPU has one. Transposed views are read in place (a column-major map), broadcast batch dims cost
+// nothing, and work is split over batches and row blocks (column blocks for wide bf16 products) so each of the
+// device's threads runs one single-threaded GEMM.
 #include <optional>
 
 #include "backends/cpu/cpu_backend.h"
@@ -50,6 +51,8 @@ Operand Prepare(const StridedTensor& p, const Shape& batch) {
 // Below this many multiply-adds a single thread is faster than waking others.
 constexpr int64_t kParallelWork = 1 << 20;
 constexpr int64_t kMinRowsPerBlock = 16;
+// The bf16 kernels' column blocks are whole 32-column register blocks (gemm_bf16_*.h's kNR).
+constexpr int64_t kBf16ColumnAlign = 32, kMinColsPerBlock = 64;
 
 }  // namespace
 
@@ -77,11 +80,21 @@ Cpu::Primitive Cpu::matmul(const Primitive& a, const Primitive& b) {
 
   const int64_t threads = cpu::ThreadsOf(a.device);
   const bool parallel = batches * m * n * k >= kParallelWork && threads > 1;
-  int64_t row_blocks = 1;
+  // Each thread packs all of B for its rows; the bf16 kernels also take column blocks, where each
+  // packs its share of B and all of A (cheaper when C is at least as wide as it is tall).
+  int64_t row_blocks = 1, col_blocks = 1;
   if (parallel && batches < threads) {
-    row_blocks = std::clamp<int64_t>((threads + batches - 1) / batches, 1, std::max<int64_t>(1, m / kMinRowsPerBlock));
+    const int64_t want = (threads + batches - 1) / batches;
+    if (native_bf16 && n >= m) {
+      col_blocks = std::clamp<int64_t>(want, 1, std::max<int64_t>(1, n / kMinColsPerBlock));
+    } else {
+      row_blocks = std::clamp<int64_t>(want, 1, std::max<int64_t>(1, m / kMinRowsPerBlock));
+    }
   }
   const int64_t rows_per_block = (m + row_blocks - 1) / row_blocks;
+  const int64_t cols_per_block =
+      ((n + col_blocks - 1) / col_blocks + kBf16ColumnAlign - 1) / kBf16ColumnAlign * kBf16ColumnAlign;
+  const int64_t blocks = row_blocks * col_blocks;
 
   auto gemm = [&](auto v) {
     using T = decltype(v);
@@ -95,17 +108,23 @@ Cpu::Primitive Cpu::matmul(const Primitive& a, const Primitive& b) {
       const T* db = pb.t.template data<T>();
       auto run = [&](int64_t lo, int64_t hi) {
         for (int64_t w = lo; w < hi; ++w) {
-          const int64_t bi = w / row_blocks;
-          const int64_t r0 = (w % row_blocks) * rows_per_block;
-          const int64_t rows = std::min(rows_per_block, m - r0);
-          if (rows <= 0) continue;
-          cpu::GemmBlock(da + offset_a[bi], pa.layout, db + offset_b[bi], pb.layout, c + bi * m * n, r0, rows, k, n);
+          const int64_t bi = w / blocks;
+          const int64_t r0 = (w % blocks / col_blocks) * rows_per_block;
+          const int64_t c0 = (w % col_blocks) * cols_per_block;
+          const int64_t rows = std::min(rows_per_block, m - r0), cols = std::min(cols_per_block, n - c0);
+          if (rows <= 0 || cols <= 0) continue;
+          if constexpr (std::is_same_v<T, BFloat16>) {
+            cpu::GemmBlock(da + offset_a[bi], pa.layout, db + offset_b[bi], pb.layout, c + bi * m * n, r0, rows, k, n,
+                           c0, cols);
+          } else {
+            cpu::GemmBlock(da + offset_a[bi], pa.layout, db + offset_b[bi], pb.layout, c + bi * m * n, r0, rows, k, n);
+          }
         }
       };
       if (parallel)
-        cpu::ParallelFor(a.device, batches * row_blocks, 1, run);
+        cpu::ParallelFor(a.device, batches * blocks, 1, run);
       else
-        run(0, batches * row_blocks);
+        run(0, batches * blocks);
     }
   };
   if (native_bf16) {

@@ -1,8 +1,9 @@
-// The bf16 GEMM kernel (backends/cpu/gemm_bf16_avx512.h) against sums in double over shapes
-// past every register and cache block, in every layout; against a scalar model of vdpbf16ps bit
-// for bit; a matmul identical on 1, 2 and 3 threads; and matmul taking the kernel exactly where
-// the CPU and KILN_CPU_GEMM say. The BUILD file runs it as the machine chooses, forced to
-// avx512bf16 and forced to avx2 (where bf16 widens to f32).
+// The bf16 GEMM kernels (backends/cpu/gemm_bf16_amx.h: AMX tiles, gemm_bf16_avx512.h:
+// vdpbf16ps) against sums in double over shapes past every tile, register and cache block of
+// both, in every layout; vdpbf16ps against a scalar model of it bit for bit; a matmul identical
+// on 1, 2 and 3 threads; and matmul taking the kernel exactly where the CPU (and Linux, for
+// AMX) and KILN_CPU_GEMM say. The BUILD file runs it as the machine chooses, forced to amx,
+// forced to avx512bf16 and forced to avx2 (where bf16 widens to f32).
 #include <gtest/gtest.h>
 
 #include <array>
@@ -22,18 +23,39 @@ namespace kiln::cpu {
 namespace {
 
 bool CpuHasBf16() { return DetectGemmFeatures().avx512_bf16; }
+// AMX on the CPU and granted by Linux.
+bool CpuRunsAmx() { return DetectGemmFeatures().amx_permitted; }
 
 std::string Forced() {
   const char* forced = std::getenv("KILN_CPU_GEMM");
   return forced != nullptr ? forced : "";
 }
 
-// Why this process does not run the bf16 kernel; empty where it does. Asking for it on a CPU
+// Why the CPU cannot run `kernel` ("amx" or "avx512bf16"); empty where it can.
+std::string CpuLacks(const std::string& kernel) {
+  if (kernel == "amx" && !CpuRunsAmx()) {
+    return DetectGemmFeatures().amx_bf16 ? std::string(AmxPermission().message())
+                                         : "this CPU lacks AMX-BF16 (amx_tile, amx_bf16)";
+  }
+  if (!CpuHasBf16()) return "this CPU lacks AVX-512 BF16 (avx512_bf16): bf16 matmuls widen to f32 here";
+  return "";
+}
+
+// The kernel this process must run, from the CPU and KILN_CPU_GEMM alone.
+std::string ExpectedKernel() {
+  const std::string forced = Forced();
+  if (forced.empty()) return CpuRunsAmx() ? "amx" : CpuHasBf16() ? "avx512bf16" : "f32";
+  return forced == "amx" || forced == "avx512bf16" ? forced : "f32";
+}
+
+// Why this process does not run a bf16 kernel; empty where it does. Asking for one on a CPU
 // without it stops the process at the first matmul (ForcedOnACpuWithoutItStops checks that).
 std::string WhyNoKernel() {
-  if (!CpuHasBf16()) return "this CPU lacks AVX-512 BF16 (avx512_bf16): bf16 matmuls widen to f32 here";
-  if (!NativeBf16Gemm()) return "KILN_CPU_GEMM=" + Forced() + " chooses the f32 path for bf16";
-  return "";
+  const std::string kernel = ExpectedKernel();
+  if (kernel == "f32") {
+    return CpuHasBf16() ? "KILN_CPU_GEMM=" + Forced() + " chooses the f32 path for bf16" : CpuLacks("avx512bf16");
+  }
+  return CpuLacks(kernel);
 }
 
 std::vector<BFloat16> Random(int64_t count, uint32_t seed) {
@@ -71,6 +93,13 @@ struct Problem {
     GemmBlock(a.data(), la, b.data(), lb, c.data(), split, m - split, k, n);
     return c;
   }
+  // The same C from column blocks (as matmul splits wide products), at an odd split too.
+  std::vector<BFloat16> RunByColumns(int64_t split) const {
+    std::vector<BFloat16> c(m * n, BFloat16(-7.0f));
+    GemmBlock(a.data(), la, b.data(), lb, c.data(), 0, m, k, n, 0, split);
+    GemmBlock(a.data(), la, b.data(), lb, c.data(), 0, m, k, n, split, n - split);
+    return c;
+  }
   std::string Name() const {
     return "m=" + std::to_string(m) + " n=" + std::to_string(n) + " k=" + std::to_string(k) +
            (a_row_major ? " A row-major" : " A column-major") + (b_row_major ? ", B row-major" : ", B column-major") +
@@ -78,11 +107,15 @@ struct Problem {
   }
 };
 
-// m, n, k: ones, odd k, edges of the 12 x 32 register block, k past one and several k blocks
-// (256), n past the 512-column block, m past the 192-row block and the 1024-row pass.
+// m, n, k: ones, odd k, edges of vdpbf16ps's 12 x 32 register block and of AMX's 16 x 16 tiles
+// (32 x 32 block, 32 values of k a tile), k past one and several k blocks (256 for vdpbf16ps,
+// 512 for AMX), n past the 512-column block, m past the 192- and 256-row blocks and the
+// 1024-row pass.
 const std::vector<std::array<int64_t, 3>> kShapes = {
-    {1, 1, 1},     {1, 37, 1},    {5, 1, 7},    {12, 32, 2},    {13, 33, 3},   {11, 31, 255},
-    {24, 64, 256}, {25, 65, 257}, {3, 5, 1000}, {200, 47, 129}, {7, 530, 300}, {1030, 33, 301},
+    {1, 1, 1},     {1, 37, 1},      {5, 1, 7},     {12, 32, 2},    {13, 33, 3},   {11, 31, 255},
+    {24, 64, 256}, {25, 65, 257},   {3, 5, 1000},  {200, 47, 129}, {7, 530, 300}, {1030, 33, 301},
+    {16, 16, 32},  {17, 15, 31},    {32, 32, 33},  {33, 48, 64},   {31, 17, 511}, {40, 70, 512},
+    {48, 20, 513}, {257, 40, 1030}, {2, 1030, 40}, {64, 96, 1600},
 };
 
 TEST(Bf16Gemm, WithinTheBoundOfAnF32SumRoundedOnce) {
@@ -132,6 +165,10 @@ float ModelSum(const Problem& pr, int64_t i, int64_t j) {
 
 TEST(Bf16Gemm, SumsInTheInstructionsOrderWhateverTheBlocking) {
   if (const std::string why = WhyNoKernel(); !why.empty()) GTEST_SKIP() << why;
+  if (ExpectedKernel() != "avx512bf16") {
+    GTEST_SKIP() << "the model is vdpbf16ps's: TDPBF16PS adds in an order of its own (BitIdenticalOnAnyThreadCount "
+                    "checks that it is fixed)";
+  }
   for (const auto& [m, n, k] : kShapes) {
     for (bool ra : {true, false}) {
       for (bool rb : {true, false}) {
@@ -145,6 +182,29 @@ TEST(Bf16Gemm, SumsInTheInstructionsOrderWhateverTheBlocking) {
             if (!(c[i * n + j] == want)) {
               ++failures;
               ADD_FAILURE() << "C[" << i << "," << j << "] = " << float(c[i * n + j]) << ", the model " << float(want);
+            }
+          }
+        }
+      }
+    }
+  }
+}
+
+TEST(Bf16Gemm, ColumnBlocksGiveTheSameBits) {
+  if (const std::string why = WhyNoKernel(); !why.empty()) GTEST_SKIP() << why;
+  for (const auto& [m, n, k] : kShapes) {
+    for (bool ra : {true, false}) {
+      for (bool rb : {true, false}) {
+        const Problem pr(m, n, k, ra, rb, 1);
+        SCOPED_TRACE(pr.Name());
+        const std::vector<BFloat16> rows = pr.Run();
+        for (int64_t split : {n / 2 / 32 * 32, n / 3}) {
+          const std::vector<BFloat16> cols = pr.RunByColumns(split);
+          for (int64_t i = 0; i < m * n; ++i) {
+            if (rows[i].bits != cols[i].bits) {
+              ADD_FAILURE() << "split at column " << split << ": C[" << i / n << "," << i % n
+                            << "] = " << float(cols[i]) << ", by rows " << float(rows[i]);
+              break;
             }
           }
         }
@@ -193,24 +253,40 @@ float DenormalTimesBig() {
 }
 
 TEST(Bf16GemmChoice, TheKernelIsTheEnvironmentsOrTheCpus) {
-  if (Forced() == "avx512bf16" && !CpuHasBf16()) GTEST_SKIP() << "KILN_CPU_GEMM=avx512bf16 on a CPU without it";
-  const bool native = Forced().empty() ? CpuHasBf16() : Forced() == "avx512bf16";
+  const std::string kernel = ExpectedKernel();
+  if (kernel != "f32" && !CpuLacks(kernel).empty())
+    GTEST_SKIP() << "KILN_CPU_GEMM=" << kernel << ": " << CpuLacks(kernel);
+  const bool native = kernel != "f32";
   EXPECT_EQ(NativeBf16Gemm(), native);
-  EXPECT_EQ(std::string(Bf16GemmKernel()), native ? "avx512bf16" : "f32");
+  EXPECT_EQ(std::string(Bf16GemmKernel()), kernel);
+  // vdpbf16ps and TDPBF16PS both treat denormal inputs as zero.
   EXPECT_EQ(DenormalTimesBig(), native ? 0.0f : 0x1p-29f);
 }
 
-TEST(Bf16GemmChoice, TakenOnACpuWithAvx512Bf16) {
-  if (!CpuHasBf16()) GTEST_SKIP() << "this CPU lacks AVX-512 BF16 (avx512_bf16): bf16 matmuls widen to f32 here";
+TEST(Bf16GemmChoice, AmxTakenOnACpuWithIt) {
+  if (const std::string lacks = CpuLacks("amx"); !lacks.empty()) GTEST_SKIP() << lacks;
+  if (!Forced().empty() && Forced() != "amx") GTEST_SKIP() << "KILN_CPU_GEMM=" << Forced() << " says otherwise";
+  EXPECT_STREQ(Bf16GemmKernel(), "amx");
+  EXPECT_EQ(DenormalTimesBig(), 0.0f) << "a bf16 matmul did not run a bf16 kernel";
+}
+
+TEST(Bf16GemmChoice, Avx512Bf16TakenOnACpuWithItButNotAmx) {
+  if (const std::string lacks = CpuLacks("avx512bf16"); !lacks.empty()) GTEST_SKIP() << lacks;
+  if (Forced().empty() && CpuRunsAmx()) GTEST_SKIP() << "AMX comes first on this CPU";
   if (!Forced().empty() && Forced() != "avx512bf16") GTEST_SKIP() << "KILN_CPU_GEMM=" << Forced() << " says otherwise";
   EXPECT_STREQ(Bf16GemmKernel(), "avx512bf16");
   EXPECT_EQ(DenormalTimesBig(), 0.0f) << "a bf16 matmul did not run the bf16 kernel";
 }
 
 TEST(Bf16GemmChoice, ForcedOnACpuWithoutItStops) {
-  if (Forced() != "avx512bf16" || CpuHasBf16()) GTEST_SKIP() << "needs KILN_CPU_GEMM=avx512bf16 on a CPU without it";
+  const std::string forced = Forced();
+  if ((forced != "avx512bf16" && forced != "amx") || CpuLacks(forced).empty()) {
+    GTEST_SKIP() << "needs KILN_CPU_GEMM=avx512bf16 or amx on a CPU without it";
+  }
+  const std::string lacks = forced == "amx" ? "(this CPU lacks AMX-BF16|Linux refused this process AMX tile data.*)"
+                                            : "this CPU lacks AVX-512 BF16";
   EXPECT_EXIT(NativeBf16Gemm(), ::testing::ExitedWithCode(2),
-              "KILN_CPU_GEMM=avx512bf16: expected avx2, avx512 or avx512bf16 \\(this CPU lacks AVX-512 BF16\\)");
+              "KILN_CPU_GEMM=" + forced + ": expected avx2, avx512, avx512bf16 or amx \\(" + lacks + "\\)");
 }
 
 // Batched and broadcast operands, transposed views, one thread and several: the same bits.

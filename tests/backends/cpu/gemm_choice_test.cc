@@ -1,47 +1,79 @@
 // KILN_CPU_GEMM's values against every kind of CPU (backends/cpu/gemm_choice.h), so what a CPU
-// without AVX-512 or without AVX-512 BF16 would do is checked on any machine.
+// without AVX-512, without AVX-512 BF16 or without AMX (or a process Linux refuses AMX) would do
+// is checked on any machine.
 #include "backends/cpu/gemm_choice.h"
 
 #include <gtest/gtest.h>
+
+#include <cstdio>
+#include <string>
 
 namespace kiln::cpu {
 namespace {
 
 constexpr GemmFeatures kAvx2Only{}, kAvx512{.avx512 = true}, kAvx512Bf16{.avx512 = true, .avx512_bf16 = true};
+constexpr GemmFeatures kAmx{.avx512 = true, .avx512_bf16 = true, .amx_bf16 = true, .amx_permitted = true};
+// A CPU with AMX in a process Linux refused the tile state (an old kernel, a small sigaltstack).
+constexpr GemmFeatures kAmxRefused{.avx512 = true, .avx512_bf16 = true, .amx_bf16 = true};
+constexpr GemmFeatures kEveryCpu[] = {kAvx2Only, kAvx512, kAvx512Bf16, kAmx, kAmxRefused};
 
-void ExpectChoice(const char* forced, GemmFeatures cpu, bool avx512, bool native_bf16) {
+using K = Bf16Kernel;
+
+void ExpectChoice(const char* forced, GemmFeatures cpu, bool avx512, Bf16Kernel bf16) {
   const absl::StatusOr<GemmChoice> c = ChooseGemm(forced, cpu);
   ASSERT_TRUE(c.ok()) << c.status();
   EXPECT_EQ(c->avx512, avx512);
-  EXPECT_EQ(c->native_bf16, native_bf16);
+  EXPECT_EQ(c->bf16, bf16);
 }
 
 TEST(GemmChoice, UnsetTakesTheWidestTheCpuRuns) {
   for (const char* unset : {static_cast<const char*>(nullptr), ""}) {
-    ExpectChoice(unset, kAvx2Only, false, false);
-    ExpectChoice(unset, kAvx512, true, false);
-    ExpectChoice(unset, kAvx512Bf16, true, true);
+    ExpectChoice(unset, kAvx2Only, false, K::kWidenToF32);
+    ExpectChoice(unset, kAvx512, true, K::kWidenToF32);
+    ExpectChoice(unset, kAvx512Bf16, true, K::kAvx512Bf16);
+    ExpectChoice(unset, kAmx, true, K::kAmx);
+    // Refused AMX: the next kernel, silently (AmxPermission() says why).
+    ExpectChoice(unset, kAmxRefused, true, K::kAvx512Bf16);
   }
 }
 
 TEST(GemmChoice, EachValueForcesItsKernels) {
-  for (GemmFeatures cpu : {kAvx2Only, kAvx512, kAvx512Bf16}) ExpectChoice("avx2", cpu, false, false);
-  // avx512 keeps bf16 on the f32 path (HalfInF32), as before the bf16 kernel existed.
-  ExpectChoice("avx512", kAvx512, true, false);
-  ExpectChoice("avx512", kAvx512Bf16, true, false);
-  ExpectChoice("avx512bf16", kAvx512Bf16, true, true);
+  for (GemmFeatures cpu : kEveryCpu) ExpectChoice("avx2", cpu, false, K::kWidenToF32);
+  // avx512 keeps bf16 on the f32 path (HalfInF32), as before the bf16 kernels existed.
+  for (GemmFeatures cpu : {kAvx512, kAvx512Bf16, kAmx, kAmxRefused}) ExpectChoice("avx512", cpu, true, K::kWidenToF32);
+  for (GemmFeatures cpu : {kAvx512Bf16, kAmx, kAmxRefused}) ExpectChoice("avx512bf16", cpu, true, K::kAvx512Bf16);
+  ExpectChoice("amx", kAmx, true, K::kAmx);
 }
 
 TEST(GemmChoice, AKernelTheCpuLacksOrAnUnknownValueIsAnError) {
   EXPECT_EQ(ChooseGemm("avx512", kAvx2Only).status().message(),
-            "KILN_CPU_GEMM=avx512: expected avx2, avx512 or avx512bf16 (this CPU lacks AVX-512 F/DQ/VL/BW)");
+            "KILN_CPU_GEMM=avx512: expected avx2, avx512, avx512bf16 or amx (this CPU lacks AVX-512 F/DQ/VL/BW)");
   for (GemmFeatures cpu : {kAvx2Only, kAvx512}) {
     EXPECT_EQ(ChooseGemm("avx512bf16", cpu).status().message(),
-              "KILN_CPU_GEMM=avx512bf16: expected avx2, avx512 or avx512bf16 (this CPU lacks AVX-512 BF16)");
+              "KILN_CPU_GEMM=avx512bf16: expected avx2, avx512, avx512bf16 or amx (this CPU lacks AVX-512 BF16)");
   }
-  EXPECT_EQ(ChooseGemm("AVX512BF16", kAvx512Bf16).status().message(),
-            "KILN_CPU_GEMM=AVX512BF16: expected avx2, avx512 or avx512bf16");
-  EXPECT_EQ(ChooseGemm("sse2", kAvx512Bf16).status().code(), absl::StatusCode::kInvalidArgument);
+  for (GemmFeatures cpu : {kAvx2Only, kAvx512, kAvx512Bf16}) {
+    EXPECT_EQ(ChooseGemm("amx", cpu).status().message(),
+              "KILN_CPU_GEMM=amx: expected avx2, avx512, avx512bf16 or amx (this CPU lacks AMX-BF16)");
+  }
+  EXPECT_EQ(ChooseGemm("amx", kAmxRefused).status().message(),
+            "KILN_CPU_GEMM=amx: expected avx2, avx512, avx512bf16 or amx (Linux refused this process AMX tile "
+            "data: see AmxPermission())");
+  EXPECT_EQ(ChooseGemm("AVX512BF16", kAmx).status().message(),
+            "KILN_CPU_GEMM=AVX512BF16: expected avx2, avx512, avx512bf16 or amx");
+  EXPECT_EQ(ChooseGemm("AMX", kAmx).status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(ChooseGemm("sse2", kAmx).status().code(), absl::StatusCode::kInvalidArgument);
+}
+
+// Where CPUID has AMX, DetectGemmFeatures asks Linux for the tile state once and reports what it
+// said; where it lacks AMX, nothing is asked and AmxPermission() says so.
+TEST(GemmChoice, DetectionAgreesWithAmxPermission) {
+  const GemmFeatures cpu = DetectGemmFeatures();
+  EXPECT_EQ(cpu.amx_permitted, cpu.amx_bf16 && AmxPermission().ok()) << AmxPermission();
+  if (!cpu.amx_bf16) {
+    EXPECT_FALSE(cpu.amx_permitted);
+  }
+  if (!AmxPermission().ok()) std::printf("AMX not used: %s\n", std::string(AmxPermission().message()).c_str());
 }
 
 }  // namespace
