@@ -5,6 +5,7 @@
 #include <cstdlib>
 #include <memory>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "backends/cpu/gemm_bf16_amx.h"
@@ -28,16 +29,28 @@ DECLARE_KERNEL(avx512)
 
 namespace {
 
-// Decided once: the environment's choice, else the widest the CPU runs.
-const GemmChoice& Choice() {
+// Decided once per use: the environment's choice, else the widest the CPU runs.
+GemmChoice Decide(bool ask_linux_for_amx) {
+  const absl::StatusOr<GemmChoice> c = ChooseGemm(std::getenv("KILN_CPU_GEMM"), DetectGemmFeatures(ask_linux_for_amx));
+  if (c.ok()) return *c;
+  // Before any tensor exists there is no error path to return through: say so and stop.
+  std::fprintf(stderr, "%s\n", std::string(c.status().message()).c_str());
+  if (!AmxPermission().ok()) std::fprintf(stderr, "AMX: %s\n", std::string(AmxPermission().message()).c_str());
+  std::exit(2);
+}
+
+// f32 and f64 matmuls do not ask Linux for the AMX tile state (AmxPermission() says what a grant
+// costs the process) unless KILN_CPU_GEMM=amx names it; bf16 matmuls ask on their first call.
+const GemmChoice& WideChoice() {
   static const GemmChoice choice = [] {
-    const absl::StatusOr<GemmChoice> c = ChooseGemm(std::getenv("KILN_CPU_GEMM"), DetectGemmFeatures());
-    if (c.ok()) return *c;
-    // Before any tensor exists there is no error path to return through: say so and stop.
-    std::fprintf(stderr, "%s\n", std::string(c.status().message()).c_str());
-    if (!AmxPermission().ok()) std::fprintf(stderr, "AMX: %s\n", std::string(AmxPermission().message()).c_str());
-    std::exit(2);
+    const char* forced = std::getenv("KILN_CPU_GEMM");
+    return Decide(forced != nullptr && std::string_view(forced) == "amx");
   }();
+  return choice;
+}
+
+const GemmChoice& Bf16Choice() {
+  static const GemmChoice choice = Decide(true);
   return choice;
 }
 
@@ -55,12 +68,12 @@ T* Scratch(std::vector<T>& v, int64_t n) {
 
 void GemmBlock(const float* a, MatrixLayout la, const float* b, MatrixLayout lb, float* c, int64_t r0, int64_t rows,
                int64_t k, int64_t n) {
-  (Choice().avx512 ? avx512::GemmBlockF32 : avx2::GemmBlockF32)(a, la, b, lb, c, r0, rows, k, n);
+  (WideChoice().avx512 ? avx512::GemmBlockF32 : avx2::GemmBlockF32)(a, la, b, lb, c, r0, rows, k, n);
 }
 
 void GemmBlock(const double* a, MatrixLayout la, const double* b, MatrixLayout lb, double* c, int64_t r0, int64_t rows,
                int64_t k, int64_t n) {
-  (Choice().avx512 ? avx512::GemmBlockF64 : avx2::GemmBlockF64)(a, la, b, lb, c, r0, rows, k, n);
+  (WideChoice().avx512 ? avx512::GemmBlockF64 : avx2::GemmBlockF64)(a, la, b, lb, c, r0, rows, k, n);
 }
 
 void GemmBlock(const BFloat16* a, MatrixLayout la, const BFloat16* b, MatrixLayout lb, BFloat16* c, int64_t r0,
@@ -76,7 +89,7 @@ void GemmBlock(const BFloat16* a, MatrixLayout la, const BFloat16* b, MatrixLayo
   const auto* b16 = reinterpret_cast<const uint16_t*>(b) + c0 * (lb.row_major ? 1 : lb.ld);
   auto* c16 = reinterpret_cast<uint16_t*>(c) + c0;
   const int64_t ldc = n;
-  switch (Choice().bf16) {
+  switch (Bf16Choice().bf16) {
     case Bf16Kernel::kAmx: {
       thread_local std::vector<uint16_t> packed_a, packed_b;
       thread_local std::vector<float> partials;
@@ -100,12 +113,12 @@ void GemmBlock(const BFloat16* a, MatrixLayout la, const BFloat16* b, MatrixLayo
   throw Error(absl::InternalError("the bf16 GEMM kernel was called where it is not chosen (NativeBf16Gemm())"));
 }
 
-const char* GemmKernel() { return Choice().avx512 ? "avx512" : "avx2"; }
+const char* GemmKernel() { return WideChoice().avx512 ? "avx512" : "avx2"; }
 
-bool NativeBf16Gemm() { return Choice().bf16 != Bf16Kernel::kWidenToF32; }
+bool NativeBf16Gemm() { return Bf16Choice().bf16 != Bf16Kernel::kWidenToF32; }
 
 const char* Bf16GemmKernel() {
-  switch (Choice().bf16) {
+  switch (Bf16Choice().bf16) {
     case Bf16Kernel::kAmx: return "amx";
     case Bf16Kernel::kAvx512Bf16: return "avx512bf16";
     case Bf16Kernel::kWidenToF32: break;

@@ -5,17 +5,11 @@
 
 #include <immintrin.h>
 
-// GCC 12's AVX-512 intrinsics start from `__m512i __Y = __Y;`, which -W(maybe-)uninitialized
-// reports at every use once they are inlined.
-#if defined(__GNUC__) && !defined(__clang__)
-#pragma GCC diagnostic ignored "-Wuninitialized"
-#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
-#endif
-
 namespace kiln::cpu::amx {
 namespace {
 
-int64_t Min(int64_t a, int64_t b) { return a < b ? a : b; }
+#include "backends/cpu/gemm_bf16_helpers.inc"
+
 int64_t RoundUp(int64_t x, int64_t to) { return (x + to - 1) / to * to; }
 
 // GCC's tile loads are asm without a memory operand: nothing tells the compiler they read the
@@ -39,10 +33,7 @@ constexpr TileConfig kTileConfig = {
     .rows = {16, 16, 16, 16, 16, 16, 16, 16},
 };
 
-// Masks of the first `n` lanes (none for n <= 0).
-__mmask16 FirstLanes16(int64_t n) {
-  return n >= 16 ? __mmask16(0xffff) : n <= 0 ? __mmask16(0) : __mmask16((1u << n) - 1);
-}
+// A mask of the first `n` of 32 lanes (none for n <= 0).
 __mmask32 FirstLanes32(int64_t n) { return n >= 32 ? ~__mmask32(0) : n <= 0 ? __mmask32(0) : (__mmask32(1) << n) - 1; }
 
 // Two rows of 16 bf16 (k even, k odd) as 16 pairs, the even k in the low half.
@@ -155,16 +146,6 @@ void PackB(const uint16_t* b, MatrixLayout lb, int64_t p0, int64_t kc, int64_t k
       for (int64_t p = 0; p < 16; ++p) _mm512_store_si512(tile + p * kTileCols, words[p]);
     }
   }
-}
-
-// f32 to bf16 exactly as half_bits::FloatToBf16: round to nearest even by adding 0x7fff plus
-// the lowest kept bit, and a NaN kept a quiet NaN with its sign.
-__m256i ToBf16(__m512 v) {
-  const __m512i x = _mm512_castps_si512(v);
-  const __m512i lsb = _mm512_and_si512(_mm512_srli_epi32(x, 16), _mm512_set1_epi32(1));
-  const __m512i rounded = _mm512_srli_epi32(_mm512_add_epi32(_mm512_add_epi32(x, _mm512_set1_epi32(0x7fff)), lsb), 16);
-  const __mmask16 nan = _mm512_cmp_ps_mask(v, v, _CMP_UNORD_Q);
-  return _mm512_cvtepi32_epi16(_mm512_mask_or_epi32(rounded, nan, _mm512_srli_epi32(x, 16), _mm512_set1_epi32(0x40)));
 }
 
 // A 16 x 16 f32 tile, stored by the caller to `tile`, rounded into `rows` x `cols` of C.

@@ -7,25 +7,13 @@
 
 #include <immintrin.h>
 
-// GCC 12's AVX-512 intrinsics start from `__m512i __Y = __Y;`, which -W(maybe-)uninitialized
-// reports at every use once they are inlined.
-#if defined(__GNUC__) && !defined(__clang__)
-#pragma GCC diagnostic ignored "-Wuninitialized"
-#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
-#endif
-
 namespace kiln::cpu::avx512bf16 {
 namespace {
 
-int64_t Min(int64_t a, int64_t b) { return a < b ? a : b; }
+#include "backends/cpu/gemm_bf16_helpers.inc"
 
 // Two bf16 as vdpbf16ps reads them: the even k in the low half.
 uint32_t Pair(uint16_t even, uint16_t odd) { return static_cast<uint32_t>(even) | static_cast<uint32_t>(odd) << 16; }
-
-// A mask of the first `n` of 16 lanes (none for n <= 0).
-__mmask16 FirstLanes(int64_t n) {
-  return n >= 16 ? __mmask16(0xffff) : n <= 0 ? __mmask16(0) : __mmask16((1u << n) - 1);
-}
 
 // One panel of packed A or B: `lanes` rows of A (or columns of B), `width` (kMR or kNR) apart,
 // over kc values of k: pair p of lane l at out[p * width + l], from the elements (2p, l) and
@@ -40,7 +28,7 @@ void PackPanel(const uint16_t* x, int64_t ks, int64_t ls, int64_t kc, int64_t la
     const bool odd = 2 * p + 1 < kc;
     const uint16_t* even_k = x + 2 * p * ks;
     for (int64_t l = 0; l < width; l += 16) {
-      const __mmask16 m = FirstLanes(lanes - l), in_panel = FirstLanes(width - l);
+      const __mmask16 m = FirstLanes16(lanes - l), in_panel = FirstLanes16(width - l);
       __m512i v;
       if (ls == 1) {
         // The lanes are contiguous along both k: two vector loads, widened and interleaved
@@ -85,16 +73,6 @@ void PackB(const uint16_t* b, MatrixLayout lb, int64_t p0, int64_t kc, int64_t j
   for (int64_t jr = 0; jr < nc; jr += kNR) {
     PackPanel(b + p0 * ks + (j0 + jr) * cs, ks, cs, kc, Min(kNR, nc - jr), kNR, bp + jr * kcp);
   }
-}
-
-// f32 to bf16 exactly as half_bits::FloatToBf16: round to nearest even by adding 0x7fff plus
-// the lowest kept bit, and a NaN kept a quiet NaN with its sign.
-__m256i ToBf16(__m512 v) {
-  const __m512i x = _mm512_castps_si512(v);
-  const __m512i lsb = _mm512_and_si512(_mm512_srli_epi32(x, 16), _mm512_set1_epi32(1));
-  const __m512i rounded = _mm512_srli_epi32(_mm512_add_epi32(_mm512_add_epi32(x, _mm512_set1_epi32(0x7fff)), lsb), 16);
-  const __mmask16 nan = _mm512_cmp_ps_mask(v, v, _CMP_UNORD_Q);
-  return _mm512_cvtepi32_epi16(_mm512_mask_or_epi32(rounded, nan, _mm512_srli_epi32(x, 16), _mm512_set1_epi32(0x40)));
 }
 
 __m512bh AsBf16Pairs(__m512i v) { return reinterpret_cast<__m512bh>(v); }

@@ -11,7 +11,7 @@
 
 namespace kiln::cpu {
 
-GemmFeatures DetectGemmFeatures() {
+GemmFeatures DetectGemmFeatures(bool ask_linux_for_amx) {
   const bool avx512 = __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512dq") &&
                       __builtin_cpu_supports("avx512vl") && __builtin_cpu_supports("avx512bw");
   const bool avx512_bf16 = avx512 && __builtin_cpu_supports("avx512bf16");
@@ -19,7 +19,7 @@ GemmFeatures DetectGemmFeatures() {
   return {.avx512 = avx512,
           .avx512_bf16 = avx512_bf16,
           .amx_bf16 = amx_bf16,
-          .amx_permitted = amx_bf16 && AmxPermission().ok()};
+          .amx_permitted = amx_bf16 && ask_linux_for_amx && AmxPermission().ok()};
 }
 
 const absl::Status& AmxPermission() {

@@ -28,13 +28,15 @@ struct GemmChoice {
   Bf16Kernel bf16 = Bf16Kernel::kWidenToF32;
 };
 
-// What this CPU runs (CPUID), and, where it has AMX, whether Linux lets this process use it.
-GemmFeatures DetectGemmFeatures();
+// What this CPU runs (CPUID). With `ask_linux_for_amx`, where the CPU has AMX, also whether Linux
+// lets this process use it (AmxPermission()); without, amx_permitted is false and nothing is asked.
+GemmFeatures DetectGemmFeatures(bool ask_linux_for_amx);
 
 // Linux's permission for this process to use AMX tile data (arch_prctl(ARCH_REQ_XCOMP_PERM)),
 // asked once, on the first call: without it the first tile instruction raises SIGILL. Not OK
 // says why (a CPU without AMX, a kernel before 5.16, a thread's sigaltstack too small for the
-// tile state).
+// tile state). Once granted, Linux refuses every later sigaltstack() too small for the tile
+// state, so only a process that runs AMX asks.
 const absl::Status& AmxPermission();
 
 // `forced` is KILN_CPU_GEMM's value (nullptr or empty: unset): avx2, avx512 (f32 on AVX-512,

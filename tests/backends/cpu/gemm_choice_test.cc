@@ -65,10 +65,12 @@ TEST(GemmChoice, AKernelTheCpuLacksOrAnUnknownValueIsAnError) {
   EXPECT_EQ(ChooseGemm("sse2", kAmx).status().code(), absl::StatusCode::kInvalidArgument);
 }
 
-// Where CPUID has AMX, DetectGemmFeatures asks Linux for the tile state once and reports what it
-// said; where it lacks AMX, nothing is asked and AmxPermission() says so.
+// Asked to, where CPUID has AMX, DetectGemmFeatures asks Linux for the tile state once and
+// reports what it said; where it lacks AMX, nothing is asked and AmxPermission() says so. Not
+// asked to, it never reports AMX as permitted (gemm_amx_permission_test checks it asks nothing).
 TEST(GemmChoice, DetectionAgreesWithAmxPermission) {
-  const GemmFeatures cpu = DetectGemmFeatures();
+  EXPECT_FALSE(DetectGemmFeatures(false).amx_permitted);
+  const GemmFeatures cpu = DetectGemmFeatures(true);
   EXPECT_EQ(cpu.amx_permitted, cpu.amx_bf16 && AmxPermission().ok()) << AmxPermission();
   if (!cpu.amx_bf16) {
     EXPECT_FALSE(cpu.amx_permitted);
