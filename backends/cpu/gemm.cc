@@ -29,13 +29,14 @@ DECLARE_KERNEL(avx512)
 
 namespace {
 
-// Decided once per use: the environment's choice, else the widest the CPU runs.
+// The environment's choice, else the widest the CPU runs.
 GemmChoice Decide(bool ask_linux_for_amx) {
   const absl::StatusOr<GemmChoice> c = ChooseGemm(std::getenv("KILN_CPU_GEMM"), DetectGemmFeatures(ask_linux_for_amx));
   if (c.ok()) return *c;
   // Before any tensor exists there is no error path to return through: say so and stop.
   std::fprintf(stderr, "%s\n", std::string(c.status().message()).c_str());
-  if (!AmxPermission().ok()) std::fprintf(stderr, "AMX: %s\n", std::string(AmxPermission().message()).c_str());
+  if (ask_linux_for_amx && !AmxPermission().ok())
+    std::fprintf(stderr, "AMX: %s\n", std::string(AmxPermission().message()).c_str());
   std::exit(2);
 }
 
