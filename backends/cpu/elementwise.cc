@@ -1,7 +1,7 @@
 // Element-wise kernels: unary maps, broadcasting binary ops and where.
 #include <atomic>
+#include <bit>
 #include <cmath>
-#include <cstring>
 #include <type_traits>
 
 #include "Eigen/Core"
@@ -316,12 +316,10 @@ void WhereLoop(const bool* c, const T* a, const T* b, T* out, int64_t n) {
   static_assert(sizeof(Bits) == sizeof(T));
   const auto* picks = reinterpret_cast<const unsigned char*>(c);
   for (int64_t i = 0; i < n; ++i) {
-    Bits x, y;
-    std::memcpy(&x, &a[kUnitA ? i : 0], sizeof(T));
-    std::memcpy(&y, &b[kUnitB ? i : 0], sizeof(T));
+    const auto x = std::bit_cast<Bits>(a[kUnitA ? i : 0]);
+    const auto y = std::bit_cast<Bits>(b[kUnitB ? i : 0]);
     const Bits mask = Bits(0) - static_cast<Bits>(picks[kUnitC ? i : 0]);
-    const Bits r = (x & mask) | (y & ~mask);
-    std::memcpy(&out[i], &r, sizeof(T));
+    out[i] = std::bit_cast<T>(static_cast<Bits>((x & mask) | (y & ~mask)));
   }
 }
 

@@ -80,7 +80,9 @@ void ExpectMatchesSingleDevice(int devices, int64_t batch, double clip = 0) {
     const AD l = Loss<B>(*single, AD::from_inner(x), AD::from_inner(y));
     EXPECT_NEAR(*loss, l.template item<double>(), 1e-12);
     auto grads = l.backward();
-    if (clip > 0) EXPECT_GT(nn::ClipGradNorm(*single, grads, clip), clip) << "clipping must be active here";
+    if (clip > 0) {
+      EXPECT_GT(nn::ClipGradNorm(*single, grads, clip), clip) << "clipping must be active here";
+    }
     single_opt.step(*single, grads);
 
     const auto reference = Flat<B>(*single);

@@ -76,7 +76,6 @@ TYPED_TEST(Creation, GeneratorSequenceIsPinned) {
 
 TYPED_TEST(Creation, CastsBetweenDTypes) {
   using Tn = typename TestFixture::Tn;
-  using T = typename TestFixture::T;
   const Tn x = Tn::from_vector(TestFixture::Values({-1.7, 0, 2.9, 1e20, NAN}), {5});
   EXPECT_EQ(x.to(DType::kI32).to_data().ToDoubles(),
             (std::vector<double>{-1, 0, 2, 2147483647, 0}));  // truncates, saturates, NaN -> 0

@@ -90,7 +90,6 @@ TYPED_TEST(Elementwise, BinaryOpsBroadcastLikeNumPy) {
 
 TYPED_TEST(Elementwise, ComparisonsGiveBool) {
   using Tn = typename TestFixture::Tn;
-  using T = typename TestFixture::T;
   const Tn a = Tn::from_vector(TestFixture::Values({1, 2, 3, 4, 5, 6}), {2, 3});
   const Tn b = Tn::from_vector(TestFixture::Values({2, 2, 7}), {3});
   struct Case {
@@ -131,7 +130,6 @@ TYPED_TEST(Elementwise, ScalarOverloads) {
 
 TYPED_TEST(Elementwise, MaximumAndMinimumPropagateNaN) {
   using Tn = typename TestFixture::Tn;
-  using T = typename TestFixture::T;
   const Tn a = Tn::from_vector(TestFixture::Values({NAN, 1, 2}), {3});
   const Tn b = Tn::from_vector(TestFixture::Values({0, NAN, 3}), {3});
   for (const Tn& r : {a.maximum(b), a.minimum(b)}) {

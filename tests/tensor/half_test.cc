@@ -49,7 +49,9 @@ void ExpectDecodesEveryPattern(Format f) {
       const uint16_t back = H(got).bits;
       EXPECT_TRUE(std::isnan(ToFloat<H>(back))) << b;
       EXPECT_EQ(back & 0x8000, b & 0x8000) << b;
-      if (b & (1u << (f.mantissa_bits - 1))) EXPECT_EQ(back, b) << b;
+      if (b & (1u << (f.mantissa_bits - 1))) {
+        EXPECT_EQ(back, b) << b;
+      }
       continue;
     }
     ASSERT_EQ(static_cast<double>(got), want) << b;

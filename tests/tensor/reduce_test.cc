@@ -77,7 +77,6 @@ TYPED_TEST(Reduce, EmptyAndScalarInputs) {
 
 TYPED_TEST(Reduce, MaxAndMinPropagateNaN) {
   using Tn = typename TestFixture::Tn;
-  using T = typename TestFixture::T;
   const Tn x = Tn::from_vector(TestFixture::Values({1, NAN, 3, 4, 5, 6}), {2, 3});
   EXPECT_TRUE(std::isnan(x.max({1}).to_data().ToDoubles()[0]));
   EXPECT_EQ(x.max({1}).to_data().ToDoubles()[1], 6);
@@ -86,7 +85,6 @@ TYPED_TEST(Reduce, MaxAndMinPropagateNaN) {
 
 TYPED_TEST(Reduce, ArgmaxTakesTheFirstMaximum) {
   using Tn = typename TestFixture::Tn;
-  using T = typename TestFixture::T;
   const Tn x = Tn::from_vector(TestFixture::Values({1, 5, 5, 2, 9, 0, 9, 3}), {2, 4});
   const Tn rows = x.argmax(1);
   EXPECT_EQ(rows.dtype(), DType::kI64);

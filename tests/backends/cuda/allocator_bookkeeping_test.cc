@@ -19,8 +19,13 @@ void* operator new(size_t n) {
   if (void* p = std::malloc(n == 0 ? 1 : n)) return p;
   throw std::bad_alloc();
 }
+// GCC cannot see that the operator new above is malloc, so it calls free on its pointers
+// mismatched (-Wmismatched-new-delete, a false alarm for a replaced pair).
+#pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Wmismatched-new-delete"
 void operator delete(void* p) noexcept { std::free(p); }
 void operator delete(void* p, size_t) noexcept { std::free(p); }
+#pragma GCC diagnostic pop
 
 namespace kiln::cuda {
 namespace {
