@@ -1,5 +1,6 @@
 #include "backends/cpu/gemm_choice.h"
 
+#include <cpuid.h>
 #include <sys/syscall.h>
 #include <unistd.h>
 
@@ -10,12 +11,29 @@
 #include "absl/strings/str_format.h"
 
 namespace kiln::cpu {
+namespace {
+
+// AMX-TILE and AMX-BF16 from CPUID, and the tile state enabled in XCR0 (what GCC's
+// __builtin_cpu_supports("amx-tile") checks; clang 14, which builds the fuzzers, lacks the name).
+bool CpuHasAmxBf16() {
+  unsigned a, b, c, d;
+  if (!__get_cpuid(1, &a, &b, &c, &d) || !(c & bit_OSXSAVE)) return false;
+  if (!__get_cpuid_count(7, 0, &a, &b, &c, &d)) return false;
+  constexpr unsigned kAmxBf16 = 1u << 22, kAmxTile = 1u << 24;
+  if ((d & (kAmxBf16 | kAmxTile)) != (kAmxBf16 | kAmxTile)) return false;
+  unsigned xcr0_low, xcr0_high;
+  asm volatile("xgetbv" : "=a"(xcr0_low), "=d"(xcr0_high) : "c"(0));
+  constexpr unsigned kTileConfig = 1u << 17, kTileData = 1u << 18;
+  return (xcr0_low & (kTileConfig | kTileData)) == (kTileConfig | kTileData);
+}
+
+}  // namespace
 
 GemmFeatures DetectGemmFeatures(bool ask_linux_for_amx) {
   const bool avx512 = __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512dq") &&
                       __builtin_cpu_supports("avx512vl") && __builtin_cpu_supports("avx512bw");
   const bool avx512_bf16 = avx512 && __builtin_cpu_supports("avx512bf16");
-  const bool amx_bf16 = avx512_bf16 && __builtin_cpu_supports("amx-tile") && __builtin_cpu_supports("amx-bf16");
+  const bool amx_bf16 = avx512_bf16 && CpuHasAmxBf16();
   return {.avx512 = avx512,
           .avx512_bf16 = avx512_bf16,
           .amx_bf16 = amx_bf16,
@@ -24,7 +42,7 @@ GemmFeatures DetectGemmFeatures(bool ask_linux_for_amx) {
 
 const absl::Status& AmxPermission() {
   static const absl::Status permission = []() -> absl::Status {
-    if (!__builtin_cpu_supports("amx-tile") || !__builtin_cpu_supports("amx-bf16")) {
+    if (!CpuHasAmxBf16()) {
       return absl::FailedPreconditionError("this CPU lacks AMX-TILE/AMX-BF16");
     }
     // From Linux's asm/prctl.h and the x86 XSAVE feature numbers (not in every libc's headers).
