@@ -33,9 +33,6 @@ constexpr TileConfig kTileConfig = {
     .rows = {16, 16, 16, 16, 16, 16, 16, 16},
 };
 
-// A mask of the first `n` of 32 lanes (none for n <= 0).
-__mmask32 FirstLanes32(int64_t n) { return n >= 32 ? ~__mmask32(0) : n <= 0 ? __mmask32(0) : (__mmask32(1) << n) - 1; }
-
 // Two rows of 16 bf16 (k even, k odd) as 16 pairs, the even k in the low half.
 __m512i Interleave(__m256i even, __m256i odd) {
   return _mm512_or_si512(_mm512_cvtepu16_epi32(even), _mm512_slli_epi32(_mm512_cvtepu16_epi32(odd), 16));
@@ -75,32 +72,6 @@ void PackA(const uint16_t* a, MatrixLayout la, int64_t i0, int64_t mc, int64_t p
         }
       }
     }
-  }
-}
-
-// Transposes 16 rows of 16 32-bit words in place: word j of row i becomes word i of row j.
-void Transpose16x16(__m512i r[16]) {
-  __m512i t[16];
-  for (int i = 0; i < 8; ++i) {
-    t[2 * i] = _mm512_unpacklo_epi32(r[2 * i], r[2 * i + 1]);
-    t[2 * i + 1] = _mm512_unpackhi_epi32(r[2 * i], r[2 * i + 1]);
-  }
-  for (int i = 0; i < 4; ++i) {
-    r[4 * i] = _mm512_unpacklo_epi64(t[4 * i], t[4 * i + 2]);
-    r[4 * i + 1] = _mm512_unpackhi_epi64(t[4 * i], t[4 * i + 2]);
-    r[4 * i + 2] = _mm512_unpacklo_epi64(t[4 * i + 1], t[4 * i + 3]);
-    r[4 * i + 3] = _mm512_unpackhi_epi64(t[4 * i + 1], t[4 * i + 3]);
-  }
-  // Each 128-bit lane now holds a transposed 4 x 4 block; two rounds of lane shuffles place them.
-  for (int i = 0; i < 2; ++i) {
-    for (int c = 0; c < 4; ++c) {
-      t[8 * i + c] = _mm512_shuffle_i32x4(r[8 * i + c], r[8 * i + 4 + c], 0x88);
-      t[8 * i + 4 + c] = _mm512_shuffle_i32x4(r[8 * i + c], r[8 * i + 4 + c], 0xdd);
-    }
-  }
-  for (int c = 0; c < 8; ++c) {
-    r[c] = _mm512_shuffle_i32x4(t[c], t[8 + c], 0x88);
-    r[8 + c] = _mm512_shuffle_i32x4(t[c], t[8 + c], 0xdd);
   }
 }
 
