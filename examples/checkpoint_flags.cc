@@ -1,18 +1,16 @@
 #include "examples/checkpoint_flags.h"
 
-#include <cstdio>
-
 #include "absl/flags/flag.h"
 #include "absl/strings/str_cat.h"
-#include "examples/run_setup.h"
-#include "nn/training_checkpoint.h"
 
 ABSL_FLAG(std::string, checkpoint_dir, "",
           "folder for training checkpoints (step-N folders: model and training state) to resume from");
 ABSL_FLAG(int64_t, checkpoint_every, 0, "steps between training checkpoints (0: only the program's own ones)");
-ABSL_FLAG(int, keep_checkpoints, 3, "training checkpoints kept in --checkpoint_dir (the newest)");
+ABSL_FLAG(int, keep_checkpoints, 3,
+          "training checkpoints of this run kept in --checkpoint_dir (its newest; other runs' are never removed)");
 ABSL_FLAG(std::string, resume, "",
-          "a training checkpoint folder to go on from, or latest (the newest in --checkpoint_dir; none: start afresh)");
+          "a training checkpoint folder to go on from, or latest (the newest sound one of the run that last used "
+          "--checkpoint_dir; none: start afresh)");
 
 namespace kiln {
 namespace {
@@ -38,16 +36,11 @@ absl::StatusOr<CheckpointFlags> CheckpointFlagsFromFlags() {
   return f;
 }
 
-std::string ResumePath(const CheckpointFlags& flags, const char* program) {
-  if (flags.resume != "latest") return flags.resume;
-  auto latest = nn::LatestTrainingCheckpoint(flags.dir);
-  if (latest.ok()) return *latest;
-  if (latest.status().code() != absl::StatusCode::kNotFound) {
-    throw UsageError{absl::StrCat("--resume=latest: ", latest.status().message())};
-  }
-  std::fprintf(stderr, "%s: --resume=latest: %s; starting afresh\n", program,
-               std::string(latest.status().message()).c_str());
-  return "";
+distributed::Settings CheckpointAgreement(const CheckpointFlags& flags) {
+  return {{"--checkpoint_dir", flags.dir},
+          {"--checkpoint_every", absl::StrCat(flags.every)},
+          {"--keep_checkpoints", absl::StrCat(flags.keep)},
+          {"--resume", flags.resume}};
 }
 
 }  // namespace kiln

@@ -7,6 +7,7 @@
 #include <string>
 
 #include "absl/status/statusor.h"
+#include "distributed/process/settings_agreement.h"
 
 namespace kiln {
 
@@ -14,16 +15,15 @@ struct CheckpointFlags {
   std::string dir;     // training checkpoints ("": none)
   int64_t every = 0;   // steps between them; 0: only where the program always writes one
   int keep = 3;        // the newest kept
-  std::string resume;  // "", a checkpoint folder, or "latest" (in dir)
+  std::string resume;  // "", a checkpoint folder, or "latest" (this run's newest in dir)
 };
 
 // The flags' current values, checked (InvalidArgument naming the flag and the value).
 absl::StatusOr<CheckpointFlags> CheckpointFlagsFromFlags();
 
-// The folder --resume names: "latest" is the newest complete checkpoint in dir, or "" (a
-// fresh start, noted on stderr as `program`'s) when there is none yet: the first start of a
-// job that may restart. Throws UsageError for a folder it cannot read.
-std::string ResumePath(const CheckpointFlags& flags, const char* program);
+// The flags every rank must share (they save together and resume from one checkpoint), for
+// SetUpRun's agreement; not recorded in checkpoints, since a restart may change them.
+distributed::Settings CheckpointAgreement(const CheckpointFlags& flags);
 
 }  // namespace kiln
 

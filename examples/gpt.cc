@@ -71,7 +71,6 @@ struct Config {
   std::string data_dir, devices, checkpoint, prompt, flight_recorder_dir;
   CheckpointFlags checkpoints;
   PrecisionFlags precision;
-  std::string resume_path;  // the folder --resume names ("": a fresh start)
 };
 
 // Every value checked: a bad one is a UsageError naming the flag.
@@ -225,7 +224,7 @@ std::string Sample(nn::Module<Autodiff<B>>& model, const Config& c, Generator& g
 
 template <Backend B>
 int TrainOn(const Config& c, const std::shared_ptr<distributed::DeviceGroup<Autodiff<B>>>& group,
-            const data::TextCorpus& corpus, int rank, int processes) {
+            const data::TextCorpus& corpus, int rank, int processes, CheckpointPlan& plan) {
   const auto device = group->devices()[0];
   const int64_t split = static_cast<int64_t>(corpus.bytes.size()) * 9 / 10;
   const std::vector<uint8_t> train(corpus.bytes.begin(), corpus.bytes.begin() + split);
@@ -252,13 +251,16 @@ int TrainOn(const Config& c, const std::shared_ptr<distributed::DeviceGroup<Auto
   const int64_t tokens_per_step = static_cast<int64_t>(c.batch) * c.model.context;
   Progress progress(lead && isatty(STDOUT_FILENO), c.steps, 1, "tokens");
   // Where the run stands: a resumed run goes on from its checkpoint's step, batches included.
-  RunCheckpoints<B> checkpoints(c.checkpoints, c.resume_path, MathSettings(c), **dp, lead);
+  RunCheckpoints<B> checkpoints(c.checkpoints, std::move(plan), MathSettings(c), **dp, lead);
   TrainPosition here;
   here.members = static_cast<int64_t>(group->devices().size()) * processes;
   here.devices =
       absl::StrJoin(group->devices(), ",", [](std::string* out, const auto& d) { out->append(d.ToString()); });
   here.data_generator = Generator(c.seed + 1).state();  // the batches: the same on every rank
-  TrainPosition at = checkpoints.Resume(here);
+  TrainPosition at = checkpoints.Resume(here, {.min_steps_per_epoch = c.steps,
+                                               .max_steps_per_epoch = c.steps,
+                                               .first_data_generator = here.data_generator,
+                                               .draws_per_step = static_cast<uint64_t>(c.batch)});
   Generator batches(at.data_generator);
   double val_loss = NAN, seconds = 0;
   int64_t steps_run = 0;
@@ -324,14 +326,15 @@ int TrainOn(const Config& c, const std::shared_ptr<distributed::DeviceGroup<Auto
 }
 
 int Main(Config c) {
-  c.resume_path = ResumePath(c.checkpoints, "gpt");
+  distributed::Settings agreed = MathSettings(c);
+  for (auto& setting : CheckpointAgreement(c.checkpoints)) agreed.push_back(std::move(setting));
   const Run run = SetUpRun({.devices = c.devices,
                             .threads = c.threads,
                             .collective_timeout_s = c.timeout_s,
                             .checkpoint = c.checkpoint,
-                            .flight_recorder_dir = c.flight_recorder_dir,
-                            .resume = c.resume_path},
-                           MathSettings(c));
+                            .flight_recorder_dir = c.flight_recorder_dir},
+                           std::move(agreed));
+  CheckpointPlan plan = PlanCheckpoints(c.checkpoints, run.group_options.process_group.get(), "gpt");
   const int64_t members = static_cast<int64_t>(run.devices.size()) * run.processes;
   if (c.batch < members) {
     throw UsageError{absl::StrCat("--batch_size=", c.batch, " is smaller than the ", members, " devices")};
@@ -339,7 +342,7 @@ int Main(Config c) {
   const auto corpus = data::LoadTextCorpus(c.data_dir);
   if (!corpus.ok()) throw UsageError{std::string(corpus.status().message())};
   const auto trained = distributed::MakeTrainingGroup(run.devices, run.group_options, [&](auto group) {
-    return TrainOn<typename std::decay_t<decltype(*group)>::Inner>(c, group, *corpus, run.rank, run.processes);
+    return TrainOn<typename std::decay_t<decltype(*group)>::Inner>(c, group, *corpus, run.rank, run.processes, plan);
   });
   if (!trained.ok()) throw UsageError{std::string(trained.status().message())};
   return *trained;

@@ -1,8 +1,9 @@
 // The training checkpoints of a data-parallel run, written once for examples/train and
 // examples/gpt: resuming (every replica, optimizer and random stream from the checkpoint
-// --resume names, after checking that it fits this run) and saving (every rank gathers the
-// random streams, rank 0 copies the state to the host and a thread of its own writes it),
-// with the time training waited for each checkpoint.
+// PlanCheckpoints chose, after checking that it fits this run and that this run could have
+// written it) and saving (every rank gathers the random streams, rank 0 copies the state to
+// the host and a thread of its own writes it as the plan's run), with the time training
+// waited for each checkpoint.
 #ifndef KILN_EXAMPLES_RUN_CHECKPOINTS_H_
 #define KILN_EXAMPLES_RUN_CHECKPOINTS_H_
 
@@ -16,6 +17,7 @@
 #include "absl/strings/str_format.h"
 #include "distributed/data_parallel.h"
 #include "examples/checkpoint_flags.h"
+#include "examples/checkpoint_plan.h"
 #include "examples/run_setup.h"
 #include "examples/train_position.h"
 #include "nn/checkpoint_writer.h"
@@ -26,33 +28,44 @@ namespace kiln {
 template <Backend B>
 class RunCheckpoints {
  public:
-  // `resume_path`: ResumePath(flags) as every rank agreed on it. `settings`: what changes the
-  // math, recorded in each checkpoint and compared on resume. Throws UsageError for a
-  // checkpoint folder rank 0 cannot write.
-  RunCheckpoints(const CheckpointFlags& flags, std::string resume_path, distributed::Settings settings,
+  // `plan`: PlanCheckpoints' (rank 0's holds the folder's lock for the whole run). `settings`:
+  // what changes the math, recorded in each checkpoint and compared on resume.
+  RunCheckpoints(const CheckpointFlags& flags, CheckpointPlan plan, distributed::Settings settings,
                  distributed::DataParallel<B>& dp, bool lead)
-      : flags_(flags), resume_path_(std::move(resume_path)), settings_(std::move(settings)), dp_(dp) {
-    if (!lead || flags_.dir.empty()) return;
-    if (absl::Status s = nn::CheckCheckpointDir(flags_.dir); !s.ok()) {
-      throw UsageError{absl::StrCat("--checkpoint_dir=", flags_.dir, ": ", s.message())};
-    }
-    writer_ = std::make_unique<nn::CheckpointWriter>(flags_.dir, flags_.keep);
+      : flags_(flags), plan_(std::move(plan)), settings_(std::move(settings)), dp_(dp) {
+    if (lead && !flags_.dir.empty())
+      writer_ = std::make_unique<nn::CheckpointWriter>(flags_.dir, flags_.keep, plan_.run);
   }
 
   bool enabled() const { return !flags_.dir.empty(); }
   // Whether a step checkpoint is due after `step` steps (--checkpoint_every).
   bool due(int64_t step) const { return flags_.every > 0 && step % flags_.every == 0; }
 
-  // With --resume, sets every replica, optimizer and random stream and returns where the
-  // checkpoint stood (`here` describes this run's world, for a note when it differs); nothing
-  // changes unless the whole checkpoint fits. Without, returns `here`. Throws UsageError.
-  TrainPosition Resume(const TrainPosition& here) {
-    if (resume_path_.empty()) return here;
-    const std::string& path = resume_path_;
-    auto checkpoint = nn::ReadTrainingCheckpoint(path);
-    if (!checkpoint.ok()) throw UsageError{absl::StrCat("--resume=", path, ": ", checkpoint.status().message())};
-    auto at = ParsePosition(checkpoint->state.metadata, settings_, path);
+  // When resuming, sets every replica, optimizer and random stream and returns where the
+  // checkpoint stood (`here` describes this run's world, for a note when it differs), after
+  // checking it against `rules`; nothing changes unless the whole checkpoint fits. Otherwise
+  // returns `here`. Throws UsageError.
+  TrainPosition Resume(const TrainPosition& here, PositionRules rules) {
+    if (plan_.resume_path.empty()) return here;
+    const std::string& path = plan_.resume_path;
+    if (!plan_.checkpoint) {  // rank 0 has read it already
+      auto read = nn::ReadTrainingCheckpoint(path);
+      if (!read.ok()) throw UsageError{absl::StrCat("--resume=", path, ": ", read.status().message())};
+      plan_.checkpoint = *std::move(read);
+    }
+    const nn::TrainingCheckpoint checkpoint = *std::move(plan_.checkpoint);
+    plan_.checkpoint.reset();
+    auto at = ParsePosition(checkpoint.state.metadata, settings_, path);
     if (!at.ok()) throw UsageError{absl::StrCat("--resume: ", at.status().message())};
+    int64_t optimizer_steps = 0;
+    const auto steps = checkpoint.state.metadata.find("optimizer.steps");
+    if (steps == checkpoint.state.metadata.end() || !nn::ParseOptimizerSteps(steps->second, &optimizer_steps)) {
+      throw UsageError{absl::StrCat("--resume: ", path, ": the training state has no valid optimizer.steps")};
+    }
+    rules.loss_scaler = dp_.loss_scaler();
+    if (absl::Status s = CheckPosition(*at, optimizer_steps, rules, path); !s.ok()) {
+      throw UsageError{absl::StrCat("--resume: ", s.message())};
+    }
     // Everything is checked before anything changes: the streams' count here, replica 0 whole in
     // RestoreTraining (the others are the same model).
     const int members = static_cast<int>(at->members);
@@ -60,11 +73,11 @@ class RunCheckpoints {
       throw UsageError{absl::StrCat("--resume=", path, ": ", s.message())};
     }
     for (int r = 0; r < dp_.size(); ++r) {
-      if (absl::Status s = nn::RestoreTraining(*checkpoint, path, dp_.replica(r), dp_.optimizer(r)); !s.ok()) {
+      if (absl::Status s = nn::RestoreTraining(checkpoint, path, dp_.replica(r), dp_.optimizer(r)); !s.ok()) {
         throw UsageError{absl::StrCat("--resume: ", s.message())};
       }
     }
-    if (nn::LossScaler* scaler = dp_.mutable_loss_scaler(); scaler != nullptr && at->loss_scale > 0) {
+    if (nn::LossScaler* scaler = dp_.mutable_loss_scaler(); scaler != nullptr) {
       try {
         scaler->Restore(at->loss_scale, at->loss_scale_good_steps);
       } catch (const Error& e) {
@@ -121,7 +134,7 @@ class RunCheckpoints {
 
  private:
   const CheckpointFlags flags_;
-  const std::string resume_path_;
+  CheckpointPlan plan_;  // before writer_: the lock outlives the last write
   const distributed::Settings settings_;
   distributed::DataParallel<B>& dp_;
   std::unique_ptr<nn::CheckpointWriter> writer_;

@@ -68,7 +68,6 @@ Run SetUpRun(const RunFlags& flags, distributed::Settings settings) {
   if (!world.ok()) throw RunFailure{std::string(world.status().message())};
   // Ranks started with different flags would each train their own way.
   settings.emplace_back("devices per process", absl::StrCat(run.devices.size()));
-  settings.emplace_back("--resume", flags.resume);
   if (absl::Status s = distributed::AgreeOnSettings(**world, settings); !s.ok()) {
     if (s.code() == absl::StatusCode::kInvalidArgument) throw UsageError{std::string(s.message())};
     throw RunFailure{std::string(s.message())};

@@ -29,7 +29,6 @@ struct RunFlags {
   double collective_timeout_s = 60;
   std::string checkpoint;           // "": none
   std::string flight_recorder_dir;  // "": $KILN_FLIGHT_RECORDER_DIR (distributed/flight_recorder.h)
-  std::string resume;               // the checkpoint folder resumed from ("": none); every rank's must agree
 };
 
 struct Run {

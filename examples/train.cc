@@ -125,8 +125,8 @@ int Fail(const absl::Status& s) {
 // Training proper, with backend B's tensors on `devices` (one replica each), one rank of
 // `processes` (the group holds the process group when there are several).
 template <Backend B>
-int TrainOn(const TrainConfig& c, const std::shared_ptr<distributed::DeviceGroup<Autodiff<B>>>& group, int rank,
-            int processes) {
+int TrainOn(const TrainConfig& c, const std::shared_ptr<distributed::DeviceGroup<Autodiff<B>>>& group,
+            CheckpointPlan& plan, int rank, int processes) {
   using AD = Autodiff<B>;
   using T = Tensor<AD>;
   const std::vector<typename B::Device>& devices = group->devices();
@@ -183,14 +183,19 @@ int TrainOn(const TrainConfig& c, const std::shared_ptr<distributed::DeviceGroup
 
   // Where the run stands; a resumed run starts where its checkpoint left off, every replica
   // and random stream as they were.
-  RunCheckpoints<B> checkpoints(c.checkpoints, c.resume_path, MathSettings(c), **dp, lead);
+  RunCheckpoints<B> checkpoints(c.checkpoints, std::move(plan), MathSettings(c), **dp, lead);
   TrainPosition here;
   here.members = members;
   here.devices =
       absl::StrCat(absl::StrJoin(devices, ",", [](std::string* out, const auto& d) { out->append(d.ToString()); }),
                    processes > 1 ? absl::StrCat(" x ", processes, " processes") : "");
   here.data_generator = gen.state();
-  TrainPosition at = checkpoints.Resume(here);
+  TrainPosition at = checkpoints.Resume(here, {.min_steps_per_epoch = n / batch,
+                                               .max_steps_per_epoch = n / batch + (n % batch > 0 ? 1 : 0),
+                                               .epochs = c.epochs,
+                                               .next_epoch_at_end = true,
+                                               .first_data_generator = here.data_generator,
+                                               .draws_per_epoch = static_cast<uint64_t>(n - 1)});
   gen = Generator(at.data_generator);
 
   const nn::CosineSchedule schedule{.base_lr = c.lr, .total_steps = steps_per_epoch * c.epochs, .min_lr = c.lr * 0.01};
@@ -278,14 +283,15 @@ int TrainOn(const TrainConfig& c, const std::shared_ptr<distributed::DeviceGroup
 }
 
 int Train(TrainConfig c) {
-  c.resume_path = ResumePath(c.checkpoints, "train");
+  std::vector<std::pair<std::string, std::string>> agreed = MathSettings(c);
+  for (auto& setting : CheckpointAgreement(c.checkpoints)) agreed.push_back(std::move(setting));
   const Run run = SetUpRun({.devices = c.devices,
                             .threads = c.threads,
                             .collective_timeout_s = c.collective_timeout_s,
                             .checkpoint = c.checkpoint,
-                            .flight_recorder_dir = c.flight_recorder_dir,
-                            .resume = c.resume_path},
-                           MathSettings(c));
+                            .flight_recorder_dir = c.flight_recorder_dir},
+                           std::move(agreed));
+  CheckpointPlan plan = PlanCheckpoints(c.checkpoints, run.group_options.process_group.get(), "train");
   const std::vector<DispatchDevice>& devices = run.devices;
   const int rank = run.rank, processes = run.processes;
   const int64_t members = static_cast<int64_t>(devices.size()) * processes;
@@ -294,7 +300,7 @@ int Train(TrainConfig c) {
   }
   // The list is one backend (validated): train with that backend's tensors.
   const auto trained = distributed::MakeTrainingGroup(devices, run.group_options, [&](auto group) {
-    return TrainOn<typename std::decay_t<decltype(*group)>::Inner>(c, group, rank, processes);
+    return TrainOn<typename std::decay_t<decltype(*group)>::Inner>(c, group, plan, rank, processes);
   });
   if (!trained.ok()) throw UsageError{std::string(trained.status().message())};
   return *trained;

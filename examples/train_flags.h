@@ -29,7 +29,6 @@ struct TrainConfig {
   std::string checkpoint;  // parameters after every epoch ("": none)
   CheckpointFlags checkpoints;
   PrecisionFlags precision;
-  std::string resume_path;  // set by the program: the folder --resume names ("": a fresh start)
   int train_limit = 0;      // 0: all
   bool cosine = true;
   double collective_timeout_s = 60;  // in (0, kMaxTimeoutSeconds]

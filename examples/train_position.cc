@@ -2,6 +2,8 @@
 
 #include <cmath>
 
+#include "tensor/random.h"
+
 #include "absl/strings/ascii.h"
 #include "absl/strings/escaping.h"
 #include "absl/strings/numbers.h"
@@ -118,7 +120,8 @@ absl::StatusOr<TrainPosition> ParsePosition(const std::map<std::string, std::str
       p.generators.push_back(v);
     }
   }
-  if (metadata.contains("loss_scale")) {  // runs with loss scaling (--precision=f16)
+  p.has_loss_scale = metadata.contains("loss_scale");
+  if (p.has_loss_scale) {  // runs with loss scaling (--precision=f16)
     r.Number("loss_scale", &p.loss_scale);
     r.Count("loss_scale_good_steps", kMaxCount, &p.loss_scale_good_steps);
     if (r.error().ok() && !(p.loss_scale > 0)) r.Fail("loss_scale", metadata.at("loss_scale"), "a positive number");
@@ -130,6 +133,53 @@ absl::StatusOr<TrainPosition> ParsePosition(const std::map<std::string, std::str
                                                    " members) is impossible"));
   }
   return p;
+}
+
+absl::Status CheckPosition(const TrainPosition& p, int64_t optimizer_steps, const PositionRules& rules,
+                           const std::string& path) {
+  const auto impossible = [&](const std::string& why) {
+    return absl::InvalidArgumentError(absl::StrCat(path, ": the training state's position (step ", p.step, ", epoch ",
+                                                   p.epoch, ", step ", p.step_in_epoch, " of it) ", why,
+                                                   "; no run with this run's settings writes that"));
+  };
+  const int64_t last_epoch = rules.epochs + (rules.next_epoch_at_end ? 1 : 0);
+  if (p.epoch < 1 || p.epoch > last_epoch) {
+    return impossible(absl::StrCat("has an epoch outside 1..", rules.epochs));
+  }
+  if (p.epoch > rules.epochs && p.step_in_epoch != 0) return impossible("goes on past the last epoch");
+  if (p.step_in_epoch > rules.max_steps_per_epoch) {
+    return impossible(absl::StrCat("is past the epoch's ", rules.max_steps_per_epoch, " steps"));
+  }
+  // Whole epochs before this one, each of min..max steps (kMaxCount bounds keep this exact).
+  const int64_t done = p.epoch - 1;
+  if (p.step < done * rules.min_steps_per_epoch + p.step_in_epoch ||
+      p.step > done * rules.max_steps_per_epoch + p.step_in_epoch) {
+    return impossible(absl::StrCat(
+        "does not add up: ", done, " whole epochs of ", rules.min_steps_per_epoch,
+        rules.max_steps_per_epoch != rules.min_steps_per_epoch ? absl::StrCat("-", rules.max_steps_per_epoch) : "",
+        " steps came before"));
+  }
+  Generator data(rules.first_data_generator);
+  data.Skip(static_cast<uint64_t>(p.step) * rules.draws_per_step + static_cast<uint64_t>(done) * rules.draws_per_epoch);
+  if (data.state() != p.data_generator) {
+    return impossible(absl::StrCat("has a data order generator at ", p.data_generator, ", not ", data.state(),
+                                   " where this run's data stands then"));
+  }
+  if (optimizer_steps > p.step || (rules.loss_scaler == nullptr && optimizer_steps != p.step)) {
+    return impossible(absl::StrCat("has an optimizer that made ", optimizer_steps, " steps"));
+  }
+  if (rules.loss_scaler == nullptr) {
+    if (p.has_loss_scale) return impossible("has a loss scale, but this run scales no loss");
+    return absl::OkStatus();
+  }
+  if (!p.has_loss_scale) return impossible("has no loss scale, but this run scales its loss");
+  if (!rules.loss_scaler->CanReach(p.loss_scale, p.loss_scale_good_steps, p.step)) {
+    return impossible(
+        absl::StrFormat("has a loss scale of %g after %d good steps, which the loss scaler does not "
+                        "reach in %d steps",
+                        p.loss_scale, p.loss_scale_good_steps, p.step));
+  }
+  return absl::OkStatus();
 }
 
 }  // namespace kiln

@@ -9,8 +9,10 @@
 #include <string>
 #include <vector>
 
+#include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "distributed/process/settings_agreement.h"
+#include "nn/loss_scaler.h"
 
 namespace kiln {
 
@@ -25,6 +27,7 @@ struct TrainPosition {
   int64_t members = 1;                // devices over every process that trained until here
   std::string devices;                // those of rank 0, e.g. "cpu:0,cpu:1", and the process count
   std::vector<uint64_t> generators;   // DataParallel::GeneratorStates()
+  bool has_loss_scale = false;        // read back: whether the checkpoint had one
   double loss_scale = 0;              // the loss scaler's scale (0: the run has none)
   int64_t loss_scale_good_steps = 0;  // and its good steps since the last change
 };
@@ -38,6 +41,27 @@ std::map<std::string, std::string> PositionMetadata(const TrainPosition& positio
 // run's `settings` ("... was written by a run with --batch_size=64; this run has 128").
 absl::StatusOr<TrainPosition> ParsePosition(const std::map<std::string, std::string>& metadata,
                                             const distributed::Settings& settings, const std::string& path);
+
+// What a run with this run's settings could have written: the checks that make a tampered or
+// mismatched position an error rather than a resumed run with wrong results.
+struct PositionRules {
+  // Steps in an epoch: the last, partial batch may be dropped, so resuming on another number of
+  // devices may see one step more or less per epoch than the writer did.
+  int64_t min_steps_per_epoch = 1, max_steps_per_epoch = 1;
+  int64_t epochs = 1;              // in the run
+  bool next_epoch_at_end = false;  // an epoch's end is written as the next epoch at step 0
+  // The data order's generator: `first` at step 0, advanced `draws_per_step` per step and
+  // `draws_per_epoch` as each epoch begins (before its first step).
+  uint64_t first_data_generator = 0;
+  uint64_t draws_per_step = 0, draws_per_epoch = 0;
+  const nn::LossScaler* loss_scaler = nullptr;  // the run's, if it scales its loss
+};
+
+// InvalidArgument naming what no run with `rules` writes: a step, step in the epoch or epoch
+// out of range or not adding up, a data position the steps do not reach, an optimizer step
+// count above the steps, a loss scale missing, present without a scaler, or unreachable.
+absl::Status CheckPosition(const TrainPosition& position, int64_t optimizer_steps, const PositionRules& rules,
+                           const std::string& path);
 
 }  // namespace kiln
 

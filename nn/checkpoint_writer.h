@@ -17,8 +17,10 @@ namespace kiln::nn {
 
 class CheckpointWriter {
  public:
-  // Checkpoints go to `dir`; after each write all but the newest `keep` are removed.
-  CheckpointWriter(std::string dir, int keep);
+  // Checkpoints go to `dir`, written as `run`'s; after each write all of `run`'s but the
+  // newest `keep` are removed (PruneTrainingCheckpoints). A failed removal is a warning on
+  // stderr, not an error: the checkpoint it follows was written.
+  CheckpointWriter(std::string dir, int keep, std::string run);
   ~CheckpointWriter();  // finishes the write in flight
   CheckpointWriter(const CheckpointWriter&) = delete;
   CheckpointWriter& operator=(const CheckpointWriter&) = delete;
@@ -35,6 +37,7 @@ class CheckpointWriter {
 
   const std::string dir_;
   const int keep_;
+  const std::string run_;
   std::mutex mu_;
   std::condition_variable cv_;
   std::optional<std::pair<int64_t, TrainingCheckpoint>> pending_;

@@ -54,6 +54,26 @@ class LossScaler {
     }
   }
 
+  // Whether this scaler could stand at `scale` with `good_steps` after `steps` updates: a
+  // growth for each growth_interval good steps and a back-off for each skipped step, from
+  // init_scale. A checkpoint's scale is checked by it: a scale no run reaches (a denormal, one
+  // near the float maximum after a short run) would skip every later step.
+  bool CanReach(double scale, int64_t good_steps, int64_t steps) const {
+    if (!(scale > 0 && std::isfinite(scale)) || good_steps < 0 || good_steps >= o_.growth_interval ||
+        good_steps > steps) {
+      return false;
+    }
+    for (int64_t grown = 0; grown <= (steps - good_steps) / o_.growth_interval && grown < 4096; ++grown) {
+      const double after_growth = o_.init_scale * std::pow(o_.growth_factor, static_cast<double>(grown));
+      if (!std::isfinite(after_growth)) break;
+      const double backoffs = std::round(std::log(scale / after_growth) / std::log(o_.backoff_factor));
+      if (!(backoffs >= 0) || backoffs > static_cast<double>(steps - good_steps - grown * o_.growth_interval)) continue;
+      const double reached = after_growth * std::pow(o_.backoff_factor, backoffs);
+      if (std::abs(reached / scale - 1) < 1e-9) return true;  // the writer multiplied step by step
+    }
+    return false;
+  }
+
   // The state a checkpoint keeps, and its restore.
   void Restore(double scale, int64_t good_steps) {
     if (!(scale > 0 && std::isfinite(scale)) || good_steps < 0 || good_steps >= o_.growth_interval) {

@@ -173,7 +173,8 @@ absl::StatusOr<TensorData> ReadTensor(const InputFile& in, uint64_t data_start, 
   return data;
 }
 
-absl::StatusOr<TensorFile> Read(const std::string& path) {
+// With `metadata_only`, the header's metadata alone: the tensors are neither checked nor read.
+absl::StatusOr<TensorFile> Read(const std::string& path, bool metadata_only) {
   absl::StatusOr<InputFile> in = InputFile::Open(path);
   if (!in.ok()) return in.status();
   const uint64_t size = in->size();
@@ -209,10 +210,12 @@ absl::StatusOr<TensorFile> Read(const std::string& path) {
       }
       continue;
     }
+    if (metadata_only) continue;
     absl::StatusOr<Entry> entry = ParseEntry(path, name, json, data_size);
     if (!entry.ok()) return entry.status();
     entries.push_back(*std::move(entry));
   }
+  if (metadata_only) return file;
   std::vector<std::pair<uint64_t, uint64_t>> ranges;
   for (const Entry& e : entries) ranges.emplace_back(e.begin, e.end);
   std::sort(ranges.begin(), ranges.end());
@@ -280,7 +283,17 @@ absl::StatusOr<TensorFile> ReadSafetensors(const std::string& path) {
   // The header text and its JSON tree are as large as the file says (up to 100 MiB); a
   // machine without that memory gets a status, not an abort.
   try {
-    return Read(path);
+    return Read(path, /*metadata_only=*/false);
+  } catch (const std::bad_alloc&) {
+    return absl::ResourceExhaustedError(absl::StrCat("not enough memory to read ", path));
+  }
+}
+
+absl::StatusOr<std::map<std::string, std::string>> ReadSafetensorsMetadata(const std::string& path) {
+  try {
+    absl::StatusOr<TensorFile> file = Read(path, /*metadata_only=*/true);
+    if (!file.ok()) return file.status();
+    return std::move(file->metadata);
   } catch (const std::bad_alloc&) {
     return absl::ResourceExhaustedError(absl::StrCat("not enough memory to read ", path));
   }

@@ -33,6 +33,11 @@ absl::Status CheckWritable(const std::string& path);
 // against the file before anything is allocated, so what is allocated is at most the file.
 absl::StatusOr<TensorFile> ReadSafetensors(const std::string& path);
 
+// The "__metadata__" of the file at `path` alone (its header read and parsed, the tensors
+// neither checked nor read): cheap enough to look at every checkpoint in a folder. Errors as
+// ReadSafetensors.
+absl::StatusOr<std::map<std::string, std::string>> ReadSafetensorsMetadata(const std::string& path);
+
 }  // namespace kiln::nn
 
 #endif  // KILN_NN_SAFETENSORS_H_

@@ -6,8 +6,10 @@
 
 #include <algorithm>
 #include <cerrno>
+#include <cstdio>
 #include <cstdlib>
 #include <filesystem>
+#include <random>
 #include <system_error>
 #include <vector>
 
@@ -15,6 +17,7 @@
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "tensor/crc32c.h"
 
 namespace kiln::nn {
 namespace {
@@ -39,20 +42,20 @@ int64_t StepOf(const std::string& name) {
   return step;
 }
 
-// Complete checkpoints in `dir` (directories, not links), oldest first.
-absl::StatusOr<std::vector<std::pair<int64_t, std::string>>> ListCheckpoints(const std::string& dir,
-                                                                             std::vector<std::string>* leftovers) {
+// The step-N folders in `dir` (directories, not links), oldest first, and what interrupted
+// writes left.
+absl::StatusOr<std::vector<CheckpointEntry>> List(const std::string& dir, std::vector<std::string>* leftovers) {
   std::error_code error;
   std::filesystem::directory_iterator it(dir, error);
   if (error) return absl::NotFoundError(absl::StrCat("cannot read checkpoint folder ", dir, ": ", error.message()));
-  std::vector<std::pair<int64_t, std::string>> out;
+  std::vector<CheckpointEntry> out;
   for (const auto& entry : it) {
     const std::string name = entry.path().filename().string();
     if (leftovers != nullptr && name.rfind(kTempPrefix, 0) == 0) leftovers->push_back(entry.path().string());
     const int64_t step = StepOf(name);
-    if (step >= 0 && entry.is_directory(error) && !entry.is_symlink(error)) out.emplace_back(step, entry.path());
+    if (step >= 0 && entry.is_directory(error) && !entry.is_symlink(error)) out.push_back({step, entry.path()});
   }
-  std::sort(out.begin(), out.end());
+  std::sort(out.begin(), out.end(), [](const auto& a, const auto& b) { return a.step < b.step; });
   return out;
 }
 
@@ -64,7 +67,88 @@ absl::Status SyncDirectory(const std::string& dir) {
   return rc == 0 ? absl::OkStatus() : Errno(absl::StrCat("cannot flush ", dir));
 }
 
+void AddToChecksum(uint32_t& crc, absl::string_view text) {
+  crc = Crc32c(crc, text);
+  crc = Crc32c(crc, "", 1);  // a terminator, so that ("ab", "c") and ("a", "bc") differ
+}
+
+void AddToChecksum(uint32_t& crc, const TensorFile& file) {
+  for (const auto& [key, value] : file.metadata) {
+    if (key == kChecksumKey) continue;
+    AddToChecksum(crc, key);
+    AddToChecksum(crc, value);
+  }
+  for (const auto& [name, data] : file.tensors) {
+    AddToChecksum(crc, name);
+    AddToChecksum(crc, DTypeName(data.dtype()));
+    AddToChecksum(crc, data.shape().ToString());
+    crc = Crc32c(crc, data.raw(), data.nbytes());
+  }
+}
+
+std::string ChecksumText(uint32_t crc) { return absl::StrFormat("%08x", crc); }
+
+// Moves the step folder at `path` aside, under a name no listing takes for a checkpoint.
+absl::Status KeepAside(const std::string& path) {
+  std::string kept = absl::StrCat(path, ".kept-XXXXXX");
+  if (mkdtemp(kept.data()) == nullptr || rename(path.c_str(), kept.c_str()) != 0) {
+    return Errno(absl::StrCat("cannot move ", path, " aside"));
+  }
+  std::fprintf(stderr, "checkpoint: %s was written by another run (or is no readable checkpoint): kept as %s\n",
+               path.c_str(), kept.c_str());
+  return absl::OkStatus();
+}
+
+// Puts the complete folder `temp` in place of `final_path`, which this run wrote before.
+absl::Status Replace(const std::string& temp, const std::string& final_path) {
+  if (renameat2(AT_FDCWD, temp.c_str(), AT_FDCWD, final_path.c_str(), RENAME_EXCHANGE) == 0) {
+    std::error_code ignored;
+    std::filesystem::remove_all(temp, ignored);  // now the old one
+    return absl::OkStatus();
+  }
+  // A file system without the atomic exchange: the old one aside first, briefly no step-N.
+  std::string old = absl::StrCat(final_path, ".old-XXXXXX");
+  if (mkdtemp(old.data()) == nullptr || rename(final_path.c_str(), old.c_str()) != 0 ||
+      rename(temp.c_str(), final_path.c_str()) != 0) {
+    return Errno(absl::StrCat("cannot replace ", final_path));
+  }
+  std::error_code ignored;
+  std::filesystem::remove_all(old, ignored);
+  return absl::OkStatus();
+}
+
 }  // namespace
+
+std::string NewRunId() {
+  std::random_device device;  // getrandom(2) on Linux
+  const uint64_t id = (static_cast<uint64_t>(device()) << 32) | device();
+  return absl::StrFormat("%016x", id);
+}
+
+uint32_t ChecksumOf(const TrainingCheckpoint& checkpoint) {
+  uint32_t crc = 0;
+  AddToChecksum(crc, checkpoint.model);
+  AddToChecksum(crc, checkpoint.state);
+  return crc;
+}
+
+absl::StatusOr<std::vector<CheckpointEntry>> ListTrainingCheckpoints(const std::string& dir) {
+  return List(dir, nullptr);
+}
+
+absl::StatusOr<std::string> TrainingCheckpointRun(const std::string& path) {
+  const std::string file = absl::StrCat(path, "/", kStateFile);
+  auto metadata = ReadSafetensorsMetadata(file);
+  if (!metadata.ok()) return metadata.status();
+  const auto format = metadata->find("format");
+  const auto run = metadata->find(kRunKey);
+  if (format == metadata->end() || format->second != kTrainingStateFormat || run == metadata->end() ||
+      run->second.empty()) {
+    return absl::InvalidArgumentError(
+        absl::StrCat(file, " is no kiln training state of format ", kTrainingStateFormat, " naming its run"));
+  }
+  return run->second;
+}
 
 absl::StatusOr<std::vector<uint64_t>> StreamStates(const std::map<std::string, std::string>& metadata,
                                                    const std::vector<std::pair<std::string, Generator*>>& streams,
@@ -97,10 +181,15 @@ absl::Status CheckCheckpointDir(const std::string& dir) {
   return CheckWritable(absl::StrCat(dir, "/", kModelFile));
 }
 
-absl::Status WriteTrainingCheckpoint(const std::string& dir, int64_t step, const TrainingCheckpoint& checkpoint) {
+absl::Status WriteTrainingCheckpoint(const std::string& dir, int64_t step, TrainingCheckpoint checkpoint) {
   if (step < 0 || step >= 1'000'000'000'000) {
     return absl::InvalidArgumentError(absl::StrCat("checkpoint step ", step, " is not in [0, 10^12)"));
   }
+  const auto run = checkpoint.state.metadata.find(kRunKey);
+  if (run == checkpoint.state.metadata.end() || run->second.empty()) {
+    return absl::InvalidArgumentError("a training checkpoint must name its run (metadata \"run\")");
+  }
+  checkpoint.state.metadata[kChecksumKey] = ChecksumText(ChecksumOf(checkpoint));
   if (absl::Status s = CheckCheckpointDir(dir); !s.ok()) return s;
   std::string temp = absl::StrCat(dir, "/", kTempPrefix, step, "-XXXXXX");
   if (mkdtemp(temp.data()) == nullptr) return Errno(absl::StrCat("cannot write a checkpoint in ", dir));
@@ -109,13 +198,16 @@ absl::Status WriteTrainingCheckpoint(const std::string& dir, int64_t step, const
   if (status.ok()) status = WriteSafetensors(absl::StrCat(temp, "/", kStateFile), checkpoint.state);
   const std::string final_path = TrainingCheckpointPath(dir, step);
   if (status.ok() && rename(temp.c_str(), final_path.c_str()) != 0) {
-    if (errno == EEXIST || errno == ENOTEMPTY) {  // the same step again: move the old one aside first
-      std::string old = absl::StrCat(dir, "/", kTempPrefix, step, "-old-XXXXXX");
-      if (mkdtemp(old.data()) == nullptr || rename(final_path.c_str(), old.c_str()) != 0 ||
-          rename(temp.c_str(), final_path.c_str()) != 0) {
-        status = Errno(absl::StrCat("cannot replace ", final_path));
+    if (errno == EEXIST || errno == ENOTEMPTY) {  // step-N is there already
+      const auto owner = TrainingCheckpointRun(final_path);
+      if (owner.ok() && *owner == run->second) {
+        status = Replace(temp, final_path);
+      } else {
+        status = KeepAside(final_path);
+        if (status.ok() && rename(temp.c_str(), final_path.c_str()) != 0) {
+          status = Errno(absl::StrCat("cannot rename ", temp, " to ", final_path));
+        }
       }
-      std::filesystem::remove_all(old, ignored);
     } else {
       status = Errno(absl::StrCat("cannot rename ", temp, " to ", final_path));
     }
@@ -127,25 +219,23 @@ absl::Status WriteTrainingCheckpoint(const std::string& dir, int64_t step, const
   return SyncDirectory(dir);
 }
 
-absl::Status PruneTrainingCheckpoints(const std::string& dir, int keep) {
+absl::Status PruneTrainingCheckpoints(const std::string& dir, int keep, const std::string& run) {
   std::vector<std::string> leftovers;
-  auto list = ListCheckpoints(dir, &leftovers);
+  auto list = List(dir, &leftovers);
   if (!list.ok()) return list.status();
   std::error_code error;
   for (const std::string& path : leftovers) std::filesystem::remove_all(path, error);
-  for (size_t i = 0; i + std::max(keep, 1) < list->size(); ++i) {
-    if (std::filesystem::remove_all((*list)[i].second, error) == static_cast<std::uintmax_t>(-1)) {
-      return absl::InternalError(absl::StrCat("cannot remove ", (*list)[i].second, ": ", error.message()));
+  std::vector<std::string> own;  // oldest first
+  for (const CheckpointEntry& entry : *list) {
+    const auto owner = TrainingCheckpointRun(entry.path);
+    if (owner.ok() && *owner == run) own.push_back(entry.path);
+  }
+  for (size_t i = 0; i + std::max(keep, 1) < own.size(); ++i) {
+    if (std::filesystem::remove_all(own[i], error) == static_cast<std::uintmax_t>(-1)) {
+      return absl::InternalError(absl::StrCat("cannot remove ", own[i], ": ", error.message()));
     }
   }
   return absl::OkStatus();
-}
-
-absl::StatusOr<std::string> LatestTrainingCheckpoint(const std::string& dir) {
-  auto list = ListCheckpoints(dir, nullptr);
-  if (!list.ok()) return list.status();
-  if (list->empty()) return absl::NotFoundError(absl::StrCat("no complete checkpoint (step-N folder) in ", dir));
-  return list->back().second;
 }
 
 absl::StatusOr<TrainingCheckpoint> ReadTrainingCheckpoint(const std::string& path) {
@@ -168,6 +258,17 @@ absl::StatusOr<TrainingCheckpoint> ReadTrainingCheckpoint(const std::string& pat
   }
   c.model = *std::move(model);
   c.state = *std::move(state);
+  const auto recorded = c.state.metadata.find(kChecksumKey);
+  const std::string computed = ChecksumText(ChecksumOf(c));
+  if (recorded == c.state.metadata.end() || recorded->second != computed) {
+    return absl::DataLossError(absl::StrCat(
+        path, ": the checkpoint's files were changed or damaged after they were written (crc32c ",
+        recorded == c.state.metadata.end() ? "missing" : absl::StrCat("recorded ", recorded->second.substr(0, 16)),
+        ", computed ", computed, ")"));
+  }
+  if (const auto run = c.state.metadata.find(kRunKey); run == c.state.metadata.end() || run->second.empty()) {
+    return absl::InvalidArgumentError(absl::StrCat(path, "/", kStateFile, " does not name the run that wrote it"));
+  }
   return c;
 }
 

@@ -7,7 +7,7 @@
 namespace kiln {
 
 uint64_t Generator::NextU64() {
-  uint64_t z = (state_ += 0x9E3779B97F4A7C15ull);
+  uint64_t z = (state_ += kGamma);
   z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
   z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
   return z ^ (z >> 31);

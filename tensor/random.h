@@ -17,6 +17,11 @@ class Generator {
   double NextNormal();   // standard normal (Box-Muller)
   // The whole state: Generator(state()) continues exactly where this one is (checkpoints).
   uint64_t state() const { return state_; }
+  // Where this generator is after `draws` more NextU64 calls, in O(1) (SplitMix64's state is a
+  // counter): lets a checkpoint's data position be checked against the steps it claims.
+  void Skip(uint64_t draws) { state_ += draws * kGamma; }
+
+  static constexpr uint64_t kGamma = 0x9E3779B97F4A7C15ull;  // the counter's step
 
  private:
   uint64_t state_;

@@ -268,7 +268,7 @@ TEST_F(HalfCheckpointTest, RestoreTrainingConvertsOnlyWhenAsked) {
   sgd.step(*bf16, (*bf16)(x).sum().backward());
   ASSERT_EQ(sgd.state().at("momentum/weight").dtype(), DType::kBF16);
   const std::string ck = dir_.string();
-  ASSERT_TRUE(WriteTrainingCheckpoint(ck, 1, SnapshotTraining(*bf16, sgd, {})).ok());
+  ASSERT_TRUE(WriteTrainingCheckpoint(ck, 1, SnapshotTraining(*bf16, sgd, {{"run", "r"}})).ok());
   const auto read = ReadTrainingCheckpoint(TrainingCheckpointPath(ck, 1));
   ASSERT_TRUE(read.ok()) << read.status();
 

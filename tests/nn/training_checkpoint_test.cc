@@ -1,15 +1,22 @@
-// Training checkpoint folders: written whole or not at all, the newest complete one found
-// past what interrupted writes leave, old ones pruned, the same step replaced, and a module,
-// its optimizer and its random streams restored exactly (all or nothing).
+// Training checkpoint folders: written whole or not at all, listed past what interrupted writes
+// leave, a run's own old ones pruned and nobody else's, the same step replaced only when it is
+// the run's own, damage found by the checksum, and a module, its optimizer (every slot) and
+// its random streams restored exactly (all or nothing).
 #include "nn/training_checkpoint.h"
 
 #include <gtest/gtest.h>
+
+#include <fcntl.h>
+#include <linux/fs.h>
+#include <sys/ioctl.h>
+#include <unistd.h>
 
 #include <filesystem>
 #include <fstream>
 #include <set>
 #include <string>
 
+#include "absl/strings/match.h"
 #include "backends/cpu/cpu_backend.h"
 #include "nn/activation.h"
 #include "nn/checkpoint_writer.h"
@@ -53,7 +60,7 @@ TEST_F(TrainingCheckpointTest, RestoresParametersOptimizerAndStreamsExactly) {
   auto a = Model(1);
   Sgd<Cpu> sgd_a(0.1, {.momentum = 0.9});
   Train(*a, sgd_a);
-  const auto checkpoint = SnapshotTraining(*a, sgd_a, {{"note", "x"}});
+  const auto checkpoint = SnapshotTraining(*a, sgd_a, {{"note", "x"}, {"run", "a"}});
   ASSERT_TRUE(WriteTrainingCheckpoint(dir_, 7, checkpoint).ok());
   EXPECT_EQ(Entries(dir_), std::set<std::string>({"step-000000000007"}));
   EXPECT_EQ(Entries(TrainingCheckpointPath(dir_, 7)),
@@ -86,40 +93,132 @@ TEST_F(TrainingCheckpointTest, RestoresParametersOptimizerAndStreamsExactly) {
   EXPECT_EQ(copy->named_generators()[0].second->state(), streams[0].second->state());
 }
 
-TEST_F(TrainingCheckpointTest, LatestSkipsInterruptedWritesAndPruneKeepsTheNewest) {
+// A checkpoint of `run` at `step`.
+void Write(const std::string& dir, int64_t step, const std::string& run, Sequential<AD>& m, Sgd<Cpu>& sgd) {
+  ASSERT_TRUE(WriteTrainingCheckpoint(dir, step, SnapshotTraining(m, sgd, {{"run", run}})).ok());
+}
+
+void FlipByte(const std::string& file, int64_t from_end) {
+  std::fstream f(file, std::ios::in | std::ios::out | std::ios::binary);
+  f.seekg(-from_end, std::ios::end);
+  char c = 0;
+  f.get(c);
+  f.seekp(-from_end, std::ios::end);
+  f.put(static_cast<char>(c ^ 0x10));
+}
+
+TEST_F(TrainingCheckpointTest, ListingSkipsWhatIsNoCheckpointFolder) {
   auto m = Model(1);
   Sgd<Cpu> sgd(0.1);
-  for (int64_t step : {5, 30, 200})
-    ASSERT_TRUE(WriteTrainingCheckpoint(dir_, step, SnapshotTraining(*m, sgd, {})).ok());
-  // What a killed writer leaves, a stray file and a link named like a checkpoint: not complete ones.
+  for (int64_t step : {200, 5, 30}) Write(dir_, step, "a", *m, sgd);
+  // What a killed writer leaves, a stray file and a link named like a checkpoint.
   fs::create_directories(dir_ + "/.writing-step-300-abcdef");
   std::ofstream(dir_ + "/step-000000000999") << "not a folder";
   fs::create_directory_symlink(TrainingCheckpointPath(dir_, 5), dir_ + "/step-000000000998");
-  auto latest = LatestTrainingCheckpoint(dir_);
-  ASSERT_TRUE(latest.ok());
-  EXPECT_EQ(*latest, TrainingCheckpointPath(dir_, 200));
-  ASSERT_TRUE(PruneTrainingCheckpoints(dir_, 2).ok());
-  EXPECT_EQ(Entries(dir_), std::set<std::string>(
-                               {"step-000000000030", "step-000000000200", "step-000000000999", "step-000000000998"}));
-  EXPECT_EQ(LatestTrainingCheckpoint(dir_ + "/none").status().code(), absl::StatusCode::kNotFound);
-  fs::create_directories(dir_ + "/empty");
-  EXPECT_EQ(LatestTrainingCheckpoint(dir_ + "/empty").status().message(),
-            "no complete checkpoint (step-N folder) in " + dir_ + "/empty");
+  auto list = ListTrainingCheckpoints(dir_);
+  ASSERT_TRUE(list.ok());
+  std::vector<int64_t> steps;
+  for (const auto& e : *list) steps.push_back(e.step);
+  EXPECT_EQ(steps, std::vector<int64_t>({5, 30, 200}));
+  EXPECT_EQ(TrainingCheckpointRun(TrainingCheckpointPath(dir_, 30)).value_or(""), "a");
+  EXPECT_EQ(ListTrainingCheckpoints(dir_ + "/none").status().code(), absl::StatusCode::kNotFound);
 }
 
-TEST_F(TrainingCheckpointTest, TheSameStepIsReplacedWhole) {
+// The case: a folder left by an earlier, longer run (and any folder of that name) must
+// not make this run delete its own checkpoints, nor be deleted by it.
+TEST_F(TrainingCheckpointTest, PruningRemovesOnlyTheRunsOwnOlderCheckpoints) {
   auto m = Model(1);
   Sgd<Cpu> sgd(0.1);
-  ASSERT_TRUE(WriteTrainingCheckpoint(dir_, 4, SnapshotTraining(*m, sgd, {{"try", "1"}})).ok());
-  ASSERT_TRUE(WriteTrainingCheckpoint(dir_, 4, SnapshotTraining(*m, sgd, {{"try", "2"}})).ok());
+  for (int64_t step : {5, 30, 200}) Write(dir_, step, "a", *m, sgd);
+  for (int64_t step : {100, 900}) Write(dir_, step, "b", *m, sgd);
+  fs::create_directories(dir_ + "/step-000000000950");  // no checkpoint inside
+  std::ofstream(dir_ + "/step-000000000950/model.safetensors") << "junk";
+  fs::create_directories(dir_ + "/.writing-step-300-abcdef");
+  ASSERT_TRUE(PruneTrainingCheckpoints(dir_, 1, "a").ok());
+  EXPECT_EQ(Entries(dir_), std::set<std::string>(
+                               {"step-000000000200", "step-000000000100", "step-000000000900", "step-000000000950"}));
+  ASSERT_TRUE(PruneTrainingCheckpoints(dir_, 1, "b").ok());
+  EXPECT_EQ(Entries(dir_), std::set<std::string>({"step-000000000200", "step-000000000900", "step-000000000950"}));
+  // keep < 1 still keeps the newest: a run never deletes its last checkpoint.
+  ASSERT_TRUE(PruneTrainingCheckpoints(dir_, 0, "a").ok());
+  EXPECT_TRUE(Entries(dir_).contains("step-000000000200"));
+}
+
+TEST_F(TrainingCheckpointTest, TheSameStepIsReplacedOnlyWhenTheRunWroteIt) {
+  auto m = Model(1);
+  Sgd<Cpu> sgd(0.1);
+  ASSERT_TRUE(WriteTrainingCheckpoint(dir_, 4, SnapshotTraining(*m, sgd, {{"try", "1"}, {"run", "a"}})).ok());
+  ASSERT_TRUE(WriteTrainingCheckpoint(dir_, 4, SnapshotTraining(*m, sgd, {{"try", "2"}, {"run", "a"}})).ok());
   EXPECT_EQ(Entries(dir_), std::set<std::string>({"step-000000000004"}));
   EXPECT_EQ(ReadTrainingCheckpoint(TrainingCheckpointPath(dir_, 4))->state.metadata.at("try"), "2");
+  // Another run's step 4 is moved aside, whole, not replaced.
+  ASSERT_TRUE(WriteTrainingCheckpoint(dir_, 4, SnapshotTraining(*m, sgd, {{"try", "3"}, {"run", "b"}})).ok());
+  EXPECT_EQ(ReadTrainingCheckpoint(TrainingCheckpointPath(dir_, 4))->state.metadata.at("try"), "3");
+  std::vector<std::string> kept;
+  for (const auto& name : Entries(dir_)) {
+    if (name.rfind("step-000000000004.kept-", 0) == 0) kept.push_back(name);
+  }
+  ASSERT_EQ(kept.size(), 1u);
+  EXPECT_EQ(ReadTrainingCheckpoint(dir_ + "/" + kept[0])->state.metadata.at("try"), "2");
+  // A checkpoint must name its run.
+  EXPECT_EQ(WriteTrainingCheckpoint(dir_, 5, SnapshotTraining(*m, sgd, {})).message(),
+            "a training checkpoint must name its run (metadata \"run\")");
+}
+
+TEST_F(TrainingCheckpointTest, AFlippedBitInEitherFileIsDataLoss) {
+  auto m = Model(1);
+  Sgd<Cpu> sgd(0.1, {.momentum = 0.9});
+  Train(*m, sgd);
+  for (const char* file : {"model.safetensors", "training_state.safetensors"}) {
+    fs::remove_all(dir_);
+    Write(dir_, 3, "a", *m, sgd);
+    const std::string c = TrainingCheckpointPath(dir_, 3);
+    ASSERT_TRUE(ReadTrainingCheckpoint(c).ok());
+    FlipByte(c + "/" + file, 2);  // inside the last tensor's bytes
+    const auto read = ReadTrainingCheckpoint(c);
+    EXPECT_EQ(read.status().code(), absl::StatusCode::kDataLoss) << file;
+    EXPECT_TRUE(absl::StartsWith(read.status().message(),
+                                 c + ": the checkpoint's files were changed or damaged after they were written "
+                                     "(crc32c recorded "))
+        << read.status();
+  }
+}
+
+TEST_F(TrainingCheckpointTest, EveryParameterNeedsEveryOptimizerSlot) {
+  auto m = Model(1);
+  Sgd<Cpu> sgd(0.1, {.momentum = 0.9});
+  // Before any step every parameter is listed as never stepped, and that restores.
+  TrainingCheckpoint fresh = SnapshotTraining(*m, sgd, {});
+  EXPECT_EQ(fresh.state.metadata.at("optimizer.stateless"), "0.weight,0.bias");
+  EXPECT_TRUE(CheckOptimizerSlots(fresh, "ck", *m, sgd).ok());
+  Train(*m, sgd);
+  TrainingCheckpoint trained = SnapshotTraining(*m, sgd, {});
+  EXPECT_EQ(trained.state.metadata.at("optimizer.stateless"), "");
+  EXPECT_TRUE(CheckOptimizerSlots(trained, "ck", *m, sgd).ok());
+  // A state without the optimizer's tensors would resume with the momentum reset.
+  TrainingCheckpoint cut = trained;
+  cut.state.tensors.clear();
+  auto b = Model(2);
+  Sgd<Cpu> sgd_b(0.1, {.momentum = 0.9});
+  const auto before = b->named_parameters()[0].second->to_data().ToDoubles();
+  const absl::Status s = RestoreTraining(cut, "ck", *b, sgd_b);
+  EXPECT_EQ(s.message(),
+            "ck: the training state has no optimizer state for parameter 0.weight (sgd keeps momentum), and its "
+            "writer did not list it as never stepped");
+  EXPECT_EQ(b->named_parameters()[0].second->to_data().ToDoubles(), before);  // nothing changed
+  // State for a parameter listed as never stepped, and a state without the list.
+  TrainingCheckpoint listed = trained;
+  listed.state.metadata["optimizer.stateless"] = "0.bias";
+  EXPECT_EQ(CheckOptimizerSlots(listed, "ck", *m, sgd).message(),
+            "ck: parameter 0.bias has optimizer state but is listed as never stepped");
+  listed.state.metadata.erase("optimizer.stateless");
+  EXPECT_EQ(CheckOptimizerSlots(listed, "ck", *m, sgd).message(), "ck: the training state has no optimizer.stateless");
 }
 
 TEST_F(TrainingCheckpointTest, RefusesWhatIsNotACompleteCheckpoint) {
   auto m = Model(1);
   Sgd<Cpu> sgd(0.1);
-  ASSERT_TRUE(WriteTrainingCheckpoint(dir_, 1, SnapshotTraining(*m, sgd, {})).ok());
+  Write(dir_, 1, "a", *m, sgd);
   const std::string c = TrainingCheckpointPath(dir_, 1);
   EXPECT_EQ(ReadTrainingCheckpoint(c + "/model.safetensors").status().message(),
             c + "/model.safetensors is not a checkpoint folder (one with model.safetensors and "
@@ -129,9 +228,11 @@ TEST_F(TrainingCheckpointTest, RefusesWhatIsNotACompleteCheckpoint) {
   // A state file of another format (here: a plain parameters file).
   fs::copy_file(c + "/model.safetensors", c + "/training_state.safetensors");
   EXPECT_EQ(ReadTrainingCheckpoint(c).status().message(),
-            c + "/training_state.safetensors is not a kiln training state (format pt, expected kiln-training-state/1)");
+            c + "/training_state.safetensors is not a kiln training state (format pt, expected kiln-training-state/2)");
+  EXPECT_EQ(TrainingCheckpointRun(c).status().message(),
+            c + "/training_state.safetensors is no kiln training state of format kiln-training-state/2 naming its run");
   // A checkpoint of another model changes nothing.
-  ASSERT_TRUE(WriteTrainingCheckpoint(dir_, 2, SnapshotTraining(*m, sgd, {})).ok());
+  Write(dir_, 2, "a", *m, sgd);
   auto read = ReadTrainingCheckpoint(TrainingCheckpointPath(dir_, 2));
   ASSERT_TRUE(read.ok());
   Generator gen(3);
@@ -146,20 +247,63 @@ TEST_F(TrainingCheckpointTest, RefusesWhatIsNotACompleteCheckpoint) {
   EXPECT_FALSE(CheckCheckpointDir(dir_ + "/file/ck").ok());
 }
 
-TEST_F(TrainingCheckpointTest, TheWriterWritesInOrderOffTheCallingThread) {
+TEST_F(TrainingCheckpointTest, TheWriterWritesInOrderOffTheCallingThreadAsItsRun) {
   auto m = Model(1);
   Sgd<Cpu> sgd(0.1);
+  Write(dir_, 2, "someone-else", *m, sgd);
   {
-    CheckpointWriter writer(dir_, 2);
+    CheckpointWriter writer(dir_, 2, "w");
     for (int64_t step = 1; step <= 5; ++step) ASSERT_TRUE(writer.Write(step, SnapshotTraining(*m, sgd, {})).ok());
     ASSERT_TRUE(writer.Flush().ok());
-    EXPECT_EQ(Entries(dir_), std::set<std::string>({"step-000000000004", "step-000000000005"}));
   }
+  std::set<std::string> left;
+  for (const auto& name : Entries(dir_)) {
+    if (name.rfind("step-000000000002.kept-", 0) == 0) {
+      EXPECT_EQ(TrainingCheckpointRun(dir_ + "/" + name).value_or(""), "someone-else");
+    } else {
+      left.insert(name);
+    }
+  }
+  EXPECT_EQ(left, std::set<std::string>({"step-000000000004", "step-000000000005"}));
+  EXPECT_EQ(TrainingCheckpointRun(TrainingCheckpointPath(dir_, 5)).value_or(""), "w");
   std::ofstream(dir_ + "/blocker") << "x";
-  CheckpointWriter failing(dir_ + "/blocker", 2);  // a file where the folder should be
+  CheckpointWriter failing(dir_ + "/blocker", 2, "w");  // a file where the folder should be
   ASSERT_TRUE(failing.Write(1, SnapshotTraining(*m, sgd, {})).ok());
   EXPECT_FALSE(failing.Flush().ok());
   EXPECT_FALSE(failing.Write(2, SnapshotTraining(*m, sgd, {})).ok());  // the failure sticks
+}
+
+// A checkpoint that cannot be pruned (here: a file in it made immutable) is a warning; the run
+// goes on, since the checkpoint it follows was written.
+TEST_F(TrainingCheckpointTest, AFailedPruneIsAWarningNotAnError) {
+  auto m = Model(1);
+  Sgd<Cpu> sgd(0.1);
+  Write(dir_, 1, "w", *m, sgd);
+  const std::string pinned = TrainingCheckpointPath(dir_, 1) + "/model.safetensors";
+  const int fd = open(pinned.c_str(), O_RDONLY);
+  ASSERT_GE(fd, 0);
+  int flags = 0;
+  const bool immutable =
+      ioctl(fd, FS_IOC_GETFLAGS, &flags) == 0 && (flags |= FS_IMMUTABLE_FL, ioctl(fd, FS_IOC_SETFLAGS, &flags) == 0);
+  if (!immutable) {
+    close(fd);
+    GTEST_SKIP() << "this file system or user cannot make a file immutable";
+  }
+  ::testing::internal::CaptureStderr();
+  absl::Status flushed;
+  {
+    CheckpointWriter writer(dir_, 1, "w");
+    ASSERT_TRUE(writer.Write(2, SnapshotTraining(*m, sgd, {})).ok());
+    flushed = writer.Flush();
+  }
+  const std::string err = ::testing::internal::GetCapturedStderr();
+  flags &= ~FS_IMMUTABLE_FL;
+  ioctl(fd, FS_IOC_SETFLAGS, &flags);
+  close(fd);
+  EXPECT_TRUE(flushed.ok()) << flushed;
+  EXPECT_TRUE(absl::StrContains(err, "checkpoint: warning: cannot remove " + TrainingCheckpointPath(dir_, 1))) << err;
+  EXPECT_TRUE(absl::StrContains(err, "(the checkpoint of step 2 is written)")) << err;
+  EXPECT_TRUE(ReadTrainingCheckpoint(TrainingCheckpointPath(dir_, 2)).ok());
 }
 
 }  // namespace

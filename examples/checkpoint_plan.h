@@ -1,0 +1,38 @@
+// Before a run trains: rank 0 takes the checkpoint folder's lock (one run per folder), chooses
+// the checkpoint to resume from and the run identity to write under, and every rank gets that
+// choice. --resume=latest takes the newest sound checkpoint of the run that last held the
+// folder, and says which newer ones it skipped and why (damaged, another run's); with none it
+// starts afresh as a new run.
+#ifndef KILN_EXAMPLES_CHECKPOINT_PLAN_H_
+#define KILN_EXAMPLES_CHECKPOINT_PLAN_H_
+
+#include <memory>
+#include <optional>
+#include <string>
+
+#include "distributed/process/process_group.h"
+#include "examples/checkpoint_flags.h"
+#include "nn/checkpoint_lock.h"
+#include "nn/training_checkpoint.h"
+
+namespace kiln {
+
+struct CheckpointPlan {
+  std::unique_ptr<nn::CheckpointDirLock> lock;       // rank 0's, with --checkpoint_dir
+  std::string resume_path;                           // "": a fresh start
+  std::string run;                                   // what this run writes as
+  std::optional<nn::TrainingCheckpoint> checkpoint;  // rank 0's read (and verified) resume_path
+};
+
+// One collective over `group` (null: one process). Throws UsageError (a busy or unwritable
+// folder, a --resume folder that cannot be read) or RunFailure; `program` prefixes notes.
+CheckpointPlan PlanCheckpoints(const CheckpointFlags& flags, distributed::ProcessGroup* group, const char* program);
+
+// The newest sound checkpoint in `dir` of `run` (any run's when `run` is empty), read and
+// verified; a line on stderr for each newer one skipped. nullopt when there is none.
+std::optional<std::pair<std::string, nn::TrainingCheckpoint>> LatestOfRun(const std::string& dir,
+                                                                          const std::string& run, const char* program);
+
+}  // namespace kiln
+
+#endif  // KILN_EXAMPLES_CHECKPOINT_PLAN_H_
