@@ -107,7 +107,7 @@ absl::Status Replace(const std::string& temp, const std::string& final_path) {
     return absl::OkStatus();
   }
   // A file system without the atomic exchange: the old one aside first, briefly no step-N.
-  std::string old = absl::StrCat(final_path, ".old-XXXXXX");
+  std::string old = absl::StrCat(temp, "-old-XXXXXX");  // a leftover's name, should this stop here
   if (mkdtemp(old.data()) == nullptr || rename(final_path.c_str(), old.c_str()) != 0 ||
       rename(temp.c_str(), final_path.c_str()) != 0) {
     return Errno(absl::StrCat("cannot replace ", final_path));
@@ -231,8 +231,14 @@ absl::Status PruneTrainingCheckpoints(const std::string& dir, int keep, const st
     if (owner.ok() && *owner == run) own.push_back(entry.path);
   }
   for (size_t i = 0; i + std::max(keep, 1) < own.size(); ++i) {
-    if (std::filesystem::remove_all(own[i], error) == static_cast<std::uintmax_t>(-1)) {
-      return absl::InternalError(absl::StrCat("cannot remove ", own[i], ": ", error.message()));
+    // Renamed to a leftover's name first: a removal cut short must not leave a step-N folder
+    // that is no longer complete.
+    std::string doomed = absl::StrCat(dir, "/", kTempPrefix, "removed-XXXXXX");
+    if (mkdtemp(doomed.data()) == nullptr || rename(own[i].c_str(), doomed.c_str()) != 0) {
+      return Errno(absl::StrCat("cannot remove ", own[i]));
+    }
+    if (std::filesystem::remove_all(doomed, error) == static_cast<std::uintmax_t>(-1)) {
+      return absl::InternalError(absl::StrCat("cannot remove ", own[i], " (moved to ", doomed, "): ", error.message()));
     }
   }
   return absl::OkStatus();

@@ -29,7 +29,7 @@ grep -q '"checkpoints":12,"checkpoint_stall_ms":' "$tmp/saving.out" ||
 cmp -s <(tail -n 1 "$tmp/full.out" | sed 's/"samples_per_sec":[0-9.]*//') \
   <(tail -n 1 "$tmp/saving.out" | sed 's/"samples_per_sec":[0-9.]*//; s/,"checkpoints".*}/}/') ||
   fail "checkpointing changed the run: $(tail -n 1 "$tmp/saving.out")"
-ls -A "$tmp/ck" | grep -v '^step-' && fail "left-overs in the checkpoint folder: $(ls -A "$tmp/ck")"
+ls -A "$tmp/ck" | grep -v '^step-' | grep -vx '.lock' && fail "left-overs in the checkpoint folder: $(ls -A "$tmp/ck")"
 
 # The parameters file is what PyTorch's load_state_dict(strict=True) takes: parameters only.
 /usr/bin/env python3 - "$(step "$tmp/ck" 50)/model.safetensors" <<'PY' || fail "model.safetensors keys"
