@@ -46,14 +46,19 @@ void OnReaped(KeeperState& k, pid_t pid, int status) {
   k.running.erase(it);
 }
 
-// Leaves the stop signals to launch (a Ctrl-C reaches the keeper too: it is in launch's process
-// group), takes SIGCHLD through a signalfd and becomes a child subreaper. The signalfd, or -1
-// (reported).
+// Leaves launch's process group, so that a signal to the whole group (timeout(1) sends its
+// SIGKILL so) cannot end launch and its keeper at once; leaves the stop signals to launch;
+// takes SIGCHLD through a signalfd; becomes a child subreaper. The signalfd, or -1 (reported).
 int SetUpKeeper() {
+  if (setpgid(0, 0) != 0) {
+    Failed("setpgid in the keeper");
+    return -1;
+  }
   struct sigaction action {};
   sigemptyset(&action.sa_mask);
   action.sa_handler = SIG_IGN;
-  for (int sig : {SIGINT, SIGTERM, SIGHUP}) sigaction(sig, &action, nullptr);
+  // SIGTTOU: out of the terminal's foreground group now, a keeper that prints must not stop.
+  for (int sig : {SIGINT, SIGTERM, SIGHUP, SIGTTOU}) sigaction(sig, &action, nullptr);
   action.sa_handler = SIG_DFL;  // not SIG_IGN: that would reap the children unseen
   sigaction(SIGCHLD, &action, nullptr);
   sigset_t child;

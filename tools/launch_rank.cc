@@ -27,7 +27,7 @@ namespace {
   if (prctl(PR_SET_PDEATHSIG, SIGKILL) != 0) fail("prctl(PR_SET_PDEATHSIG)");
   if (getppid() != parent) _exit(1);  // the keeper died before prctl took effect
   if (dup2(pipes.out, 1) < 0 || dup2(pipes.err, 2) < 0) fail("dup2");
-  for (int sig : {SIGINT, SIGTERM, SIGCHLD, SIGHUP, SIGPIPE}) signal(sig, SIG_DFL);
+  for (int sig : {SIGINT, SIGTERM, SIGCHLD, SIGHUP, SIGPIPE, SIGTTOU}) signal(sig, SIG_DFL);
   sigprocmask(SIG_SETMASK, &mask, nullptr);
   execvp(args[0], args);
   std::fprintf(stderr, "launch: cannot run %s: %s\n", args[0], strerror(errno));

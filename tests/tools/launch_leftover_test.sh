@@ -4,7 +4,8 @@
 # escape the usual ways: one ignores SIGTERM (in the rank's process group), one runs in its own
 # session (setsid), and one is orphaned (a double fork). Processes are found by a tag in their
 # environment (/proc/PID/environ), which every descendant of launch inherits; the rendezvous
-# folder launch made in TMPDIR must be gone too.
+# folder launch made in TMPDIR must be gone too. SIGKILL also goes to launch's whole process
+# group at once, and to launch's keeper (launch then cleans up itself).
 set -uo pipefail
 launch="$1"
 tmp="${TEST_TMPDIR:-$(mktemp -d)}"
@@ -56,31 +57,49 @@ rank='(trap "" TERM INT HUP; exec sleep 300) &
   echo ready; while true; do sleep 0.1; done'
 
 # Starts launch with two such ranks in a fresh TMPDIR, waits for them and their children, sends
-# launch `signal`, and checks its status, the processes and the folder.
+# `signal` to `target` (launch; launch's process group, as timeout(1) sends its signal; or
+# launch's keeper, its only child), and checks launch's status, the processes and the folder.
 stop_with() {
-  local signal="$1" want_status="$2"
-  local tag="leftover-$$-$signal" dir="$tmp/$signal"
+  local name="$1" target="$2" signal="$3" want_status="$4"
+  local tag="leftover-$$-$name" dir="$tmp/$name"
   mkdir -p "$dir/tmpdir"
-  TMPDIR="$dir/tmpdir" KILN_LEFTOVER_TAG="$tag" "$launch" --nproc=2 --grace=1 -- bash -c "$rank" \
+  # setsid: launch leads its own process group (a background job of this script does not).
+  TMPDIR="$dir/tmpdir" KILN_LEFTOVER_TAG="$tag" setsid "$launch" --nproc=2 --grace=1 -- bash -c "$rank" \
     >"$dir/out" 2>"$dir/err" &
   local pid=$! count=0
   for _ in $(seq 150); do
     [[ $(grep -c ready "$dir/out") -eq 2 ]] && count=$(wc -w <<<"$(tagged "$tag")") && ((count >= 8)) && break
     sleep 0.1
   done
-  ((count >= 8)) || fail "$signal: the ranks and their children did not start ($count tagged): $(cat "$dir/out" "$dir/err")"
-  [[ -n "$(ls -A "$dir/tmpdir")" ]] || fail "$signal: launch made no rendezvous folder in TMPDIR"
-  kill -"$signal" "$pid"
+  ((count >= 8)) || fail "$name: the ranks and their children did not start ($count tagged): $(cat "$dir/out" "$dir/err")"
+  [[ -n "$(ls -A "$dir/tmpdir")" ]] || fail "$name: launch made no rendezvous folder in TMPDIR"
+  case $target in
+    launch) kill -"$signal" "$pid" ;;
+    group)
+      [[ $(cut -d' ' -f5 "/proc/$pid/stat") == "$pid" ]] || fail "$name: launch does not lead its process group"
+      kill -"$signal" -- "-$pid"
+      ;;
+    keeper)
+      local keeper
+      keeper=$(grep -l "^PPid:[[:space:]]*$pid\$" /proc/[0-9]*/status 2>/dev/null | cut -d/ -f3)
+      [[ $(wc -w <<<"$keeper") -eq 1 ]] || fail "$name: launch has not one child but '$keeper'"
+      kill -"$signal" $keeper
+      ;;
+  esac
   wait "$pid" 2>/dev/null  # bash would report the kill
   local status=$?
-  [[ $status -eq $want_status ]] || fail "$signal: launch exited $status, not $want_status: $(cat "$dir/err")"
-  expect_none_left "$signal to launch" "$tag"
+  [[ $status -eq $want_status ]] || fail "$name: launch exited $status, not $want_status: $(cat "$dir/err")"
+  expect_none_left "$name" "$tag"
   for _ in $(seq 50); do [[ -z "$(ls -A "$dir/tmpdir")" ]] && break; sleep 0.1; done
-  [[ -z "$(ls -A "$dir/tmpdir")" ]] || fail "$signal: the rendezvous folder was left behind: $(ls -A "$dir/tmpdir")"
+  [[ -z "$(ls -A "$dir/tmpdir")" ]] || fail "$name: the rendezvous folder was left behind: $(ls -A "$dir/tmpdir")"
 }
-stop_with TERM 143
-stop_with INT 130
-stop_with KILL 137
+stop_with TERM launch TERM 143
+stop_with INT launch INT 130
+stop_with KILL launch KILL 137
+stop_with group-KILL group KILL 137
+stop_with keeper-KILL keeper KILL 1
+grep -qx "launch: the keeper of generation 0 (pid [0-9]*) was killed by signal 9 (Killed); stopping the ranks" \
+  "$tmp/keeper-KILL/err" || fail "no message for the keeper's death: $(cat "$tmp/keeper-KILL/err")"
 
 # Across a restart: rank 0 of generation 0 fails once every child is up; when generation 1
 # says it is running, nothing of generation 0 may be left. Then SIGTERM ends generation 1
