@@ -145,6 +145,7 @@ void Supervisor::ReadSignals() {
 }
 
 void Supervisor::ReadReports() {
+  if (keeper_gone_) return;
   char buf[4096];
   const ssize_t n = read(keeper_.reports(), buf, sizeof(buf));
   if (n < 0 && (errno == EAGAIN || errno == EINTR)) return;

@@ -106,9 +106,10 @@ void Forward(const KeeperState& k, int sig) {
 [[noreturn]] void End(KeeperState& k, bool launch_gone) {
   const std::string& dir = k.plan.rendezvous_dir;
   if (launch_gone) {
-    std::fprintf(
-        stderr, "launch: keeper of generation %d: launch (pid %d) is gone; killing what is left of the generation%s\n",
-        k.plan.generation, static_cast<int>(k.launch), dir.empty() ? "" : absl::StrCat(" and removing ", dir).c_str());
+    const std::string removing = dir.empty() ? "" : absl::StrCat(" and removing ", dir);
+    std::fprintf(stderr,
+                 "launch: keeper of generation %d: launch (pid %d) is gone; killing what is left of the generation%s\n",
+                 k.plan.generation, static_cast<int>(k.launch), removing.c_str());
   }
   KillDescendants([&k](pid_t pid, int status) { OnReaped(k, pid, status); });
   if (launch_gone && !dir.empty()) RemoveTree(dir);
@@ -151,30 +152,24 @@ void Forward(const KeeperState& k, int sig) {
   Serve(k, child_signals);
 }
 
-}  // namespace
-
-std::optional<Keeper> Keeper::Start(KeeperPlan& plan) {
-  const auto close_pipes = [&plan] {
-    for (const RankPipes& p : plan.pipes) {
-      close(p.out);
-      close(p.err);
-    }
-  };
-  int control[2], reports[2];
+// The control and report pipes; false (reported) when pipe2 fails.
+bool MakePipes(int control[2], int reports[2]) {
   if (pipe2(control, O_CLOEXEC) != 0) {
     Failed("pipe2 for the keeper");
-    close_pipes();
-    return std::nullopt;
+    return false;
   }
   if (pipe2(reports, O_CLOEXEC) != 0) {
     Failed("pipe2 for the keeper");
     close(control[0]);
     close(control[1]);
-    close_pipes();
-    return std::nullopt;
+    return false;
   }
-  // Signals wait until the keeper has set its own handlers: one caught by launch's handler in
-  // the keeper would pass for a signal sent to launch.
+  return true;
+}
+
+// Forks the keeper; its pid, or -1 (errno set). Signals wait until the keeper has set its own
+// handlers: one caught by launch's handler in the keeper would pass for a signal sent to launch.
+pid_t ForkKeeper(const KeeperPlan& plan, const int control[2], const int reports[2]) {
   sigset_t all, old;
   sigfillset(&all);
   sigprocmask(SIG_BLOCK, &all, &old);
@@ -188,21 +183,42 @@ std::optional<Keeper> Keeper::Start(KeeperPlan& plan) {
   }
   const int fork_errno = errno;
   sigprocmask(SIG_SETMASK, &old, nullptr);
+  errno = fork_errno;
+  return pid;
+}
+
+}  // namespace
+
+std::optional<Keeper> Keeper::Start(KeeperPlan& plan) {
+  int control[2], reports[2];
+  const bool piped = MakePipes(control, reports);
+  const pid_t pid = piped ? ForkKeeper(plan, control, reports) : -1;
+  const int fork_errno = errno;
+  for (const RankPipes& p : plan.pipes) {  // the keeper's now
+    close(p.out);
+    close(p.err);
+  }
+  if (!piped) return std::nullopt;
   close(control[0]);
   close(reports[1]);
-  close_pipes();
   Keeper keeper;
   keeper.control_ = control[1];
   keeper.reports_ = reports[0];
-  if (pid < 0 || fcntl(reports[0], F_SETFL, O_NONBLOCK) != 0) {
-    errno = pid < 0 ? fork_errno : errno;
-    Failed(pid < 0 ? "fork for the keeper" : "fcntl(O_NONBLOCK) for the keeper's reports");
+  if (pid < 0) {
+    errno = fork_errno;
+    Failed("fork for the keeper");
     keeper.Finish();
     close(reports[0]);
-    if (pid > 0) waitpid(pid, nullptr, 0);
     return std::nullopt;
   }
   keeper.pid_ = pid;
+  if (fcntl(reports[0], F_SETFL, O_NONBLOCK) != 0) {
+    Failed("fcntl(O_NONBLOCK) for the keeper's reports");
+    keeper.Finish();  // the keeper kills the ranks it started, and ends
+    close(reports[0]);
+    waitpid(pid, nullptr, 0);
+    return std::nullopt;
+  }
   return keeper;
 }
 
