@@ -9,6 +9,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/strip.h"
 #include "distributed/process/launch_env.h"
+#include "tools/launch_backoff.h"
 
 namespace kiln::launch {
 namespace {
@@ -23,6 +24,11 @@ bool AllOf(absl::string_view s, absl::string_view allowed) {
   return !s.empty() && s.find_first_not_of(allowed) == absl::string_view::npos;
 }
 
+// Seconds as a plain decimal in 0..max, which also keeps out nan, inf, exponents and signs.
+bool ParseSeconds(absl::string_view arg, double max, double* seconds) {
+  return AllOf(arg, "0123456789.") && absl::SimpleAtod(arg, seconds) && *seconds >= 0 && *seconds <= max;
+}
+
 }  // namespace
 
 // An argument as a message shows it: escaped, and cut so that a huge one gives a short line.
@@ -35,7 +41,7 @@ std::string Quote(absl::string_view value) {
 [[noreturn]] void Usage(const std::string& why) {
   std::fprintf(stderr,
                "launch: %s\nusage: launch --nproc=N [--rendezvous=file:///dir|redis://host:port] "
-               "[--grace=SECONDS] [--max_restarts=R] [--] program [args...]\n",
+               "[--grace=SECONDS] [--max_restarts=R] [--restart_backoff=SECONDS] [--] program [args...]\n",
                why.c_str());
   std::exit(2);
 }
@@ -61,9 +67,7 @@ Options ParseOptions(int argc, char** argv) {
         Usage(absl::StrCat("--rendezvous: ", s.message()));
       }
     } else if (absl::ConsumePrefix(&arg, "--grace=")) {
-      // Plain decimals only, which also keeps out nan, inf, exponents and signs.
-      if (!AllOf(arg, "0123456789.") || !absl::SimpleAtod(arg, &o.grace) || !(o.grace >= 0) ||
-          o.grace > kMaxGraceSeconds) {
+      if (!ParseSeconds(arg, kMaxGraceSeconds, &o.grace)) {
         Usage(absl::StrCat("--grace=", Quote(arg), ": expected seconds in 0..", kMaxGraceSeconds,
                            " (a decimal number such as 2.5)"));
       }
@@ -71,6 +75,11 @@ Options ParseOptions(int argc, char** argv) {
       if (!AllOf(arg, "0123456789") || !absl::SimpleAtoi(arg, &o.max_restarts) || o.max_restarts > kMaxRestartCount) {
         Usage(absl::StrCat("--max_restarts=", Quote(arg), ": expected a whole number of restarts in 0..",
                            kMaxRestartCount));
+      }
+    } else if (absl::ConsumePrefix(&arg, "--restart_backoff=")) {
+      if (!ParseSeconds(arg, kMaxRestartBackoffSeconds, &o.restart_backoff)) {
+        Usage(absl::StrCat("--restart_backoff=", Quote(arg), ": expected seconds in 0..", kMaxRestartBackoffSeconds,
+                           " (a decimal number such as 0.5)"));
       }
     } else {
       Usage(absl::StrCat("unknown flag ", Quote(arg)));

@@ -15,6 +15,7 @@ struct Options {
   std::string rendezvous;            // empty: a fresh directory that launch makes
   double grace = 5;                  // seconds from SIGTERM to SIGKILL when stopping the ranks
   int max_restarts = 0;              // 0: a failed rank ends the run
+  double restart_backoff = 1;        // seconds before the first restart, doubling after each
   std::vector<std::string> command;  // the program and its arguments
 };
 

@@ -11,6 +11,10 @@ compare="$3"
 tmp="${TEST_TMPDIR:-$(mktemp -d)}"
 failures=0
 fail() { echo "FAIL: $*"; failures=$((failures + 1)); }
+# Launch's ranks: the children of its keeper, launch's one child (tools/launch_keeper.h). Walks
+# /proc: procps (pgrep) may be missing.
+children_of() { grep -l "^PPid:[[:space:]]*$1\$" /proc/[0-9]*/status 2>/dev/null | cut -d/ -f3 | sort -n; }
+ranks_of_launch() { children_of "$(children_of "$1")"; }
 
 common=(--train_limit=2048 --epochs=1 --batch_size=64 --threads=1)
 
@@ -83,7 +87,7 @@ echo "survivor: $(grep '^train:' "$tmp/kill0.out") after $elapsed_ms ms"
 "$launch" --nproc=2 -- "$train" "${long[@]}" >"$tmp/launch-kill.out" 2>&1 &
 launcher=$!
 for _ in $(seq 900); do grep -q '^\[rank 0\] epoch 1/3 step' "$tmp/launch-kill.out" && break; sleep 0.2; done
-ranks=$(pgrep -P $launcher)
+ranks=$(ranks_of_launch $launcher)
 victim=$(tail -n 1 <<<"$ranks")
 kill -9 "$victim"
 for _ in $(seq 100); do kill -0 $launcher 2>/dev/null || break; sleep 0.1; done

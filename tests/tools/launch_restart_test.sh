@@ -21,12 +21,13 @@ status=$?
 want=$(grep '^\[rank 0\] final state' "$tmp/out")
 [[ -n "$want" ]] || fail "uninterrupted run printed no final state: $(cat "$tmp/out")"
 
+# (--restart_backoff=0 here: launch_backoff_test times the waits.)
 # Cut twice (a SIGKILL, then an exit 1 of another rank), restarted twice: the same state, and
 # each generation resumed where the last checkpoint was. A given store and token (passed
 # through unchanged, so the same in every generation) leave only the generation's keys to
 # keep the generations apart.
 mkdir "$tmp/cut" "$tmp/store"
-KILN_RUN_TOKEN=0123456789abcdef0123456789abcdef "$launch" --nproc=3 --max_restarts=2 \
+KILN_RUN_TOKEN=0123456789abcdef0123456789abcdef "$launch" --nproc=3 --max_restarts=2 --restart_backoff=0 \
   --rendezvous="file://$tmp/store" -- "$worker" --checkpoint="$tmp/cut" --steps=20 \
   --fail=0,1,5,kill --fail=1,2,4,exit >"$tmp/out" 2>"$tmp/err"
 status=$?
@@ -35,8 +36,10 @@ got=$(grep '^\[rank 0\] final state' "$tmp/out")
 [[ "$got" == "$want" ]] || fail "restarted run ended with '$got', not '$want'"
 expected="launch: rank 1 (pid P) was killed by signal 9 (Killed) in generation 0; stopping the other ranks
 launch: restart 1 of 2: rank 1 was killed by signal 9 (Killed) in generation 0; starting all 3 rank(s) again as generation 1
+launch: restarting in 0 s (generation 1 of 2)
 launch: rank 2 (pid P) exited with status 1 in generation 1; stopping the other ranks
-launch: restart 2 of 2: rank 2 exited with status 1 in generation 1; starting all 3 rank(s) again as generation 2"
+launch: restart 2 of 2: rank 2 exited with status 1 in generation 1; starting all 3 rank(s) again as generation 2
+launch: restarting in 0 s (generation 2 of 2)"
 [[ "$(launch_lines "$tmp/err")" == "$expected" ]] || fail "restart messages: $(cat "$tmp/err")"
 for r in 0 1 2; do
   for gs in "0 0" "1 5" "2 9"; do
@@ -49,21 +52,23 @@ done
 
 # A rank that fails on every start: N restarts, then launch gives up with its status.
 mkdir "$tmp/every"
-"$launch" --nproc=2 --max_restarts=2 -- "$worker" --checkpoint="$tmp/every" --steps=20 --fail='*,0,2,exit' \
+"$launch" --nproc=2 --max_restarts=2 --restart_backoff=0 -- "$worker" --checkpoint="$tmp/every" --steps=20 --fail='*,0,2,exit' \
   >"$tmp/out" 2>"$tmp/err"
 status=$?
 [[ $status -eq 1 ]] || fail "failing on every start: status $status, not 1"
 expected="launch: rank 0 (pid P) exited with status 1 in generation 0; stopping the other ranks
 launch: restart 1 of 2: rank 0 exited with status 1 in generation 0; starting all 2 rank(s) again as generation 1
+launch: restarting in 0 s (generation 1 of 2)
 launch: rank 0 (pid P) exited with status 1 in generation 1; stopping the other ranks
 launch: restart 2 of 2: rank 0 exited with status 1 in generation 1; starting all 2 rank(s) again as generation 2
+launch: restarting in 0 s (generation 2 of 2)
 launch: rank 0 (pid P) exited with status 1 in generation 2; stopping the other ranks
 launch: giving up after 2 restart(s): rank 0 exited with status 1 in generation 2; exiting with status 1"
 [[ "$(launch_lines "$tmp/err")" == "$expected" ]] || fail "give-up messages: $(cat "$tmp/err")"
 [[ $(cat "$tmp/every/checkpoint") == "6 "* ]] || fail "three generations of 2 steps: checkpoint $(cat "$tmp/every/checkpoint")"
 # Killed by a signal on every start: 128 + 9.
 mkdir "$tmp/killed"
-"$launch" --nproc=2 --max_restarts=1 -- "$worker" --checkpoint="$tmp/killed" --steps=20 --fail='*,1,0,kill' \
+"$launch" --nproc=2 --max_restarts=1 --restart_backoff=0 -- "$worker" --checkpoint="$tmp/killed" --steps=20 --fail='*,1,0,kill' \
   >"$tmp/out" 2>"$tmp/err"
 status=$?
 [[ $status -eq 137 ]] || fail "killed on every start: status $status, not 137"
@@ -84,7 +89,7 @@ status=$?
 # Every rank sees its generation; the rendezvous address and run id stay, the token launch
 # makes is new in each generation. Rank 0 fails in generations 0 and 1, late enough for rank 1
 # to have printed.
-"$launch" --nproc=2 --max_restarts=3 -- bash -c 'echo "gen $KILN_RESTART_COUNT $KILN_RENDEZVOUS $KILN_RUN_ID $(sha256sum <<<"$KILN_RUN_TOKEN" | cut -c1-16)"
+"$launch" --nproc=2 --max_restarts=3 --restart_backoff=0 -- bash -c 'echo "gen $KILN_RESTART_COUNT $KILN_RENDEZVOUS $KILN_RUN_ID $(sha256sum <<<"$KILN_RUN_TOKEN" | cut -c1-16)"
   [[ $KILN_RANK == 1 || $KILN_RESTART_COUNT == 2 ]] || { sleep 0.5; exit 4; }' >"$tmp/out" 2>"$tmp/err"
 status=$?
 [[ $status -eq 0 ]] || fail "generation variable run: status $status: $(cat "$tmp/err")"
