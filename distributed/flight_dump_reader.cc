@@ -175,9 +175,11 @@ class Handler {
     return false;
   }
   std::string EntryWhere() const { return absl::StrCat("entry ", entries_); }
+  // Where the value being read is, for a message (built only when one is needed).
+  std::string Where() const { return at_ == kTop ? "the dump" : EntryWhere(); }
   // A value that is an integer in [lo, hi] (the checks that need no other key).
-  absl::Status IntegerIn(const Value& v, const char* key, int64_t lo, int64_t hi, const std::string& where) const;
-  absl::Status TextOf(const Value& v, const char* key, const std::string& where, std::string* out) const;
+  absl::Status IntegerIn(const Value& v, const char* key, int64_t lo, int64_t hi) const;
+  absl::Status TextOf(const Value& v, const char* key, std::string* out) const;
   // The head's `members` and `capacity`, once they are there and valid.
   std::optional<int> Members() const;
   std::optional<int64_t> MaxEntries() const;
@@ -202,8 +204,9 @@ class Handler {
   size_t max_member_entry_ = 0;
 };
 
-absl::Status Handler::IntegerIn(const Value& v, const char* key, int64_t lo, int64_t hi,
-                                const std::string& where) const {
+absl::Status Handler::IntegerIn(const Value& v, const char* key, int64_t lo, int64_t hi) const {
+  if (v.kind == Value::kInteger && !v.too_big && v.integer >= lo && v.integer <= hi) return absl::OkStatus();
+  const std::string where = Where();
   if (v.kind != Value::kInteger) return Bad(where, absl::StrCat("'", key, "' is not an integer"));
   // Unsigned values past int64 are out of range by any bound here.
   if (v.too_big) return Bad(where, absl::StrCat("'", key, "' is out of range"));
@@ -213,7 +216,12 @@ absl::Status Handler::IntegerIn(const Value& v, const char* key, int64_t lo, int
   return absl::OkStatus();
 }
 
-absl::Status Handler::TextOf(const Value& v, const char* key, const std::string& where, std::string* out) const {
+absl::Status Handler::TextOf(const Value& v, const char* key, std::string* out) const {
+  if (v.kind == Value::kString && v.text->size() <= kMaxFlightText) {
+    out->assign(*v.text);
+    return absl::OkStatus();
+  }
+  const std::string where = Where();
   if (v.kind != Value::kString) return Bad(where, absl::StrCat("'", key, "' is not a string"));
   if (v.text->size() > kMaxFlightText) {
     return Bad(where, absl::StrCat("'", key, "' is longer than ", kMaxFlightText, " bytes"));
@@ -263,18 +271,17 @@ bool Handler::OnValue(const Value& v) {
 
 bool Handler::key(std::string& k) {
   if (skip_ > 0) return true;
-  const std::string where = at_ == kTop ? "the dump" : EntryWhere();
   bool* seen = at_ == kTop ? head_seen_ : entry_seen_;
   key_ = at_ == kTop ? Find(kHeadKeys, k) : Find(kEntryKeys, k);
   if (key_ >= 0) {
-    if (seen[key_]) return Fail(Bad(where, absl::StrCat("'", k, "' appears twice")));
+    if (seen[key_]) return Fail(Bad(Where(), absl::StrCat("'", k, "' appears twice")));
     seen[key_] = true;
   }
   return true;
 }
 
 bool Handler::HeadValue(const Value& v) {
-  const std::string where = "the dump";
+  const char* where = "the dump";
   absl::Status s;
   switch (key_) {
     case -1:
@@ -282,28 +289,27 @@ bool Handler::HeadValue(const Value& v) {
       return true;
     case kFormat: {
       std::string format;
-      s = TextOf(v, kHeadKeys[kFormat], where, &format);
+      s = TextOf(v, kHeadKeys[kFormat], &format);
       if (s.ok() && format != kFlightDumpFormat) {
         s = Bad(where, absl::StrCat("'format' is '", format, "', not '", kFlightDumpFormat, "'"));
       }
       break;
     }
-    case kReason: s = TextOf(v, kHeadKeys[kReason], where, &d_.reason); break;
-    case kDiagnosis: s = TextOf(v, kHeadKeys[kDiagnosis], where, &d_.diagnosis); break;
+    case kReason: s = TextOf(v, kHeadKeys[kReason], &d_.reason); break;
+    case kDiagnosis: s = TextOf(v, kHeadKeys[kDiagnosis], &d_.diagnosis); break;
     case kEntries:
       if (v.kind != Value::kArray) return Fail(Bad(where, "'entries' is not an array"));
       at_ = kEntryList;
       return true;
     default:
       // Ranges that depend on other keys (rank < world_size) are checked at the end.
-      s = IntegerIn(v, kHeadKeys[key_], std::numeric_limits<int64_t>::min(), kMaxTime, where);
+      s = IntegerIn(v, kHeadKeys[key_], std::numeric_limits<int64_t>::min(), kMaxTime);
       head_int_[key_] = v.integer;
   }
   return s.ok() || Fail(std::move(s));
 }
 
 bool Handler::EntryValue(const Value& v) {
-  const std::string where = EntryWhere();
   absl::Status s;
   int64_t* const times[] = {&e_.enqueued_us, &e_.started_us, &e_.ended_us};
   switch (key_) {
@@ -311,32 +317,32 @@ bool Handler::EntryValue(const Value& v) {
       if (v.kind == Value::kObject || v.kind == Value::kArray) skip_ = 1;
       return true;
     case kMember:
-      s = IntegerIn(v, "member", 0, Members().value_or(kMaxFlightMembers) - 1, where);
+      s = IntegerIn(v, "member", 0, Members().value_or(kMaxFlightMembers) - 1);
       e_.member = static_cast<int>(v.integer);
       break;
     // Sequence numbers stay exact in any JSON reader (2^53).
     case kSeq:
-      s = IntegerIn(v, "seq", 0, int64_t{1} << 53, where);
+      s = IntegerIn(v, "seq", 0, int64_t{1} << 53);
       e_.seq = static_cast<uint64_t>(v.integer);
       break;
-    case kOp: s = TextOf(v, "op", where, &e_.op); break;
-    case kTag: s = TextOf(v, "tag", where, &e_.tag); break;
-    case kDtype: s = TextOf(v, "dtype", where, &e_.dtype); break;
-    case kError: s = TextOf(v, "error", where, &e_.error); break;
+    case kOp: s = TextOf(v, "op", &e_.op); break;
+    case kTag: s = TextOf(v, "tag", &e_.tag); break;
+    case kDtype: s = TextOf(v, "dtype", &e_.dtype); break;
+    case kError: s = TextOf(v, "error", &e_.error); break;
     case kState:
-      s = TextOf(v, "state", where, &e_.state);
+      s = TextOf(v, "state", &e_.state);
       if (s.ok() && std::find(std::begin(kStates), std::end(kStates), e_.state) == std::end(kStates)) {
-        s = Bad(where, absl::StrCat("'state' is '", e_.state, "', not one of ", absl::StrJoin(kStates, ", ")));
+        s = Bad(EntryWhere(), absl::StrCat("'state' is '", e_.state, "', not one of ", absl::StrJoin(kStates, ", ")));
       }
       break;
     case kEnqueuedUs:
     case kStartedUs:
     case kEndedUs:
-      s = IntegerIn(v, kEntryKeys[key_], 0, kMaxTime, where);
+      s = IntegerIn(v, kEntryKeys[key_], 0, kMaxTime);
       *times[key_ - kEnqueuedUs] = v.integer;
       break;
     case kShape:
-      if (v.kind != Value::kArray) return Fail(Bad(where, "'shape' is not an array"));
+      if (v.kind != Value::kArray) return Fail(Bad(EntryWhere(), "'shape' is not an array"));
       at_ = kShapeList;
       return true;
   }
@@ -376,9 +382,9 @@ bool Handler::end_object() {
 }
 
 bool Handler::FinishEntry() {
-  const std::string where = EntryWhere();
   for (size_t k = 0; k < std::size(kEntryKeys); ++k) {
     if (entry_seen_[k]) continue;
+    const std::string where = EntryWhere();
     if (k == kShape) return Fail(Bad(where, "'shape' is not an array"));
     return Fail(Bad(where, absl::StrCat("'", kEntryKeys[k], "' is missing")));
   }

@@ -48,6 +48,7 @@ class FlightMerge {
     uint16_t member;
     uint8_t state;
   };
+  static_assert(sizeof(Call) == 56, "the size this header and the tool's --help state");
   struct Dump {
     std::string file, diagnosis;
     int group, rank, world_size, members;

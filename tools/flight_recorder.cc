@@ -23,9 +23,9 @@
 
 namespace {
 
-// What one run reads, all dumps together, checked against their sizes before reading any:
-// the reader streams and keeps about a quarter of a dump's bytes (each call in 56 bytes of the
-// ~250 it takes in the file), so memory stays under the input's size.
+// What one run reads, all dumps together, checked against their sizes before reading any. The
+// merge's memory follows the input's size (FlightMerge keeps a call, 132 bytes or more in a
+// file, in 56), so this bounds it too.
 constexpr uint64_t kMaxInputBytes = uint64_t{1} << 30;
 
 constexpr char kUsage[] = "usage: flight_recorder [--tail=N] DIR_OR_DUMP...";
@@ -42,10 +42,11 @@ int Help() {
       "timeline per device group, names the first call at which the ranks diverged, and ends with one\n"
       "JSON line.\n"
       "  --tail=N  the last N calls of each timeline (default: all)\n"
-      "Reads at most %llu bytes (1 GiB) of dumps in all, the files together, and so at most about\n"
-      "8 million calls (a call takes 132 bytes or more); larger inputs are refused before reading,\n"
-      "and at most %d members (ranks times members each). Memory: about a quarter of the dumps' size\n"
-      "for dumps as the recorder writes them, and never more than their size.\n"
+      "Reads at most %llu bytes (1 GiB) of dumps in all, the files together, and refuses more before\n"
+      "reading any (so at most about 8 million calls: one takes 132 bytes or more); at most %d members\n"
+      "(ranks times members each) in all. Dumps stream in and each call is kept in 56 bytes, its\n"
+      "texts once however many calls share them: memory is about 0.3x the dumps' size as the recorder\n"
+      "writes them, 0.6x for the smallest calls with every text distinct.\n"
       "Exit 0 with a report, 2 on bad input (naming the file), 1 on a runtime failure.\n",
       kUsage, static_cast<unsigned long long>(kMaxInputBytes), kiln::tools::FlightMerge::kMaxMembers);
   return 0;
