@@ -1,5 +1,6 @@
 #include "tools/flight_strings.h"
 
+#include <algorithm>
 #include <cstring>
 
 #include "absl/hash/hash.h"
@@ -15,11 +16,20 @@ absl::StatusOr<uint32_t> FlightStrings::Intern(absl::string_view s) {
   if (s.size() > kMaxText) return absl::InvalidArgumentError(absl::StrCat("a text of more than ", kMaxText, " bytes"));
   if (const auto it = ids_.find(s); it != ids_.end()) return *it;
   const size_t need = 2 + s.size();
-  if (used_ + need > kChunk) {
+  if (!chunks_.empty() && used_ + need > capacity_ && used_ + need <= kChunk) {
+    // The last chunk grows, doubling, to kChunk: a small merge stays small.
+    const size_t grown = std::min(kChunk, std::max(2 * capacity_, used_ + need));
+    auto bigger = std::make_unique_for_overwrite<char[]>(grown);
+    std::memcpy(bigger.get(), chunks_.back().get(), used_);
+    chunks_.back() = std::move(bigger);
+    capacity_ = grown;
+  }
+  if (chunks_.empty() || used_ + need > capacity_) {
     if (chunks_.size() == (uint64_t{1} << 32) / kChunk) {
       return absl::ResourceExhaustedError("more than 4 GiB of distinct texts");
     }
-    chunks_.push_back(std::make_unique_for_overwrite<char[]>(kChunk));
+    capacity_ = std::max<size_t>(4096, need);
+    chunks_.push_back(std::make_unique_for_overwrite<char[]>(capacity_));
     used_ = 0;
   }
   char* at = chunks_.back().get() + used_;

@@ -1,8 +1,8 @@
 // The texts of a merge of flight recorder dumps (ops, tags, dtypes, shapes, errors), each kept
 // once however many calls carry it: a call holds 4-byte ids, and equal texts have equal ids.
-// A text is stored as a 2-byte length and its bytes in 1 MiB chunks (never moved, so growth
-// copies nothing), and its id is its place there; the index is a hash set of ids, 4 bytes a
-// slot, looked up by text.
+// A text is stored as a 2-byte length and its bytes in chunks of up to 1 MiB (a full chunk is
+// never moved, so growth copies little), and its id is its place there; the index is a hash
+// set of ids, 4 bytes a slot, looked up by text.
 #ifndef KILN_TOOLS_FLIGHT_STRINGS_H_
 #define KILN_TOOLS_FLIGHT_STRINGS_H_
 
@@ -28,6 +28,7 @@ class FlightStrings {
   // The id of `s`, kept if it is new. InvalidArgument past kMaxText; ResourceExhausted once
   // 4 GiB of texts are kept (ids are 32 bits).
   absl::StatusOr<uint32_t> Intern(absl::string_view s);
+  // Valid until the next Intern (the last chunk may move as it grows).
   absl::string_view Get(uint32_t id) const;
 
  private:
@@ -48,7 +49,7 @@ class FlightStrings {
   };
 
   std::vector<std::unique_ptr<char[]>> chunks_;
-  size_t used_ = kChunk;  // bytes used in the last chunk
+  size_t used_ = 0, capacity_ = 0;  // of the last chunk
   absl::flat_hash_set<uint32_t, Hash, Eq> ids_;
 };
 
