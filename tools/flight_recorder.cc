@@ -46,7 +46,7 @@ int Help() {
       "reading any (so at most about 8 million calls: one takes 132 bytes or more); at most %d members\n"
       "(ranks times members each) in all. Dumps stream in and each call is kept in 56 bytes, its\n"
       "texts once however many calls share them: memory is about 0.3x the dumps' size as the recorder\n"
-      "writes them, 0.6x for the smallest calls with every text distinct.\n"
+      "writes them, 0.6x for the smallest calls with every text distinct (the worst case measured).\n"
       "Exit 0 with a report, 2 on bad input (naming the file), 1 on a runtime failure.\n",
       kUsage, static_cast<unsigned long long>(kMaxInputBytes), kiln::tools::FlightMerge::kMaxMembers);
   return 0;
