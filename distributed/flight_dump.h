@@ -57,12 +57,16 @@ struct FlightDump {
 std::string FlightCallName(const FlightDumpEntry& e);
 // "all_reduce(sum) 'step 3 bucket 0' of f32[4]": as the call's signature (collective_call.h).
 std::string FlightSignature(const FlightDumpEntry& e);
+// The same from its texts; `dims` as "2,3".
+std::string FlightSignature(absl::string_view op, absl::string_view tag, absl::string_view dtype,
+                            absl::string_view dims);
 // "f32[2,3]".
 std::string FlightTensorName(const FlightDumpEntry& e);
 
 std::string FlightDumpToJson(const FlightDump& dump);
 
-// InvalidArgument naming the first thing that is not a dump within the bounds above.
+// InvalidArgument naming the first thing that is not a dump within the bounds above (a dump
+// of any size streams through ReadFlightDump, flight_dump_reader.h, instead).
 absl::StatusOr<FlightDump> ParseFlightDump(absl::string_view text);
 
 }  // namespace kiln::distributed

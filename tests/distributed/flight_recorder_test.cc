@@ -172,7 +172,7 @@ TEST(FlightRecorder, ParserNamesWhatIsWrong) {
   d.entries[0].state = "failed";
   d.entries.push_back(d.entries[0]);
   EXPECT_EQ(ParseFlightDump(FlightDumpToJson(d)).status().message(),
-            "the dump: holds 2 entries, more than 1 member(s) of 1 calls");
+            "the dump: holds more than 1 entries (1 member(s) of 1 calls)");
 }
 
 }  // namespace

@@ -200,6 +200,29 @@ TEST(FlightRecorderTool, BadInputExitsTwoNamingTheFile) {
       << missing.output;
 }
 
+// Texts come from outside: control bytes and backslashes reach the terminal escaped, so a
+// dump can neither clear the screen nor fake a report line.
+TEST(FlightRecorderTool, TextsFromDumpsAreEscaped) {
+  const std::string path = Fresh("escape");
+  FILE* f = std::fopen(path.c_str(), "w");
+  std::fputs(
+      R"({"format": "kiln-flight-recorder 1", "group": 0, "rank": 0, "world_size": 1, "members": 1, "capacity": 1,)"
+      R"( "dumped_us": 0, "reason": "", "diagnosis": "\u001b[2J", "entries": [{"member": 0, "seq": 0, "op": "x",)"
+      R"( "tag": "a\\b\nno divergence: \u009b", "dtype": "f32", "shape": [1], "enqueued_us": 5, "started_us": 0,)"
+      R"( "ended_us": 0, "state": "entered", "error": ""}]})",
+      f);
+  std::fclose(f);
+  ToolRun r = RunTool(path);
+  EXPECT_EQ(r.exit_code, 0) << r.output;
+  EXPECT_EQ(r.output, std::string("group 0: dumps of rank(s) 0 of 1, 1 member(s) each\n"
+                                  "  rank 0 saw: \\x1b[2J\n"
+                                  "        +0.000 ms  rank 0             seq 0        entered          ... ms  x "
+                                  "'a\\\\b\\x0ano divergence: \\xc2\\x9b' of f32[1]\n"
+                                  "no divergence: every member recorded the same calls from seq 0 to 0\n"
+                                  "{\"dumps\":1,\"groups\":[{\"first_divergence\":null,\"group\":0,\"members\":1,"
+                                  "\"missing_ranks\":[],\"ranks\":[0],\"world_size\":1}]}\n"));
+}
+
 }  // namespace
 }  // namespace kiln::distributed
 
