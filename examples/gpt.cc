@@ -24,6 +24,7 @@
 #include "distributed/group.h"
 #include "examples/checkpoint_flags.h"
 #include "examples/command_line.h"
+#include "examples/memory_budget.h"
 #include "examples/precision_flags.h"
 #include "examples/progress.h"
 #include "examples/run_checkpoints.h"
@@ -336,6 +337,17 @@ int Main(Config c) {
   if (c.batch < members) {
     throw UsageError{absl::StrCat("--batch_size=", c.batch, " is smaller than the ", members, " devices")};
   }
+  CheckMemory(EstimateGptMemory({.context = c.model.context,
+                                 .layers = c.model.layers,
+                                 .heads = c.model.heads,
+                                 .width = c.model.width,
+                                 .batch = c.batch,
+                                 .eval_batches = c.eval_batches,
+                                 .sample = c.sample > 0 ? c.sample + static_cast<int64_t>(c.prompt.size()) : 0,
+                                 .devices = static_cast<int64_t>(run.devices.size()),
+                                 .members = members,
+                                 .precision = c.precision.precision,
+                                 .corpus_bytes = CorpusBytes(c.data_dir)}));
   const auto corpus = data::LoadTextCorpus(c.data_dir);
   if (!corpus.ok()) throw UsageError{std::string(corpus.status().message())};
   const auto trained = distributed::MakeTrainingGroup(run.devices, run.group_options, [&](auto group) {

@@ -33,6 +33,7 @@
 #include "distributed/process/launch_env.h"
 #include "distributed/process/settings_agreement.h"
 #include "examples/command_line.h"
+#include "examples/memory_budget.h"
 #include "examples/progress.h"
 #include "examples/run_checkpoints.h"
 #include "examples/run_setup.h"
@@ -292,6 +293,12 @@ int Train(TrainConfig c) {
   if (c.batch_size < members) {
     throw UsageError{absl::StrCat("--batch_size=", c.batch_size, " is smaller than the ", members, " devices")};
   }
+  CheckMemory(EstimateTrainMemory({.model = c.model,
+                                   .batch = c.batch_size,
+                                   .train_limit = c.train_limit,
+                                   .devices = static_cast<int64_t>(devices.size()),
+                                   .members = members,
+                                   .precision = c.precision.precision}));
   // The list is one backend (validated): train with that backend's tensors.
   const auto trained = distributed::MakeTrainingGroup(devices, run.group_options, [&](auto group) {
     return TrainOn<typename std::decay_t<decltype(*group)>::Inner>(c, group, rank, processes);
