@@ -182,7 +182,7 @@ TEST(MemoryBudget, EstimatesGrowWithEverySize) {
             10 * EstimateTrainMemory({.model = "cnn", .batch = 64}).total());
 }
 
-// Peak RSS (VmHWM) of `binary args...`, its output thrown away; -1 when it failed.
+// Peak RSS (ru_maxrss) of `binary args...`, its output thrown away; -1 when it failed.
 double PeakBytes(const std::string& binary, std::vector<std::string> args) {
   args.insert(args.begin(), binary);
   std::vector<char*> argv;
@@ -217,19 +217,26 @@ void ExpectWithinBounds(const std::string& what, double estimate, double peak) {
 }
 
 // One step and one validation of a small GPT (~16 MiB), one whose attention maps dominate
-// (~0.9 GiB), one whose parameters and AdamW state dominate (~0.55 GiB).
+// (~0.9 GiB; also in bf16), one whose parameters and AdamW state dominate (~0.55 GiB), and
+// one with many tokens over two devices (~0.9 GiB).
 TEST(MemoryBudget, GptEstimateBoundsTheMeasuredPeak) {
   if (kSanitized) GTEST_SKIP() << "a sanitizer's shadow memory is not the program's";
   struct Case {
     int64_t batch, context, layers, heads, width;
+    int64_t devices = 1;
+    nn::Precision precision = nn::Precision::kF32;
   };
-  for (const Case& k : {Case{4, 16, 1, 2, 16}, Case{64, 256, 2, 4, 64}, Case{8, 64, 1, 4, 1024}}) {
+  for (const Case& k : {Case{4, 16, 1, 2, 16}, Case{64, 256, 2, 4, 64}, Case{8, 64, 1, 4, 1024},
+                        Case{256, 64, 2, 4, 128, 2}, Case{64, 256, 2, 4, 64, 1, nn::Precision::kBF16}}) {
     const GptMemoryConfig c{.context = k.context,
                             .layers = k.layers,
                             .heads = k.heads,
                             .width = k.width,
                             .batch = k.batch,
                             .eval_batches = 1,
+                            .devices = k.devices,
+                            .members = k.devices,
+                            .precision = k.precision,
                             .corpus_bytes = CorpusBytes(data::kFortunesDir)};
     const std::vector<std::string> args = {"--steps=1",
                                            "--eval_batches=1",
@@ -238,7 +245,11 @@ TEST(MemoryBudget, GptEstimateBoundsTheMeasuredPeak) {
                                            absl::StrCat("--context=", k.context),
                                            absl::StrCat("--layers=", k.layers),
                                            absl::StrCat("--heads=", k.heads),
-                                           absl::StrCat("--width=", k.width)};
+                                           absl::StrCat("--width=", k.width),
+                                           absl::StrCat("--precision=", nn::PrecisionName(k.precision)),
+                                           absl::StrCat("--devices=", k.devices == 1   ? "cpu:0"
+                                                                      : k.devices == 2 ? "cpu:0,cpu:1"
+                                                                                       : "cpu:0,cpu:1,cpu:2,cpu:3")};
     ExpectWithinBounds(absl::StrJoin(args, " "), EstimateGptMemory(c).total(), PeakBytes(gpt_binary, args));
   }
 }
