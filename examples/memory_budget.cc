@@ -235,8 +235,8 @@ std::string MemoryEstimate::Describe() const {
 // Fitted on an AMD EPYC (Zen 4, 2 cores, 23 GiB), glibc malloc, against the peak RSS of whole
 // runs (--steps=1 --eval_batches=1) over 18 configurations from 16 MiB to 2.8 GiB: widths
 // 16-1024, 0-8 layers, contexts 16-512, batches 4-256, 4-8 heads, 1-4 devices, f32/bf16/f16.
-// Estimate / peak: 1.08-1.70 (e.g. batch 64, context 256, 2 layers, width 64: 878 MiB peak,
-// 1282 MiB estimated; width 1024, 1 layer: 549 and 649; 8 layers: 2754 and 3167).
+// Estimate / peak: 1.1-1.7 (e.g. batch 64, context 256, 2 layers, width 64: 878 MiB peak,
+// 1282 MiB estimated; batch 8, context 64, width 1024, 1 layer: 549 and 649).
 MemoryEstimate EstimateGptMemory(const GptMemoryConfig& c) {
   const double d = static_cast<double>(c.width), s = static_cast<double>(c.context);
   const double h = static_cast<double>(c.heads), v = static_cast<double>(c.vocab);

@@ -34,7 +34,7 @@ grep -qaE 'libasan|libtsan' "$gpt" && sanitized=1
 capped() { if ((sanitized)); then "$@"; else prlimit --as=$((16 << 30)) "$@"; fi; }
 err=$(capped "$gpt" --width=4096 --layers=48 2>&1 >/dev/null); status=$?
 [[ $status -eq 2 && "$err" =~ ^gpt:\ this\ configuration\ needs\ about\ [0-9]{3}\.[0-9]\ GiB\ \(parameters,\ gradients\ and\ AdamW\ moments ]] ||
-  fail "a ~270 GiB configuration: exit $status, $err"
+  fail "a ~320 GiB configuration: exit $status, $err"
 [[ "$err" == *" is available (the least of MemAvailable "* ]] || fail "the memory available is not named: $err"
 if ((!sanitized)); then
   err=$(prlimit --as=$((4 << 30)) "$gpt" --width=1024 --layers=16 2>&1 >/dev/null); status=$?
