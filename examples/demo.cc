@@ -3,6 +3,8 @@
 // then one JSON line with the result.
 #include <chrono>
 #include <cstdio>
+#include <exception>
+#include <new>
 #include <string>
 
 #include "absl/flags/flag.h"
@@ -90,5 +92,11 @@ int main(int argc, char** argv) {
   } catch (const kiln::Error& e) {
     std::fprintf(stderr, "demo: %s\n", e.what());
     return 2;
+  } catch (const std::bad_alloc&) {
+    std::fprintf(stderr, "demo: out of memory (std::bad_alloc): lower --samples, --features or --classes\n");
+    return 1;
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "demo: %s\n", e.what());
+    return 1;
   }
 }

@@ -24,6 +24,7 @@
 #include "distributed/group.h"
 #include "examples/checkpoint_flags.h"
 #include "examples/command_line.h"
+#include "examples/memory_budget.h"
 #include "examples/precision_flags.h"
 #include "examples/progress.h"
 #include "examples/run_checkpoints.h"
@@ -334,11 +335,23 @@ int Main(Config c) {
                             .checkpoint = c.checkpoint,
                             .flight_recorder_dir = c.flight_recorder_dir},
                            std::move(agreed));
-  CheckpointPlan plan = PlanCheckpoints(c.checkpoints, run.group_options.process_group.get(), "gpt");
   const int64_t members = static_cast<int64_t>(run.devices.size()) * run.processes;
   if (c.batch < members) {
     throw UsageError{absl::StrCat("--batch_size=", c.batch, " is smaller than the ", members, " devices")};
   }
+  CheckMemory(EstimateGptMemory({.context = c.model.context,
+                                 .layers = c.model.layers,
+                                 .heads = c.model.heads,
+                                 .width = c.model.width,
+                                 .batch = c.batch,
+                                 .eval_batches = c.eval_batches,
+                                 .sample = c.sample > 0 ? c.sample + static_cast<int64_t>(c.prompt.size()) : 0,
+                                 .devices = static_cast<int64_t>(run.devices.size()),
+                                 .members = members,
+                                 .precision = c.precision.precision,
+                                 .corpus_bytes = CorpusBytes(c.data_dir)}));
+  // After the memory check: rank 0 reads the checkpoint it chooses.
+  CheckpointPlan plan = PlanCheckpoints(c.checkpoints, run.group_options.process_group.get(), "gpt");
   const auto corpus = data::LoadTextCorpus(c.data_dir);
   if (!corpus.ok()) throw UsageError{std::string(corpus.status().message())};
   const auto trained = distributed::MakeTrainingGroup(run.devices, run.group_options, [&](auto group) {

@@ -3,6 +3,8 @@
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
+#include <exception>
+#include <new>
 #include <string>
 #include <vector>
 
@@ -96,6 +98,14 @@ int RunMain(int argc, char** argv, const char* program, const char* summary, con
   } catch (const Error& e) {
     std::fprintf(stderr, "%s: %s\n", program, e.what());
     return 2;
+  } catch (const std::bad_alloc&) {
+    // Past the estimate (memory_budget.h): memory taken by someone else meanwhile, or an
+    // allocator's overhead the estimate does not see.
+    std::fprintf(stderr, "%s: out of memory (std::bad_alloc): the run needs more memory than is available\n", program);
+    return 1;
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "%s: %s\n", program, e.what());
+    return 1;
   }
 }
 

@@ -42,8 +42,8 @@ struct Run {
 Run SetUpRun(const RunFlags& flags, distributed::Settings settings);
 
 // A training program's main: the command line parsed strictly into the flags (--help prints
-// the usage with `summary`), then `run`. A UsageError or kiln::Error exits 2 and a RunFailure
-// 1, each with its message after "`program`: " on stderr.
+// the usage with `summary`), then `run`. A UsageError or kiln::Error exits 2; a RunFailure,
+// std::bad_alloc or any other exception 1, each with its message after "`program`: " on stderr.
 int RunMain(int argc, char** argv, const char* program, const char* summary, const std::function<int()>& run);
 
 }  // namespace kiln

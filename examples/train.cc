@@ -33,6 +33,7 @@
 #include "distributed/process/launch_env.h"
 #include "distributed/process/settings_agreement.h"
 #include "examples/command_line.h"
+#include "examples/memory_budget.h"
 #include "examples/progress.h"
 #include "examples/run_checkpoints.h"
 #include "examples/run_setup.h"
@@ -291,13 +292,20 @@ int Train(TrainConfig c) {
                             .checkpoint = c.checkpoint,
                             .flight_recorder_dir = c.flight_recorder_dir},
                            std::move(agreed));
-  CheckpointPlan plan = PlanCheckpoints(c.checkpoints, run.group_options.process_group.get(), "train");
   const std::vector<DispatchDevice>& devices = run.devices;
   const int rank = run.rank, processes = run.processes;
   const int64_t members = static_cast<int64_t>(devices.size()) * processes;
   if (c.batch_size < members) {
     throw UsageError{absl::StrCat("--batch_size=", c.batch_size, " is smaller than the ", members, " devices")};
   }
+  CheckMemory(EstimateTrainMemory({.model = c.model,
+                                   .batch = c.batch_size,
+                                   .train_limit = c.train_limit,
+                                   .devices = static_cast<int64_t>(devices.size()),
+                                   .members = members,
+                                   .precision = c.precision.precision}));
+  // After the memory check: rank 0 reads the checkpoint it chooses.
+  CheckpointPlan plan = PlanCheckpoints(c.checkpoints, run.group_options.process_group.get(), "train");
   // The list is one backend (validated): train with that backend's tensors.
   const auto trained = distributed::MakeTrainingGroup(devices, run.group_options, [&](auto group) {
     return TrainOn<typename std::decay_t<decltype(*group)>::Inner>(c, group, plan, rank, processes);

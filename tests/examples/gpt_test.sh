@@ -25,6 +25,23 @@ mkdir -p "$tmp/empty"
 expect_error "$tmp/empty holds no plain text file" --data_dir="$tmp/empty"
 expect_error "is smaller than the 2 devices" --batch_size=1 --devices=cpu:0,cpu:1
 
+# Memory: what cannot fit is refused (exit 2) before anything big is allocated, naming the
+# estimate, its biggest part and what is available; under ulimit -v (prlimit --as), naming that.
+# Sanitizers reserve terabytes of address space, so no --as limit under them; without one a
+# regression here must not take the machine's memory, hence the limit around the first run too.
+sanitized=0
+grep -qaE 'libasan|libtsan' "$gpt" && sanitized=1
+capped() { if ((sanitized)); then "$@"; else prlimit --as=$((16 << 30)) "$@"; fi; }
+err=$(capped "$gpt" --width=4096 --layers=48 2>&1 >/dev/null); status=$?
+[[ $status -eq 2 && "$err" =~ ^gpt:\ this\ configuration\ needs\ about\ [0-9]{3}\.[0-9]\ GiB\ \(parameters,\ gradients\ and\ AdamW\ moments ]] ||
+  fail "a ~320 GiB configuration: exit $status, $err"
+[[ "$err" == *" is available (the least of MemAvailable "* ]] || fail "the memory available is not named: $err"
+if ((!sanitized)); then
+  err=$(prlimit --as=$((4 << 30)) "$gpt" --width=1024 --layers=16 2>&1 >/dev/null); status=$?
+  [[ $status -eq 2 && "$err" == *"; ulimit -v (RLIMIT_AS) 4.0 GiB with "*" in use"* ]] ||
+    fail "a ~7 GiB configuration under prlimit --as=4GiB: exit $status, $err"
+fi
+
 small=(--steps=3 --batch_size=4 --context=16 --layers=1 --heads=2 --width=16 --eval_batches=1 --threads=1)
 out1=$("$gpt" "${small[@]}" --sample=20 --prompt="Q: " 2>&1) || fail "short run exited $?: $out1"
 last=$(echo "$out1" | tail -n 1)

@@ -1,0 +1,37 @@
+// The kernel's memory files as examples/memory_budget parses them (/proc/meminfo,
+// /proc/self/status, /proc/self/cgroup, cgroup memory.max and memory.stat), on any text: a
+// value or nullopt, never a crash; what is accepted is a non-negative byte count, and a
+// cgroup path is absolute with no "." or ".." part (it is joined under /sys/fs/cgroup).
+#include <cstdint>
+#include <cstdlib>
+#include <string>
+
+#include "absl/strings/str_split.h"
+#include "absl/strings/string_view.h"
+#include "examples/memory_budget.h"
+
+namespace {
+
+void Require(bool ok) {
+  if (!ok) std::abort();
+}
+
+void CheckPath(const std::optional<std::string>& path) {
+  if (!path) return;
+  Require(!path->empty() && (*path)[0] == '/');
+  for (absl::string_view part : absl::StrSplit(*path, '/')) Require(part != "." && part != "..");
+}
+
+}  // namespace
+
+extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
+  const absl::string_view text(reinterpret_cast<const char*>(data), size);
+  for (const auto& bytes : {kiln::ParseMemAvailable(text), kiln::ParseVmSize(text), kiln::ParseCgroupBytes(text),
+                            kiln::ParseStatField(text, "inactive_file")}) {
+    Require(!bytes || *bytes >= 0);
+  }
+  const kiln::CgroupPaths paths = kiln::ParseProcCgroup(text);
+  CheckPath(paths.unified);
+  CheckPath(paths.memory);
+  return 0;
+}
