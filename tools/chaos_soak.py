@@ -633,20 +633,25 @@ class Soak:
 
     def stranger(self, out, folder, ck):
         os.makedirs(ck)
-        # A stranger newer than every own checkpoint tests resuming; one older tests pruning.
-        layout = self.rng.randrange(3)
-        if layout == 2:
-            junk, foreign = self.rng.sample([step_name(1), step_name(2)], 2)
-        else:
-            junk, foreign = [step_name(999999999999), step_name(1)][::1 if layout == 0 else -1]
+        # Strangers newer than any checkpoint of the run, there before it starts, test resuming;
+        # older ones planted once the run has a checkpoint test pruning.
+        newer = self.rng.random() < 0.5
+        names = [step_name(999999999999), step_name(1)] if newer else [step_name(1), step_name(2)]
+        junk, foreign = self.rng.sample(names, 2)
+        strangers = (junk, foreign)
+        job = None
+        if not newer:
+            job = Job(self, folder, "job", ck)
+            while job.running() and newest_complete(ck) is None:
+                time.sleep(0.05)
         os.makedirs(os.path.join(ck, junk))
         with open(os.path.join(ck, junk, "notes.txt"), "w") as f:
             f.write("not a kiln checkpoint: someone else's folder\n")
         shutil.copytree(self.foreign, os.path.join(ck, foreign))
-        strangers = (junk, foreign)
         digests = {name: tree_digest(os.path.join(ck, name)) for name in strangers}
-        out.note("a foreign folder as %s, a --seed=%d checkpoint as %s" % (junk, FOREIGN_SEED, foreign))
-        job = Job(self, folder, "job", ck)
+        out.note("a foreign folder as %s, a --seed=%d checkpoint as %s, %s" % (
+            junk, FOREIGN_SEED, foreign, "planted before the start" if newer else "planted at %.1f s" % job.elapsed()))
+        job = job or Job(self, folder, "job", ck)
         before = None
         if job.run_until(self.fault_time()):
             before = newest_complete(ck, strangers)
@@ -688,11 +693,16 @@ class Soak:
         folder = os.path.join(self.folder, "foreign")
         os.makedirs(folder)
         ck = os.path.join(folder, "ck")
-        job = Job(self, folder, "job", ck, seed=FOREIGN_SEED, steps=EVERY, direct=True)
-        job.finish(self.job_timeout())
+        # The same job but for --seed, one process, stopped after its first checkpoint.
+        job = Job(self, folder, "job", ck, seed=FOREIGN_SEED, direct=True)
         self.foreign = os.path.join(ck, step_name(EVERY))
-        if job.rc != 0 or checkpoint_problem(self.foreign):
-            return "the foreign run (--seed=%d) %s: %s" % (FOREIGN_SEED, exit_text(job.rc), job.tail())
+        while job.running() and checkpoint_problem(self.foreign):
+            time.sleep(0.05)
+        job.proc.kill()
+        job.finish(self.job_timeout())
+        if checkpoint_problem(self.foreign):
+            return "the foreign run (--seed=%d) %s without a checkpoint: %s" % (
+                FOREIGN_SEED, exit_text(job.rc), job.tail())
         return None
 
     def run_one(self, name, index):
