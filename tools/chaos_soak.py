@@ -412,9 +412,15 @@ class Soak:
     def job_timeout(self):
         return max(120.0, 8 * self.reference_seconds) if self.reference_seconds else 600.0
 
-    def fault_time(self, low=0.1, high=0.8):
-        """A random moment of a job, in seconds from its start, from the reference's length."""
-        return self.rng.uniform(low, high) * self.reference_seconds
+    def reach_fault(self, job, ck, strangers=(), first_step=0):
+        """Waits for a random moment of the job: a step drawn from [first_step, 85% of the run],
+        reached when the run's newest checkpoint passes it, then up to one checkpoint interval
+        more. Whether the job still runs then. Going by the run's progress rather than the clock
+        keeps faults inside the run however loaded the machine is."""
+        passed = int(self.rng.uniform(first_step, 0.85 * STEPS) // EVERY) * EVERY
+        while job.running() and passed > 0 and max(own_steps(ck, strangers), default=-1) < passed:
+            time.sleep(0.05)
+        return job.run_until(job.elapsed() + self.rng.uniform(0, 1) * self.reference_seconds * EVERY / STEPS)
 
     # -- checks after every job --
 
@@ -500,7 +506,7 @@ class Soak:
 
     def kill_rank(self, out, folder, ck):
         job = Job(self, folder, "job", ck)
-        if job.run_until(self.fault_time()):
+        if self.reach_fault(job, ck):
             before = newest_complete(ck)
             self.kill_a_rank(out, job, signal.SIGKILL, "SIGKILL")
         else:
@@ -513,7 +519,7 @@ class Soak:
     def stop_rank(self, out, folder, ck):
         job = Job(self, folder, "job", ck)
         before = None
-        if job.run_until(self.fault_time()):
+        if self.reach_fault(job, ck):
             before = newest_complete(ck)
             self.kill_a_rank(out, job, signal.SIGSTOP, "SIGSTOP (held)")
         else:
@@ -526,7 +532,7 @@ class Soak:
         """Sends `sig` to launch mid-run, checks what it leaves, then starts the job again."""
         first = Job(self, folder, "first", ck)
         before = None
-        if first.run_until(self.fault_time()):
+        if self.reach_fault(first, ck):
             before = newest_complete(ck)
             first.proc.send_signal(sig)
             out.note("%s to launch at %.1f s" % (signal.Signals(sig).name, first.elapsed()))
@@ -555,7 +561,7 @@ class Soak:
     def disk_full(self, out, folder, ck):
         job = Job(self, folder, "job", ck, ignore_sigxfsz=True)
         before = None
-        if job.run_until(self.fault_time()):
+        if self.reach_fault(job, ck):
             before = newest_complete(ck)
             pid = job.wait_for_ranks().get(0)
             try:
@@ -575,9 +581,7 @@ class Soak:
     def second_run(self, out, folder, ck):
         first = Job(self, folder, "first", ck)
         # Once the first run has a checkpoint, so that the second has something to take over.
-        while first.running() and newest_complete(ck) is None:
-            time.sleep(0.05)
-        if first.run_until(first.elapsed() + self.rng.uniform(0, 0.4) * self.reference_seconds):
+        if self.reach_fault(first, ck, first_step=EVERY):
             second = Job(self, folder, "second", ck)
             out.note("second run started at %.1f s" % first.elapsed())
             self.finish(out, second)
@@ -598,10 +602,9 @@ class Soak:
 
     def damaged_newest(self, out, folder, ck):
         first = Job(self, folder, "first", ck, max_restarts=0)
-        while first.running() and len([s for s, p in own_steps(ck).items() if not checkpoint_problem(p)]) < 2:
-            time.sleep(0.05)
         before = None
-        if first.run_until(first.elapsed() + self.rng.uniform(0, 0.3) * self.reference_seconds):
+        # Once there are two checkpoints, so that an older one is there to fall back on.
+        if self.reach_fault(first, ck, first_step=2 * EVERY):
             before = newest_complete(ck)
             self.kill_a_rank(out, first, signal.SIGKILL, "SIGKILL")
         else:
@@ -653,7 +656,7 @@ class Soak:
             junk, FOREIGN_SEED, foreign, "planted before the start" if newer else "planted at %.1f s" % job.elapsed()))
         job = job or Job(self, folder, "job", ck)
         before = None
-        if job.run_until(self.fault_time()):
+        if self.reach_fault(job, ck, strangers):
             before = newest_complete(ck, strangers)
             self.kill_a_rank(out, job, signal.SIGKILL, "SIGKILL")
         self.finish(out, job)
