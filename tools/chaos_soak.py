@@ -8,7 +8,7 @@ order, until --minutes are spent (every scenario at least once). Each gets a fre
 --checkpoint_dir and must end with the job's final model byte-equal to the reference (a resumed
 kiln run is bit-identical to an uninterrupted one):
 
-  kill_rank       SIGKILL to a rank at a random time: launch restarts the ranks, they resume.
+  kill_rank       SIGKILL to a rank at a random moment: launch restarts the ranks, they resume.
   stop_rank       SIGSTOP to a rank, never continued (a hung rank): the peer's collective
                   deadline notices, launch kills the stopped rank and restarts.
   kill_launch     SIGKILL to launch itself: nothing of the job may outlive it (processes, the
@@ -26,15 +26,21 @@ kiln run is bit-identical to an uninterrupted one):
                   safetensors header (the length or the JSON) set to 0xFF, which no reader can
                   take for sound: --resume=latest must fall back to an older checkpoint. (A
                   flipped byte in tensor data is not used: safetensors has no checksum.)
-  stranger        a foreign folder and another run's checkpoint (another --seed) placed in the
-                  checkpoint folder as step-999999999999 and step-000000000001, and a rank
-                  killed mid-run: neither may be deleted, changed or resumed from.
+  stranger        a foreign folder and another run's checkpoint (another --seed) in the
+                  checkpoint folder, either newer than the run's own (step-999999999999 and
+                  step-000000000001, before the start) or older (step-000000000001 and -2, once
+                  the run has a checkpoint), and a rank killed mid-run: neither may be
+                  deleted, changed or resumed from.
+
+A fault's moment is a random step of the run (reached when its newest checkpoint passes it)
+plus up to one checkpoint interval, so that it lands inside the run however loaded the machine.
 
 After every job: no process carrying the job's tag (an environment variable, found by reading
-/proc/*/environ) is left, no kiln-launch-* folder is left in the job's own TMPDIR, every
-step-N folder of the run is complete, and the newest checkpoint seen before a fault is still
-there or superseded. At the end of a scenario the run's newest 3 checkpoints are there, all
-complete, and no older one.
+/proc/*/environ) is left 5 s after launch ended, nothing new appeared in the checkpoint folder
+in those 5 s (a leftover that finishes quickly still shows by its writes), no kiln-launch-*
+folder is left in the job's own TMPDIR, every step-N folder of the run is complete, and the
+newest checkpoint seen before a fault is still there or superseded. At the end of a scenario
+the run's newest 3 checkpoints are there, all complete, and no older one.
 
   tools/chaos_soak.py --gpt=bazel-bin/examples/gpt --launch=bazel-bin/tools/launch \\
       --seed=1 --minutes=3 --workdir=/tmp/soak [--scenarios=kill_rank,stranger]
@@ -69,7 +75,7 @@ GPT_SEED = 1
 FOREIGN_SEED = 2  # the other run whose checkpoint the stranger scenario plants
 COLLECTIVE_TIMEOUT_S = 10  # how long a hung rank goes unnoticed (a few seconds of load spare)
 GRACE_S = 2  # launch's SIGTERM -> SIGKILL
-LEFTOVER_WAIT_S = 10  # what a process or folder gets to disappear after its job ended
+LEFTOVER_WAIT_S = 5  # what a process or folder gets to disappear after its launch ended
 FILE_LIMIT_BYTES = 4096  # disk_full: below any checkpoint file's size
 MODEL_FILE = "model.safetensors"
 STATE_FILE = "training_state.safetensors"
@@ -424,8 +430,10 @@ class Soak:
 
     # -- checks after every job --
 
-    def check_job(self, out, job, ck_dir, strangers=(), newest_before=None):
-        """Nothing of the job is left, and its checkpoints are complete."""
+    def check_job(self, out, job, ck_dir, strangers=(), newest_before=None, others_write=False):
+        """Nothing of the job is left, and its checkpoints are complete. Call it as soon as launch
+        has been reaped. `others_write`: another job still writes in ck_dir."""
+        newest_then = max(own_steps(ck_dir, strangers), default=0)
         deadline = time.monotonic() + LEFTOVER_WAIT_S
         left = tagged(lambda t: t == job.tag)
         while left and time.monotonic() < deadline:
@@ -435,8 +443,14 @@ class Soak:
             out.fail("%s: %d process(es) left %d s after launch ended: %s" % (
                 job.name, len(left), LEFTOVER_WAIT_S, ", ".join(describe(p, e) for p, e in sorted(left.items()))))
             kill_all(left)
+        # A leftover that finishes within the wait escapes the look above, not its checkpoints:
+        # one interval past the newest is a write in flight, more is training that went on.
+        later = sorted(s for s in own_steps(ck_dir, strangers) if s > newest_then + EVERY)
+        if later and not others_write:
+            out.fail("%s: %s written after launch ended (the newest was %s then): training went on without it" % (
+                job.name, ", ".join(map(step_name, later)), step_name(newest_then)))
         folders = []
-        while time.monotonic() < deadline + 2:
+        while time.monotonic() < deadline:
             folders = sorted(n for n in os.listdir(job.tmpdir) if n.startswith("kiln-launch-"))
             if not folders:
                 break
@@ -460,7 +474,7 @@ class Soak:
 
     def check_end(self, out, job, ck_dir, strangers=()):
         """The job ended well, with the reference's model and the newest KEEP checkpoints."""
-        if job.rc != 0:
+        if job.rc not in (0, None):  # None: reported by finish
             out.fail("%s %s (expected 0): %s" % (job.name, exit_text(job.rc), job.tail()))
         final = os.path.join(ck_dir, step_name(STEPS), MODEL_FILE)
         steps = own_steps(ck_dir, strangers)
@@ -483,7 +497,8 @@ class Soak:
                     job.name, ", ".join(map(step_name, extra)), KEEP))
 
     def finish(self, out, job):
-        job.finish(self.job_timeout())
+        if job.finish(self.job_timeout()) is None:
+            out.fail("%s did not end within %.0f s (killed): %s" % (job.name, self.job_timeout(), job.tail()))
         out.restarts += job.restarts()
         return job.rc
 
@@ -593,7 +608,7 @@ class Soak:
                         done.get("steps"), done.get("resumed_from_step", "none"))
                 out.fail("second: the second run on the same --checkpoint_dir %s (expected 2, refused): %s" % (
                     exit_text(second.rc), what))
-            self.check_job(out, second, ck)
+            self.check_job(out, second, ck, others_write=True)
         else:
             out.note("the first run ended before the second started")
         self.finish(out, first)
