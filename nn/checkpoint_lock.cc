@@ -22,8 +22,9 @@ namespace {
 constexpr char kHeading[] = "kiln checkpoint folder lock";
 constexpr size_t kMaxRecord = 1024;
 
+// Digits only, without leading zeros: one text per number.
 bool Digits(absl::string_view s, int max_size) {
-  if (s.empty() || static_cast<int>(s.size()) > max_size) return false;
+  if (s.empty() || static_cast<int>(s.size()) > max_size || (s.size() > 1 && s[0] == '0')) return false;
   for (char c : s) {
     if (!absl::ascii_isdigit(static_cast<unsigned char>(c))) return false;
   }
