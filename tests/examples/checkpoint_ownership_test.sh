@@ -71,7 +71,7 @@ cmp -s "$(step 30)/model.safetensors" "$tmp/b30.safetensors" || fail "step 30 ag
 
 # A second live run on the folder is refused (exit 2) naming the first; once the first is
 # killed, the folder is free.
-"$gpt" "${tiny[@]}" --seed=3 --steps=100000000 --keep_checkpoints=1 >"$tmp/long.out" 2>&1 &
+"$gpt" "${tiny[@]}" --seed=3 --steps=10000000 --keep_checkpoints=1 >"$tmp/long.out" 2>&1 &
 long=$!
 for _ in $(seq 600); do grep -q "^pid=$long\$" "$ck/.lock" 2>/dev/null && break; sleep 0.05; done
 grep -q "^pid=$long\$" "$ck/.lock" || fail "the long run did not record itself in 30 s: $(cat "$tmp/long.out")"

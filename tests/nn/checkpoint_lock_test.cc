@@ -11,6 +11,7 @@
 #include <filesystem>
 #include <fstream>
 #include <string>
+#include <vector>
 
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
@@ -89,7 +90,7 @@ TEST(CheckpointLock, RecordsReadBackExactlyAndNothingElseDoes) {
   EXPECT_EQ(back->host, "node-7.example");
   EXPECT_EQ(back->since, 1796300000);
   EXPECT_EQ(back->run, "0123456789abcdef");
-  for (const std::string bad : {
+  for (const std::string& bad : std::vector<std::string>{
            std::string(""), text.substr(0, text.size() - 1), text + "x",
            "kiln checkpoint folder lock\npid=0\nhost=a\nsince=1\nrun=ab\n",
            "kiln checkpoint folder lock\npid=04\nhost=a\nsince=1\nrun=ab\n",
