@@ -29,7 +29,7 @@ struct TrainConfig {
   std::string checkpoint;  // parameters after every epoch ("": none)
   CheckpointFlags checkpoints;
   PrecisionFlags precision;
-  int train_limit = 0;      // 0: all
+  int train_limit = 0;  // 0: all
   bool cosine = true;
   double collective_timeout_s = 60;  // in (0, kMaxTimeoutSeconds]
   std::string flight_recorder_dir;   // "": $KILN_FLIGHT_RECORDER_DIR

@@ -35,9 +35,14 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   if (p.epoch < 1 || p.members < 1 || p.step < 0 || p.step_in_epoch < 0 || p.step_in_epoch > p.step) std::abort();
   const kiln::nn::LossScaler scaler;
   for (const kiln::nn::LossScaler* with : {static_cast<const kiln::nn::LossScaler*>(nullptr), &scaler}) {
-    const kiln::PositionRules rules{.min_steps_per_epoch = 93, .max_steps_per_epoch = 94, .epochs = 3,
-                                    .next_epoch_at_end = true, .first_data_generator = 7, .draws_per_step = 2,
-                                    .draws_per_epoch = 5999, .loss_scaler = with};
+    const kiln::PositionRules rules{.min_steps_per_epoch = 93,
+                                    .max_steps_per_epoch = 94,
+                                    .epochs = 3,
+                                    .next_epoch_at_end = true,
+                                    .first_data_generator = 7,
+                                    .draws_per_step = 2,
+                                    .draws_per_epoch = 5999,
+                                    .loss_scaler = with};
     const absl::Status checked = kiln::CheckPosition(p, p.step, rules, path);
     if (!checked.ok() && checked.message().find(path) == std::string::npos) std::abort();
     if (checked.ok() && (p.epoch > 4 || p.step_in_epoch > 94 || p.step > 3 * 94)) std::abort();

@@ -123,8 +123,8 @@ TEST(CheckPosition, AcceptsWhatTheWriterWrites) {
   const TrainPosition end = TrainAt(3, 0);  // after the last epoch
   EXPECT_TRUE(CheckPosition(end, end.step, TrainRules(), "ck").ok());
   // A gpt-like run: one epoch of 100 steps, 16 draws a step.
-  const PositionRules gpt{.min_steps_per_epoch = 100, .max_steps_per_epoch = 100, .first_data_generator = 9,
-                          .draws_per_step = 16};
+  const PositionRules gpt{
+      .min_steps_per_epoch = 100, .max_steps_per_epoch = 100, .first_data_generator = 9, .draws_per_step = 16};
   TrainPosition p;
   p.step = p.step_in_epoch = 40;
   Generator g(9);
@@ -158,11 +158,14 @@ TEST(CheckPosition, RefusesWhatNoRunWithTheseSettingsWrites) {
   EXPECT_EQ(check(p, 32), at + "(step 32, epoch 4, step 2 of it) goes on past the last epoch" + tail);
   p = TrainAt(2, 5);
   p.step = 99;
-  EXPECT_EQ(check(p, 99), at + "(step 99, epoch 3, step 5 of it) does not add up: 2 whole epochs of 10-11 steps came "
-                               "before" + tail);
+  EXPECT_EQ(check(p, 99), at +
+                              "(step 99, epoch 3, step 5 of it) does not add up: 2 whole epochs of 10-11 steps came "
+                              "before" +
+                              tail);
   p = TrainAt(2, 5);
   p.data_generator += 1;
-  EXPECT_TRUE(absl::StartsWith(check(p, p.step), at + "(step 25, epoch 3, step 5 of it) has a data order generator at "))
+  EXPECT_TRUE(
+      absl::StartsWith(check(p, p.step), at + "(step 25, epoch 3, step 5 of it) has a data order generator at "))
       << check(p, p.step);
   p = TrainAt(2, 5);
   EXPECT_EQ(check(p, 26), at + "(step 25, epoch 3, step 5 of it) has an optimizer that made 26 steps" + tail);

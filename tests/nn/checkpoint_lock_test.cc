@@ -20,8 +20,8 @@ namespace kiln::nn {
 namespace {
 
 std::string FreshDir() {
-  const std::string dir = absl::StrCat(::testing::TempDir(), "/",
-                                       ::testing::UnitTest::GetInstance()->current_test_info()->name());
+  const std::string dir =
+      absl::StrCat(::testing::TempDir(), "/", ::testing::UnitTest::GetInstance()->current_test_info()->name());
   std::filesystem::remove_all(dir);
   std::filesystem::create_directories(dir);
   return dir;
@@ -41,9 +41,10 @@ TEST(CheckpointLock, ASecondTakerIsRefusedNamingTheHolder) {
   const std::string message(second.status().message());
   EXPECT_TRUE(absl::StartsWith(message, absl::StrCat(dir, " is in use by another run: pid ", getpid(), " on host ")))
       << message;
-  EXPECT_TRUE(absl::StrContains(message, " UTC (run 00aa11bb22cc33dd). Two runs writing one folder would prune and "
-                                         "resume each other's checkpoints: wait for it to end, or give this run a "
-                                         "--checkpoint_dir of its own"))
+  EXPECT_TRUE(absl::StrContains(message,
+                                " UTC (run 00aa11bb22cc33dd). Two runs writing one folder would prune and "
+                                "resume each other's checkpoints: wait for it to end, or give this run a "
+                                "--checkpoint_dir of its own"))
       << message;
   first->reset();
   auto third = CheckpointDirLock::Take(dir);
@@ -91,7 +92,9 @@ TEST(CheckpointLock, RecordsReadBackExactlyAndNothingElseDoes) {
   EXPECT_EQ(back->since, 1796300000);
   EXPECT_EQ(back->run, "0123456789abcdef");
   for (const std::string& bad : std::vector<std::string>{
-           std::string(""), text.substr(0, text.size() - 1), text + "x",
+           std::string(""),
+           text.substr(0, text.size() - 1),
+           text + "x",
            "kiln checkpoint folder lock\npid=0\nhost=a\nsince=1\nrun=ab\n",
            "kiln checkpoint folder lock\npid=04\nhost=a\nsince=1\nrun=ab\n",
            "kiln checkpoint folder lock\npid=-4\nhost=a\nsince=1\nrun=ab\n",
