@@ -12,6 +12,7 @@
 #include <condition_variable>
 #include <memory>
 #include <mutex>
+#include <new>
 #include <optional>
 #include <thread>
 #include <vector>
@@ -182,6 +183,8 @@ class GradientSync {
           if (reduced.ok()) reduced = reduced->to(own);
         } catch (const Error& e) {
           reduced = e.status();
+        } catch (const std::bad_alloc&) {  // escaping this thread would abort the program
+          reduced = absl::ResourceExhaustedError("out of memory (std::bad_alloc) reducing a gradient bucket");
         }
         lock.lock();
         if (!reduced.ok()) {  // the group is broken: report it and do nothing more

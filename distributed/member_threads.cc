@@ -1,5 +1,9 @@
 #include "distributed/member_threads.h"
 
+#include <exception>
+#include <new>
+
+#include "absl/strings/str_cat.h"
 #include "tensor/error.h"
 
 namespace kiln::distributed {
@@ -45,6 +49,11 @@ void MemberThreads::Loop(int member) {
       status = (*job)(member);
     } catch (const Error& e) {
       status = e.status();
+    } catch (const std::bad_alloc&) {  // escaping a thread would abort the whole program
+      status = absl::ResourceExhaustedError(
+          absl::StrCat("member ", member, " ran out of memory (std::bad_alloc): make the model or the batch smaller"));
+    } catch (const std::exception& e) {
+      status = absl::InternalError(absl::StrCat("member ", member, ": ", e.what()));
     }
     lock.lock();
     results_[member] = status;

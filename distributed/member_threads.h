@@ -22,7 +22,8 @@ class MemberThreads {
   MemberThreads& operator=(const MemberThreads&) = delete;
 
   // Runs job(member) on every member's thread; the first error (a kiln::Error thrown by the job
-  // counts as its status).
+  // counts as its status, std::bad_alloc as ResourceExhausted, any other exception as Internal:
+  // nothing escapes a member's thread to abort the program).
   absl::Status Run(const std::function<absl::Status(int member)>& job);
 
  private:
