@@ -6,6 +6,7 @@
 #include "absl/strings/str_cat.h"
 #include "distributed/process/lead_decision.h"
 #include "examples/run_setup.h"
+#include "examples/train_position.h"
 
 namespace kiln {
 namespace {
@@ -23,7 +24,9 @@ absl::Status Flagged(const std::string& flag, const std::string& value, const ab
 }  // namespace
 
 std::optional<std::pair<std::string, nn::TrainingCheckpoint>> LatestOfRun(const std::string& dir,
-                                                                          const std::string& run, const char* program) {
+                                                                          const std::string& run,
+                                                                          const distributed::Settings& settings,
+                                                                          const char* program) {
   auto list = nn::ListTrainingCheckpoints(dir);
   if (!list.ok()) return std::nullopt;
   for (auto it = list->rbegin(); it != list->rend(); ++it) {
@@ -34,6 +37,9 @@ std::optional<std::pair<std::string, nn::TrainingCheckpoint>> LatestOfRun(const 
       why = absl::StrCat("written by run ", *owner, ", not by run ", run, ", which last used this folder");
     } else if (auto checkpoint = nn::ReadTrainingCheckpoint(it->path); !checkpoint.ok()) {
       why = std::string(checkpoint.status().message());
+    } else if (auto position = ParsePosition(checkpoint->state.metadata, settings, it->path);
+               run.empty() && !position.ok()) {
+      why = std::string(position.status().message());  // a folder without a record: another run's
     } else {
       return std::make_pair(it->path, *std::move(checkpoint));
     }
@@ -42,7 +48,8 @@ std::optional<std::pair<std::string, nn::TrainingCheckpoint>> LatestOfRun(const 
   return std::nullopt;
 }
 
-CheckpointPlan PlanCheckpoints(const CheckpointFlags& flags, distributed::ProcessGroup* group, const char* program) {
+CheckpointPlan PlanCheckpoints(const CheckpointFlags& flags, const distributed::Settings& settings,
+                               distributed::ProcessGroup* group, const char* program) {
   CheckpointPlan plan;
   const auto decide = [&]() -> absl::StatusOr<std::string> {
     if (!flags.dir.empty()) {
@@ -53,7 +60,7 @@ CheckpointPlan PlanCheckpoints(const CheckpointFlags& flags, distributed::Proces
     }
     if (flags.resume == "latest") {
       const std::string previous = plan.lock->previous() ? plan.lock->previous()->run : "";
-      if (auto latest = LatestOfRun(flags.dir, previous, program)) {
+      if (auto latest = LatestOfRun(flags.dir, previous, settings, program)) {
         plan.resume_path = latest->first;
         plan.checkpoint = std::move(latest->second);
       } else {

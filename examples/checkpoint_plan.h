@@ -1,8 +1,9 @@
 // Before a run trains: rank 0 takes the checkpoint folder's lock (one run per folder), chooses
 // the checkpoint to resume from and the run identity to write under, and every rank gets that
 // choice. --resume=latest takes the newest sound checkpoint of the run that last held the
-// folder, and says which newer ones it skipped and why (damaged, another run's); with none it
-// starts afresh as a new run.
+// folder (the lock's record), or, in a folder without a record, the newest sound one written
+// with this run's settings; it says which newer ones it skipped and why (damaged, another
+// run's); with none it starts afresh as a new run.
 #ifndef KILN_EXAMPLES_CHECKPOINT_PLAN_H_
 #define KILN_EXAMPLES_CHECKPOINT_PLAN_H_
 
@@ -11,6 +12,7 @@
 #include <string>
 
 #include "distributed/process/process_group.h"
+#include "distributed/process/settings_agreement.h"
 #include "examples/checkpoint_flags.h"
 #include "nn/checkpoint_lock.h"
 #include "nn/training_checkpoint.h"
@@ -26,7 +28,9 @@ struct CheckpointPlan {
 
 // One collective over `group` (null: one process). Throws UsageError (a busy or unwritable
 // folder, a --resume folder that cannot be read) or RunFailure; `program` prefixes notes.
-CheckpointPlan PlanCheckpoints(const CheckpointFlags& flags, distributed::ProcessGroup* group, const char* program);
+// `settings`: what changes the math (as recorded in checkpoints).
+CheckpointPlan PlanCheckpoints(const CheckpointFlags& flags, const distributed::Settings& settings,
+                               distributed::ProcessGroup* group, const char* program);
 
 // The newest sound checkpoint in `dir` of `run` (any run's when `run` is empty), read and
 // verified; a line on stderr for each newer one skipped. nullopt when there is none.

@@ -351,7 +351,7 @@ int Main(Config c) {
                                  .precision = c.precision.precision,
                                  .corpus_bytes = CorpusBytes(c.data_dir)}));
   // After the memory check: rank 0 reads the checkpoint it chooses.
-  CheckpointPlan plan = PlanCheckpoints(c.checkpoints, run.group_options.process_group.get(), "gpt");
+  CheckpointPlan plan = PlanCheckpoints(c.checkpoints, MathSettings(c), run.group_options.process_group.get(), "gpt");
   const auto corpus = data::LoadTextCorpus(c.data_dir);
   if (!corpus.ok()) throw UsageError{std::string(corpus.status().message())};
   const auto trained = distributed::MakeTrainingGroup(run.devices, run.group_options, [&](auto group) {

@@ -305,7 +305,7 @@ int Train(TrainConfig c) {
                                    .members = members,
                                    .precision = c.precision.precision}));
   // After the memory check: rank 0 reads the checkpoint it chooses.
-  CheckpointPlan plan = PlanCheckpoints(c.checkpoints, run.group_options.process_group.get(), "train");
+  CheckpointPlan plan = PlanCheckpoints(c.checkpoints, MathSettings(c), run.group_options.process_group.get(), "train");
   // The list is one backend (validated): train with that backend's tensors.
   const auto trained = distributed::MakeTrainingGroup(devices, run.group_options, [&](auto group) {
     return TrainOn<typename std::decay_t<decltype(*group)>::Inner>(c, group, plan, rank, processes);

@@ -307,11 +307,13 @@ class Job:
         return self.running()
 
     def ranks(self):
-        """{rank: pid} of the ranks launch runs now (its children that carry the tag)."""
+        """{rank: pid} of the ranks launch runs now: the job's processes given KILN_RANK whose
+        parent was not (launch's keeper starts them; a rank's own children inherit it)."""
         out = {}
-        for pid, env in tagged(lambda t: t == self.tag).items():
+        mine = tagged(lambda t: t == self.tag)
+        for pid, env in mine.items():
             stat = read_stat(pid)
-            if stat and stat[2] == self.proc.pid and "KILN_RANK" in env:
+            if stat and "KILN_RANK" in env and "KILN_RANK" not in mine.get(stat[2], {}):
                 out[int(env["KILN_RANK"])] = pid
         return out
 

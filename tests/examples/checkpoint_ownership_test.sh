@@ -33,6 +33,18 @@ run_a=$(recorded_run)
 [[ "$(run_of "$(step 40)")" == "$run_a" ]] || fail "step 40 does not name run A"
 mkdir -p "$(step 999999999999)" && echo junk >"$(step 999999999999)/model.safetensors"
 
+# A folder without a lock record (copied, or older than the record): --resume=latest takes only
+# a checkpoint written with this run's settings.
+mkdir -p "$tmp/copied" && cp -r "$(step 40)" "$tmp/copied/"
+copied=("${tiny[@]/#--checkpoint_dir=*/--checkpoint_dir=$tmp/copied}")
+"$gpt" "${copied[@]}" --seed=2 --steps=40 --resume=latest >"$tmp/other.out" 2>&1 || fail "other seed: $(cat "$tmp/other.out")"
+grep -q "^gpt: --resume=latest: skipping $tmp/copied/step-000000000040: .* was written by a run with --seed=1; this run has --seed=2" \
+  "$tmp/other.out" || fail "another run's checkpoint was not skipped: $(cat "$tmp/other.out")"
+grep -q "resumed_from_step" "$tmp/other.out" && fail "resumed another run's checkpoint: $(tail -n 1 "$tmp/other.out")"
+rm -rf "$tmp/copied" && mkdir -p "$tmp/copied" && cp -r "$(step 40)" "$tmp/copied/"
+"$gpt" "${copied[@]}" --seed=1 --steps=40 --resume=latest >"$tmp/same.out" 2>&1 || fail "same seed: $(cat "$tmp/same.out")"
+grep -q "resumed_from_step\":40" "$tmp/same.out" || fail "did not resume its own copied step 40: $(tail -n 1 "$tmp/same.out")"
+
 # A fresh run B (another seed, 30 steps) in the same folder: A's step 30 is kept aside, not
 # replaced; B prunes only its own; A's step 40 and the stranger stay.
 "$gpt" "${tiny[@]}" --seed=2 --steps=30 --keep_checkpoints=2 >"$tmp/b.out" 2>&1 || fail "run B: $(cat "$tmp/b.out")"
