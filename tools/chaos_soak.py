@@ -22,10 +22,10 @@ kiln run is bit-identical to an uninterrupted one):
                   the generation; the restarted ranks write freely again and resume.
   second_run      a second job on the same --checkpoint_dir while the first runs: refused with
                   exit status 2, not restarted by launch, and the first run unharmed.
-  damaged_newest  a rank killed (no restarts), then one byte of the newest checkpoint's
-                  safetensors header (the length or the JSON) set to 0xFF, which no reader can
-                  take for sound: --resume=latest must fall back to an older checkpoint. (A
-                  flipped byte in tensor data is not used: safetensors has no checksum.)
+  damaged_newest  a rank killed (no restarts), then one byte of the newest checkpoint's files
+                  changed (a bit or the whole byte, in the safetensors header or in the tensor
+                  data, which only the checkpoint's CRC-32C tells): --resume=latest must fall
+                  back to an older checkpoint.
   stranger        a foreign folder and another run's checkpoint (another --seed) in the
                   checkpoint folder, either newer than the run's own (step-999999999999 and
                   step-000000000001, before the start) or older (step-000000000001 and -2, once
@@ -635,10 +635,17 @@ class Soak:
         path = os.path.join(ck, step_name(newest), self.rng.choice([MODEL_FILE, STATE_FILE]))
         with open(path, "r+b") as f:
             header = 8 + struct.unpack("<Q", f.read(8))[0]
-            at = self.rng.randrange(header)
+            size = os.fstat(f.fileno()).st_size
+            # The header (what no reader takes for sound) or the tensor data (only the
+            # checkpoint's checksum tells), one bit or a whole byte changed.
+            at = self.rng.randrange(header) if self.rng.random() < 0.5 else self.rng.randrange(header, size)
             f.seek(at)
-            f.write(b"\xff")
-        out.note("byte %d of %s/%s set to 0xFF" % (at, step_name(newest), os.path.basename(path)))
+            old = f.read(1)[0]
+            new = old ^ (1 << self.rng.randrange(8) if self.rng.random() < 0.5 else self.rng.randrange(1, 256))
+            f.seek(at)
+            f.write(bytes([new]))
+        out.note("byte %d of %s/%s (%s) changed from 0x%02x to 0x%02x" % (
+            at, step_name(newest), os.path.basename(path), "header" if at < header else "data", old, new))
         again = Job(self, folder, "again", ck)
         self.finish(out, again)
         resumed = again.result_json().get("resumed_from_step")
