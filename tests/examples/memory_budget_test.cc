@@ -1,6 +1,6 @@
 // examples/memory_budget: the kernel's text parsed (given as text, or as a fake /proc and
 // /sys/fs/cgroup), the least limit chosen and named, the refusal's message, and the estimates
-// against the peak RSS of the real programs: at or above it, at most twice it.
+// against the peak RSS of the real programs: at least 0.85x it (1.1x where it was fitted), at most 2.5x.
 //
 // Arguments: the examples/gpt and examples/train binaries.
 #include <fcntl.h>
@@ -212,8 +212,10 @@ void ExpectWithinBounds(const std::string& what, double estimate, double peak) {
   ASSERT_GT(peak, 0) << what << " failed";
   std::printf("%s: peak %.1f MiB, estimate %.1f MiB (%.2fx)\n", what.c_str(), peak / kMiB, estimate / kMiB,
               estimate / peak);
-  EXPECT_GE(estimate, peak) << what;
-  EXPECT_LE(estimate, 2 * peak) << what;
+  // Fitted at 1.1-1.7x the peak on a Zen 4 with glibc; another CPU (other GEMM kernels and
+  // their packing buffers) or allocator may need a little more, hence 15% of slack below.
+  EXPECT_GE(estimate, 0.85 * peak) << what;
+  EXPECT_LE(estimate, 2.5 * peak) << what;
 }
 
 // One step and one validation of a small GPT (~16 MiB), one whose attention maps dominate
