@@ -48,6 +48,8 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <exception>
+#include <new>
 #include <optional>
 #include <string>
 #include <utility>
@@ -196,9 +198,7 @@ kiln::launch::RendezvousDir MakeOwnRendezvous(Options& o) {
   return *dir;
 }
 
-}  // namespace
-
-int main(int argc, char** argv) {
+int Main(int argc, char** argv) {
   // A closed stdin, stdout or stderr would be reused by the next pipe, and a rank's dup2 onto
   // it would then do nothing: it gets /dev/null instead.
   for (int fd = 0; fd < 3; ++fd) {
@@ -216,4 +216,19 @@ int main(int argc, char** argv) {
   const int code = Run(o, dir.path);
   if (!dir.path.empty()) kiln::launch::RemoveTree(dir.path);
   return code;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  // Whatever escapes ends launch with a message, not an abort; its keeper, seeing launch gone,
+  // still stops the ranks and removes the rendezvous folder.
+  try {
+    return Main(argc, argv);
+  } catch (const std::bad_alloc&) {
+    std::fprintf(stderr, "launch: out of memory (std::bad_alloc)\n");
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "launch: %s\n", e.what());
+  }
+  return 1;
 }
