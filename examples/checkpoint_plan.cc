@@ -3,6 +3,7 @@
 #include <cstdio>
 #include <utility>
 
+#include "absl/strings/escaping.h"
 #include "absl/strings/str_cat.h"
 #include "distributed/process/lead_decision.h"
 #include "examples/run_setup.h"
@@ -34,7 +35,9 @@ std::optional<std::pair<std::string, nn::TrainingCheckpoint>> LatestOfRun(const 
     if (auto owner = nn::TrainingCheckpointRun(it->path); !owner.ok()) {
       why = std::string(owner.status().message());
     } else if (!run.empty() && *owner != run) {
-      why = absl::StrCat("written by run ", *owner, ", not by run ", run, ", which last used this folder");
+      // The name comes from the file: shown escaped and cut.
+      why = absl::StrCat("written by run ", absl::CHexEscape(owner->substr(0, 64)), ", not by run ", run,
+                         ", which last used this folder");
     } else if (auto checkpoint = nn::ReadTrainingCheckpoint(it->path); !checkpoint.ok()) {
       why = std::string(checkpoint.status().message());
     } else if (auto position = ParsePosition(checkpoint->state.metadata, settings, it->path);
