@@ -8,6 +8,7 @@
 #include <spawn.h>
 #include <sys/resource.h>
 #include <sys/wait.h>
+#include <algorithm>
 
 #include <cmath>
 #include <cstdio>
@@ -218,6 +219,29 @@ void ExpectWithinBounds(const std::string& what, double estimate, double peak) {
   EXPECT_LE(estimate, 2.5 * peak) << what;
 }
 
+// The estimates count what a configuration allocates; the program's own runtime is beside it:
+// ~16 MiB in the default build, but ~200 MiB more where --config=vulkan links a Vulkan driver
+// (lavapipe's LLVM), resident before any configuration matters. Measured as what the smallest
+// GPT run's peak has beyond its estimate (0 when the estimate covers it), once.
+double RuntimeFootprint() {
+  static const double footprint = [] {
+    const std::vector<std::string> args = {"--steps=1",    "--eval_batches=1", "--threads=2", "--batch_size=4",
+                                           "--context=16", "--layers=1",       "--heads=2",   "--width=16"};
+    const double estimate = EstimateGptMemory({.context = 16,
+                                               .layers = 1,
+                                               .heads = 2,
+                                               .width = 16,
+                                               .batch = 4,
+                                               .eval_batches = 1,
+                                               .corpus_bytes = CorpusBytes(data::kFortunesDir)})
+                                .total();
+    const double beyond = std::max(0.0, PeakBytes(gpt_binary, args) - estimate);
+    std::printf("the runtime's footprint beyond the estimates: %.1f MiB\n", beyond / kMiB);
+    return beyond;
+  }();
+  return footprint;
+}
+
 // One step and one validation of a small GPT (~16 MiB), one whose attention maps dominate
 // (~0.9 GiB; also in bf16), one whose parameters and AdamW state dominate (~0.55 GiB), and
 // one with many tokens over two devices (~0.9 GiB).
@@ -252,7 +276,8 @@ TEST(MemoryBudget, GptEstimateBoundsTheMeasuredPeak) {
                                            absl::StrCat("--devices=", k.devices == 1   ? "cpu:0"
                                                                       : k.devices == 2 ? "cpu:0,cpu:1"
                                                                                        : "cpu:0,cpu:1,cpu:2,cpu:3")};
-    ExpectWithinBounds(absl::StrJoin(args, " "), EstimateGptMemory(c).total(), PeakBytes(gpt_binary, args));
+    ExpectWithinBounds(absl::StrJoin(args, " "), EstimateGptMemory(c).total() + RuntimeFootprint(),
+                       PeakBytes(gpt_binary, args));
   }
 }
 
@@ -269,7 +294,7 @@ TEST(MemoryBudget, TrainEstimateBoundsTheMeasuredPeak) {
                                            absl::StrCat("--batch_size=", k.batch),
                                            absl::StrCat("--train_limit=", k.limit)};
     const double estimate = EstimateTrainMemory({.model = k.model, .batch = k.batch, .train_limit = k.limit}).total();
-    ExpectWithinBounds(absl::StrJoin(args, " "), estimate, PeakBytes(train_binary, args));
+    ExpectWithinBounds(absl::StrJoin(args, " "), estimate + RuntimeFootprint(), PeakBytes(train_binary, args));
   }
 }
 
