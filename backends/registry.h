@@ -1,8 +1,10 @@
 // The backends of kiln, listed once: those it knows (and the Bazel config that compiles each
 // in) and those compiled into this build. Everything kept per backend elsewhere is derived
 // from these two lists: Dispatch's primitive, DispatchDevice's device variant and its parsing,
-// the backend of a primitive or a device, distributed's AnyGroup, the typed test lists. This
-// file holds the only per-backend #ifdefs outside each backend's own folder and BUILD selects.
+// the backend of a primitive or a device, distributed's AnyGroup, the typed test lists. Outside
+// this file, each backend's own folder and BUILD selects, per-backend #ifdefs remain in
+// distributed/engines.h (the NCCL engine for CUDA), tests/backends.h (which backends run the
+// half-precision configurations) and a few CUDA-specific tests and benchmarks.
 //
 // A registered backend B (see RegisteredBackend) has, besides the tensor operations of the
 // Backend concept, a Device constructible from an index, a Primitive, and

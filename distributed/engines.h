@@ -1,6 +1,7 @@
 // Which engine moves a backend's collectives (the DeviceGroup<B> front end is the same for
 // all): the host-staged one by default (CPU, Vulkan: the backend's CollectiveKernels<B>, in
-// its own folder), NCCL for CUDA. A new engine is its own file plus a line here.
+// its own folder), NCCL for CUDA. A new engine is its own file plus a line here, under the
+// #ifdef of the backend it serves (as KILN_WITH_CUDA guards the NCCL engine).
 #ifndef KILN_DISTRIBUTED_ENGINES_H_
 #define KILN_DISTRIBUTED_ENGINES_H_
 

@@ -1,8 +1,9 @@
 // From a list of run-time devices to a typed group. The whole list is checked before any
 // device is touched: not empty, no duplicates, one backend, all autodiff or none, no autodiff
-// inside autodiff, the backend compiled in and able to run the op, every device existing. Then
-// it is unwrapped into DeviceGroup<B> (plain devices) or DeviceGroup<Autodiff<B>> (autodiff
-// devices) for exactly one compiled-in B, and handed to code written once per backend:
+// inside autodiff, the backend compiled in (every compiled-in backend runs every op), every
+// device existing. Then it is unwrapped into DeviceGroup<B> (plain devices) or
+// DeviceGroup<Autodiff<B>> (autodiff devices) for exactly one compiled-in B, and handed to code
+// written once per backend:
 //
 //   auto steps = MakeGroup(devices, GroupOp::kGradientSync, options, [&](auto group) {
 //     return Train(*group);  // group: std::shared_ptr<DeviceGroup<Autodiff<B>>>, or of B

@@ -1,5 +1,6 @@
 // The backends compiled into this build, for typed test suites: a backend in
-// backends/registry.h is in every list, and needs a TestDevices specialisation here.
+// backends/registry.h is in every list. Its test devices come from its own enumeration
+// (TestDevices below); what a new backend adds here is kHasHalf, if it runs bf16 and f16.
 #ifndef KILN_TESTS_BACKENDS_H_
 #define KILN_TESTS_BACKENDS_H_
 
