@@ -5,6 +5,7 @@
 #include <limits>
 #include <map>
 #include <numeric>
+#include <optional>
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
@@ -147,101 +148,82 @@ void FlightMerge::Write(int tail, absl::FunctionRef<void(absl::string_view)> out
   out(absl::StrCat("{\"dumps\":", dumps_.size(), ",\"groups\":[", summary, "]}\n"));
 }
 
-void FlightMerge::WriteGroup(int id, const std::vector<const Dump*>& dumps, int tail,
-                             absl::FunctionRef<void(absl::string_view)> out, std::string* summary) const {
-  const int world_size = dumps.front()->world_size, per_rank = dumps.front()->members;
-  auto name = [per_rank](const Member& m) {
-    return per_rank == 1 ? absl::StrCat("rank ", m.rank) : absl::StrCat("rank ", m.rank, " member ", m.local);
-  };
+std::string FlightMerge::MemberName(const Member& m, int per_rank) {
+  return per_rank == 1 ? absl::StrCat("rank ", m.rank) : absl::StrCat("rank ", m.rank, " member ", m.local);
+}
+
+std::vector<FlightMerge::Member> FlightMerge::MembersOf(const std::vector<const Dump*>& dumps) const {
   std::vector<Member> members;
-  std::vector<int> ranks;
-  size_t count = 0;
   for (const Dump* d : dumps) {
-    ranks.push_back(d->rank);
-    count += d->end - d->begin;
     size_t at = d->begin;
-    for (int m = 0; m < per_rank; ++m) {
+    for (int m = 0; m < d->members; ++m) {
       Member& member = members.emplace_back(Member{.rank = d->rank, .local = m, .begin = at});
       while (at < d->end && calls_[at].member == m) ++at;
       member.end = at;
     }
   }
-  std::vector<int> missing;
-  for (int r = 0, i = 0; r < world_size && missing.size() < 64; ++r) {
-    while (i < static_cast<int>(ranks.size()) && ranks[i] < r) ++i;
-    if (i == static_cast<int>(ranks.size()) || ranks[i] != r) missing.push_back(r);
-  }
-  std::string head = absl::StrCat("group ", id, ": dumps of rank(s) ", absl::StrJoin(ranks, ", "), " of ", world_size,
-                                  ", ", per_rank, " member(s) each");
-  if (!missing.empty())
-    absl::StrAppend(&head, "; no dump from rank(s) ", absl::StrJoin(missing, ", "), " (stopped, hung or gone?)");
-  head += "\n";
-  for (const Dump* d : dumps) {
-    if (!d->diagnosis.empty()) absl::StrAppend(&head, "  rank ", d->rank, " saw: ", Shown(d->diagnosis), "\n");
-  }
-  out(head);
+  return members;
+}
 
-  // Divergence: from the first seq every member with calls still holds (rings wrap), each seq
-  // any member recorded must be the same call on every member. The members' calls are walked
-  // together, one seq at a time; a seq every member holds moves every member on by one.
-  uint64_t start = 0, last = 0;
-  for (const Member& m : members) {
-    if (m.begin == m.end) continue;
-    start = std::max(start, calls_[m.begin].seq);
-    last = std::max(last, calls_[m.end - 1].seq);
-  }
+// The first seq at which the members' calls differ. From the first seq every member with calls
+// still holds (rings wrap), each seq any member recorded must be the same call on every member.
+// The members' calls are walked together, one seq at a time; a seq every member holds moves
+// every member on by one.
+struct FlightMerge::Divergence {
+  uint64_t seq = 0;
+  std::vector<std::string> lacking, made;  // "rank 1 has no call (...)", "rank 0 called ..."
+  Json calls = Json::object();
+};
+
+std::optional<FlightMerge::Divergence> FlightMerge::FirstDivergence(const std::vector<Member>& members, int per_rank,
+                                                                    uint64_t start) const {
   std::vector<size_t> at;
   for (const Member& m : members) {
     at.push_back(static_cast<size_t>(std::partition_point(calls_.begin() + m.begin, calls_.begin() + m.end,
                                                           [start](const Call& c) { return c.seq < start; }) -
                                      calls_.begin()));
   }
-  std::string verdict;
-  Json divergence = nullptr;
-  while (divergence.is_null()) {
+  while (true) {
     bool any = false;
     uint64_t seq = 0;
     for (size_t i = 0; i < members.size(); ++i) {
       if (at[i] < members[i].end && (!any || calls_[at[i]].seq < seq)) seq = calls_[at[i]].seq, any = true;
     }
-    if (!any) break;
+    if (!any) return std::nullopt;
     bool same = true;
     for (size_t i = 0; i < members.size() && same; ++i) {
       same = at[i] < members[i].end && calls_[at[i]].seq == seq && SameCall(calls_[at[i]], calls_[at[0]]);
     }
-    if (same) {
-      for (size_t& a : at) ++a;
-      continue;
-    }
-    std::vector<std::string> lacking, made;
-    Json calls = Json::object();
-    for (size_t i = 0; i < members.size(); ++i) {
-      const Member& m = members[i];
-      if (at[i] == m.end || calls_[at[i]].seq != seq) {
-        const std::string last_call = m.begin == m.end ? "no call at all"
-                                                       : absl::StrCat("its last is seq ", calls_[m.end - 1].seq, " ",
-                                                                      Signature(calls_[m.end - 1]));
-        lacking.push_back(absl::StrCat(name(m), " has no call (", Shown(last_call), ")"));
-        calls[name(m)] = nullptr;
-      } else {
-        const std::string signature = Signature(calls_[at[i]]);
-        made.push_back(absl::StrCat(name(m), " called ", Shown(signature)));
-        calls[name(m)] = signature;
-      }
-    }
-    divergence = Json{{"seq", seq}, {"kind", lacking.empty() ? "different" : "missing"}, {"calls", calls}};
-    lacking.insert(lacking.end(), made.begin(), made.end());
-    verdict = absl::StrCat("first divergence: seq ", seq, ": ", absl::StrJoin(lacking, "; "), "\n");
+    if (!same) return DivergenceAt(members, per_rank, at, seq);
+    for (size_t& a : at) ++a;
   }
-  if (divergence.is_null()) {
-    verdict = count == 0 ? "no calls recorded\n"
-                         : absl::StrCat("no divergence: every member recorded the same calls from seq ", start, " to ",
-                                        last, missing.empty() ? "" : " (ranks without a dump unknown)", "\n");
-  }
+}
 
-  // The timeline, by enqueue time (ties in member order).
+FlightMerge::Divergence FlightMerge::DivergenceAt(const std::vector<Member>& members, int per_rank,
+                                                  const std::vector<size_t>& at, uint64_t seq) const {
+  Divergence d{.seq = seq};
+  for (size_t i = 0; i < members.size(); ++i) {
+    const Member& m = members[i];
+    const std::string name = MemberName(m, per_rank);
+    if (at[i] == m.end || calls_[at[i]].seq != seq) {
+      const std::string last_call =
+          m.begin == m.end ? "no call at all"
+                           : absl::StrCat("its last is seq ", calls_[m.end - 1].seq, " ", Signature(calls_[m.end - 1]));
+      d.lacking.push_back(absl::StrCat(name, " has no call (", Shown(last_call), ")"));
+      d.calls[name] = nullptr;
+    } else {
+      const std::string signature = Signature(calls_[at[i]]);
+      d.made.push_back(absl::StrCat(name, " called ", Shown(signature)));
+      d.calls[name] = signature;
+    }
+  }
+  return d;
+}
+
+// The timeline, by enqueue time (ties in member order): the last `tail` calls (all: tail <= 0).
+void FlightMerge::WriteTimeline(const std::vector<const Dump*>& dumps, const std::vector<Member>& members, int per_rank,
+                                int tail, absl::FunctionRef<void(absl::string_view)> out) const {
   std::vector<uint32_t> order;
-  order.reserve(count);
   for (const Member& m : members) {
     for (size_t i = m.begin; i < m.end; ++i) order.push_back(static_cast<uint32_t>(i));
   }
@@ -268,17 +250,61 @@ void FlightMerge::WriteGroup(int id, const std::vector<const Dump*>& dumps, int 
     const absl::string_view error = strings_.Get(c.error);
     line.clear();
     absl::StrAppend(&line,
-                    absl::StrFormat("  %+12.3f ms  %-18s seq %-8d %-10s", (c.enqueued_us - t0) / 1000.0, name(m), c.seq,
-                                    kStates[c.state]),
+                    absl::StrFormat("  %+12.3f ms  %-18s seq %-8d %-10s", (c.enqueued_us - t0) / 1000.0,
+                                    MemberName(m, per_rank), c.seq, kStates[c.state]),
                     took >= 0 ? absl::StrFormat(" %9.3f ms  ", took) : std::string("       ... ms  "),
                     Shown(Signature(c)), error.empty() ? "" : absl::StrCat("  [", Shown(Prefix(error, 200)), "]"),
                     "\n");
     out(line);
   }
-  out(verdict);
+}
+
+void FlightMerge::WriteGroup(int id, const std::vector<const Dump*>& dumps, int tail,
+                             absl::FunctionRef<void(absl::string_view)> out, std::string* summary) const {
+  const int world_size = dumps.front()->world_size, per_rank = dumps.front()->members;
+  const std::vector<Member> members = MembersOf(dumps);
+  std::vector<int> ranks, missing;
+  for (const Dump* d : dumps) ranks.push_back(d->rank);
+  for (int r = 0, i = 0; r < world_size && missing.size() < 64; ++r) {
+    while (i < static_cast<int>(ranks.size()) && ranks[i] < r) ++i;
+    if (i == static_cast<int>(ranks.size()) || ranks[i] != r) missing.push_back(r);
+  }
+  std::string head = absl::StrCat("group ", id, ": dumps of rank(s) ", absl::StrJoin(ranks, ", "), " of ", world_size,
+                                  ", ", per_rank, " member(s) each");
+  if (!missing.empty())
+    absl::StrAppend(&head, "; no dump from rank(s) ", absl::StrJoin(missing, ", "), " (stopped, hung or gone?)");
+  head += "\n";
+  for (const Dump* d : dumps) {
+    if (!d->diagnosis.empty()) absl::StrAppend(&head, "  rank ", d->rank, " saw: ", Shown(d->diagnosis), "\n");
+  }
+  out(head);
+
+  uint64_t start = 0, last = 0;
+  bool any_calls = false;
+  for (const Member& m : members) {
+    if (m.begin == m.end) continue;
+    any_calls = true;
+    start = std::max(start, calls_[m.begin].seq);
+    last = std::max(last, calls_[m.end - 1].seq);
+  }
+  std::optional<Divergence> divergence = FirstDivergence(members, per_rank, start);
+  WriteTimeline(dumps, members, per_rank, tail, out);
+  Json first_divergence = nullptr;
+  if (divergence) {
+    first_divergence = Json{{"seq", divergence->seq},
+                            {"kind", divergence->lacking.empty() ? "different" : "missing"},
+                            {"calls", divergence->calls}};
+    std::vector<std::string> named = divergence->lacking;
+    named.insert(named.end(), divergence->made.begin(), divergence->made.end());
+    out(absl::StrCat("first divergence: seq ", divergence->seq, ": ", absl::StrJoin(named, "; "), "\n"));
+  } else {
+    out(!any_calls ? "no calls recorded\n"
+                   : absl::StrCat("no divergence: every member recorded the same calls from seq ", start, " to ", last,
+                                  missing.empty() ? "" : " (ranks without a dump unknown)", "\n"));
+  }
   if (!summary->empty()) *summary += ",";
   *summary += Json{{"group", id},    {"world_size", world_size}, {"members", per_rank},
-                   {"ranks", ranks}, {"missing_ranks", missing}, {"first_divergence", divergence}}
+                   {"ranks", ranks}, {"missing_ranks", missing}, {"first_divergence", first_divergence}}
                   .dump(-1, ' ', false, Json::error_handler_t::replace);
 }
 

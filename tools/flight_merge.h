@@ -11,6 +11,7 @@
 
 #include <cstdint>
 #include <deque>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -55,9 +56,21 @@ class FlightMerge {
     size_t begin, end;  // its calls in calls_, by member, then seq
   };
   struct Member;
+  struct Divergence;
 
   std::string Signature(const Call& c) const;
   bool SameCall(const Call& a, const Call& b) const;
+  static std::string MemberName(const Member& m, int per_rank);
+  // Each dump's members, with their calls' range in calls_.
+  std::vector<Member> MembersOf(const std::vector<const Dump*>& dumps) const;
+  // The first seq from `start` where the members' calls differ; nullopt when none does.
+  std::optional<Divergence> FirstDivergence(const std::vector<Member>& members, int per_rank, uint64_t start) const;
+  // Who made which call at `seq`, member i's next call being calls_[at[i]].
+  Divergence DivergenceAt(const std::vector<Member>& members, int per_rank, const std::vector<size_t>& at,
+                          uint64_t seq) const;
+  void WriteTimeline(const std::vector<const Dump*>& dumps, const std::vector<Member>& members, int per_rank, int tail,
+                     absl::FunctionRef<void(absl::string_view)> out) const;
+  // A group's head, timeline, verdict line, and its part of the JSON summary.
   void WriteGroup(int id, const std::vector<const Dump*>& ranks, int tail,
                   absl::FunctionRef<void(absl::string_view)> out, std::string* summary) const;
 
