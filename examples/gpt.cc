@@ -223,19 +223,39 @@ std::string Sample(nn::Module<Autodiff<B>>& model, const Config& c, Generator& g
   return out;
 }
 
-template <Backend B>
-int TrainOn(const Config& c, const std::shared_ptr<distributed::DeviceGroup<Autodiff<B>>>& group,
-            const data::TextCorpus& corpus, int rank, int processes, CheckpointPlan& plan) {
-  const auto device = group->devices()[0];
+// The run's one JSON line; `extra`: fields only some runs have (",\"skipped_steps\":3").
+template <class Device>
+void PrintResult(const Config& c, const std::vector<Device>& devices, int processes, double val_loss,
+                 double tokens_per_sec, const std::string& extra) {
+  std::vector<std::string> names;
+  for (const auto& d : devices) names.push_back(absl::StrCat("\"", d.ToString(), "\""));
+  auto number = [](double v, int decimals) { return std::isfinite(v) ? absl::StrFormat("%.*f", decimals, v) : "null"; };
+  std::string fields = absl::StrCat(",\"precision\":\"", nn::PrecisionName(c.precision.precision), "\"");
+  if (c.precision.grad_sync) absl::StrAppend(&fields, ",\"grad_sync\":\"bf16\"");
+  std::printf("{\"val_loss\":%s,\"val_bits_per_byte\":%s,\"tokens_per_sec\":%s,\"steps\":%d,\"devices\":[%s]%s%s%s}\n",
+              number(val_loss, 4).c_str(), number(val_loss / std::numbers::ln2, 4).c_str(),
+              number(tokens_per_sec, 1).c_str(), c.steps, absl::StrJoin(names, ",").c_str(),
+              processes > 1 ? absl::StrCat(",\"processes\":", processes).c_str() : "", fields.c_str(), extra.c_str());
+}
+
+// The corpus's first 90% to train on, the rest to validate; UsageError when too short.
+std::pair<std::vector<uint8_t>, std::vector<uint8_t>> SplitCorpus(const Config& c, const data::TextCorpus& corpus) {
   const int64_t split = static_cast<int64_t>(corpus.bytes.size()) * 9 / 10;
-  const std::vector<uint8_t> train(corpus.bytes.begin(), corpus.bytes.begin() + split);
-  const std::vector<uint8_t> val(corpus.bytes.begin() + split, corpus.bytes.end());
+  std::vector<uint8_t> train(corpus.bytes.begin(), corpus.bytes.begin() + split);
+  std::vector<uint8_t> val(corpus.bytes.begin() + split, corpus.bytes.end());
   if (static_cast<int64_t>(val.size()) <= c.model.context + 1) {
     throw UsageError{
         absl::StrCat(c.data_dir, ": ", corpus.bytes.size(), " bytes are too few for --context=", c.model.context)};
   }
+  return {std::move(train), std::move(val)};
+}
+
+// The model (seed c.seed), one replica and AdamW per device, loss scaling and clipping as asked.
+template <Backend B>
+std::unique_ptr<distributed::DataParallel<B>> MakeDataParallel(
+    const Config& c, const std::shared_ptr<distributed::DeviceGroup<Autodiff<B>>>& group) {
   Generator gen(c.seed);
-  nn::Gpt<Autodiff<B>> initial(c.model, gen, device);
+  nn::Gpt<Autodiff<B>> initial(c.model, gen, group->devices()[0]);
   nn::SetPrecision(initial, c.precision.precision);
   auto dp = distributed::DataParallel<B>::Create(
       initial, group,
@@ -247,12 +267,21 @@ int TrainOn(const Config& c, const std::shared_ptr<distributed::DeviceGroup<Auto
   if (!dp.ok()) throw RunFailure{std::string(dp.status().message())};
   if (c.precision.loss_scaling()) (*dp)->set_loss_scaler(nn::LossScalerOptions{});
   if (c.clip > 0) (*dp)->set_clip_grad_norm(c.clip);
+  return *std::move(dp);
+}
+
+template <Backend B>
+int TrainOn(const Config& c, const std::shared_ptr<distributed::DeviceGroup<Autodiff<B>>>& group,
+            const data::TextCorpus& corpus, int rank, int processes, CheckpointPlan& plan) {
+  const auto device = group->devices()[0];
+  const auto [train, val] = SplitCorpus(c, corpus);
+  auto dp = MakeDataParallel<B>(c, group);
   const bool lead = rank == 0;
-  nn::Module<Autodiff<B>>& model = (*dp)->replica(0);
+  nn::Module<Autodiff<B>>& model = dp->replica(0);
   const int64_t tokens_per_step = static_cast<int64_t>(c.batch) * c.model.context;
   Progress progress(lead && isatty(STDOUT_FILENO), c.steps, 1, "tokens");
   // Where the run stands: a resumed run goes on from its checkpoint's step, batches included.
-  RunCheckpoints<B> checkpoints(c.checkpoints, std::move(plan), MathSettings(c), **dp, lead);
+  RunCheckpoints<B> checkpoints(c.checkpoints, std::move(plan), MathSettings(c), *dp, lead);
   TrainPosition here;
   here.members = static_cast<int64_t>(group->devices().size()) * processes;
   here.devices =
@@ -267,11 +296,11 @@ int TrainOn(const Config& c, const std::shared_ptr<distributed::DeviceGroup<Auto
   int64_t steps_run = 0;
   const auto start = std::chrono::steady_clock::now();
   for (int64_t step = at.step; step < c.steps; ++step) {
-    for (int r = 0; r < (*dp)->size(); ++r) (*dp)->optimizer(r).set_lr(LearningRate(c, step));
+    for (int r = 0; r < dp->size(); ++r) dp->optimizer(r).set_lr(LearningRate(c, step));
     std::vector<int64_t> starts;
     for (int i = 0; i < c.batch; ++i) starts.push_back(batches.NextU64() % (train.size() - c.model.context - 1));
     const auto [x, y] = Windows<B>(train, starts, c.model.context, device);
-    const absl::StatusOr<double> loss = (*dp)->Step(x, y, Loss<B>);
+    const absl::StatusOr<double> loss = dp->Step(x, y, Loss<B>);
     if (!loss.ok()) throw RunFailure{std::string(loss.status().message())};
     if (!std::isfinite(*loss)) {
       throw RunFailure{
@@ -309,20 +338,11 @@ int TrainOn(const Config& c, const std::shared_ptr<distributed::DeviceGroup<Auto
     Generator sampling(c.seed + 2);
     std::printf("%s%s\n", c.prompt.c_str(), Sample<B>(model, c, sampling, device).c_str());
   }
-  std::vector<std::string> names;
-  for (const auto& d : group->devices()) names.push_back(absl::StrCat("\"", d.ToString(), "\""));
-  auto number = [](double v, int decimals) { return std::isfinite(v) ? absl::StrFormat("%.*f", decimals, v) : "null"; };
-  std::string extra = absl::StrCat(",\"precision\":\"", nn::PrecisionName(c.precision.precision), "\"");
-  if (c.precision.grad_sync) absl::StrAppend(&extra, ",\"grad_sync\":\"bf16\"");
-  if (const nn::LossScaler* scaler = (*dp)->loss_scaler()) {
-    absl::StrAppend(&extra, ",\"skipped_steps\":", scaler->skipped_steps());
-  }
-  absl::StrAppend(&extra, checkpoints.JsonFields());
-  std::printf("{\"val_loss\":%s,\"val_bits_per_byte\":%s,\"tokens_per_sec\":%s,\"steps\":%d,\"devices\":[%s]%s%s}\n",
-              number(val_loss, 4).c_str(), number(val_loss / std::numbers::ln2, 4).c_str(),
-              number(static_cast<double>(steps_run) * tokens_per_step / std::max(seconds, 1e-9), 1).c_str(), c.steps,
-              absl::StrJoin(names, ",").c_str(),
-              processes > 1 ? absl::StrCat(",\"processes\":", processes).c_str() : "", extra.c_str());
+  const double tokens_per_sec = static_cast<double>(steps_run) * tokens_per_step / std::max(seconds, 1e-9);
+  const std::string extra =
+      absl::StrCat(dp->loss_scaler() ? absl::StrCat(",\"skipped_steps\":", dp->loss_scaler()->skipped_steps()) : "",
+                   checkpoints.JsonFields());
+  PrintResult(c, group->devices(), processes, val_loss, tokens_per_sec, extra);
   return 0;
 }
 
