@@ -123,6 +123,80 @@ int Fail(const absl::Status& s) {
   return 1;
 }
 
+// The training and test images and labels on `device`, the training set cut to --train_limit.
+template <Backend B>
+struct Data {
+  Tensor<B> train_x, train_y, test_x, test_y;
+};
+template <Backend B>
+Data<B> LoadData(const TrainConfig& c, const typename B::Device& device) {
+  auto train = data::LoadFashionMnist(c.data_dir, "train");
+  if (!train.ok()) throw UsageError{std::string(train.status().message())};
+  auto test = data::LoadFashionMnist(c.data_dir, "t10k");
+  if (!test.ok()) throw UsageError{std::string(test.status().message())};
+  Data<B> d{.train_x = Images<B>(train->images, c.model, device),
+            .train_y = Tensor<B>::from_data(train->labels, device),
+            .test_x = Images<B>(test->images, c.model, device),
+            .test_y = Tensor<B>::from_data(test->labels, device)};
+  if (c.train_limit > 0 && c.train_limit < d.train_x.size(0)) {
+    d.train_x = d.train_x.slice(0, 0, c.train_limit);
+    d.train_y = d.train_y.slice(0, 0, c.train_limit);
+  }
+  return d;
+}
+
+// The model (drawn from `gen`), one replica and optimizer per device (one device is the same
+// code with a group of one), loss scaling as asked.
+template <Backend B>
+std::unique_ptr<distributed::DataParallel<B>> MakeDataParallel(
+    const TrainConfig& c, const std::shared_ptr<distributed::DeviceGroup<Autodiff<B>>>& group, Generator& gen) {
+  const auto initial = BuildModel<B>(c.model, gen, group->devices()[0]);
+  nn::SetPrecision(*initial, c.precision.precision);
+  auto make_optimizer = [&]() -> std::unique_ptr<nn::Optimizer<B>> {
+    if (c.optimizer == "sgd") {
+      return std::make_unique<nn::Sgd<B>>(c.lr, nn::SgdOptions{.momentum = 0.9, .weight_decay = c.weight_decay});
+    }
+    return std::make_unique<nn::AdamW<B>>(c.lr, nn::AdamWOptions{.weight_decay = c.weight_decay});
+  };
+  auto dp =
+      distributed::DataParallel<B>::Create(*initial, group, make_optimizer, {.reduce_dtype = c.precision.grad_sync});
+  if (!dp.ok()) {
+    // The first broadcast already crosses processes: a peer that fails there is no usage error.
+    if (dp.status().code() != absl::StatusCode::kInvalidArgument) throw RunFailure{std::string(dp.status().message())};
+    throw UsageError{std::string(dp.status().message())};
+  }
+  if (c.precision.loss_scaling()) (*dp)->set_loss_scaler(nn::LossScalerOptions{});
+  return *std::move(dp);
+}
+
+struct Result {
+  double accuracy, last_loss;
+  int64_t steps;
+  double samples_per_sec;
+};
+
+// The run's one JSON line; `checkpoint_fields` from RunCheckpoints::JsonFields.
+template <Backend B>
+void PrintResult(const TrainConfig& c, const std::vector<typename B::Device>& devices, int processes,
+                 const distributed::DataParallel<B>& dp, const std::string& checkpoint_fields, const Result& r) {
+  std::vector<std::string> names;
+  for (const auto& d : devices) names.push_back(absl::StrCat("\"", d.ToString(), "\""));
+  std::string extra;
+  if (processes > 1) absl::StrAppend(&extra, ",\"processes\":", processes);
+  absl::StrAppend(&extra, ",\"precision\":\"", nn::PrecisionName(c.precision.precision), "\"");
+  if (c.precision.grad_sync) absl::StrAppend(&extra, ",\"grad_sync\":\"bf16\"");
+  if (const nn::LossScaler* scaler = dp.loss_scaler()) {
+    absl::StrAppend(&extra, ",\"loss_scale\":", JsonNumber(scaler->scale(), 0),
+                    ",\"skipped_steps\":", scaler->skipped_steps());
+  }
+  absl::StrAppend(&extra, checkpoint_fields);
+  std::printf(
+      "{\"test_accuracy\":%s,\"train_loss\":%s,\"epochs\":%d,\"steps\":%lld,"
+      "\"samples_per_sec\":%s,\"devices\":[%s]%s}\n",
+      JsonNumber(r.accuracy, 4).c_str(), JsonNumber(r.last_loss, 4).c_str(), c.epochs, static_cast<long long>(r.steps),
+      JsonNumber(r.samples_per_sec, 1).c_str(), absl::StrJoin(names, ",").c_str(), extra.c_str());
+}
+
 // Training proper, with backend B's tensors on `devices` (one replica each), one rank of
 // `processes` (the group holds the process group when there are several).
 template <Backend B>
@@ -133,19 +207,7 @@ int TrainOn(const TrainConfig& c, const std::shared_ptr<distributed::DeviceGroup
   const std::vector<typename B::Device>& devices = group->devices();
   const auto device = devices[0];
 
-  auto train = data::LoadFashionMnist(c.data_dir, "train");
-  if (!train.ok()) throw UsageError{std::string(train.status().message())};
-  auto test = data::LoadFashionMnist(c.data_dir, "t10k");
-  if (!test.ok()) throw UsageError{std::string(test.status().message())};
-
-  Tensor<B> train_x = Images<B>(train->images, c.model, device);
-  Tensor<B> train_y = Tensor<B>::from_data(train->labels, device);
-  if (c.train_limit > 0 && c.train_limit < train_x.size(0)) {
-    train_x = train_x.slice(0, 0, c.train_limit);
-    train_y = train_y.slice(0, 0, c.train_limit);
-  }
-  const Tensor<B> test_x = Images<B>(test->images, c.model, device);
-  const Tensor<B> test_y = Tensor<B>::from_data(test->labels, device);
+  const auto [train_x, train_y, test_x, test_y] = LoadData<B>(c, device);
 
   // Every step splits its batch over every device; a last batch smaller than that is left out.
   const int64_t members = static_cast<int64_t>(devices.size()) * processes;
@@ -158,33 +220,14 @@ int TrainOn(const TrainConfig& c, const std::shared_ptr<distributed::DeviceGroup
   const int64_t steps_per_epoch = n / batch + (n % batch >= members ? 1 : 0);
 
   Generator gen(c.seed);
-  const auto initial = BuildModel<B>(c.model, gen, device);
-  nn::SetPrecision(*initial, c.precision.precision);
-  auto make_optimizer = [&]() -> std::unique_ptr<nn::Optimizer<B>> {
-    if (c.optimizer == "sgd") {
-      return std::make_unique<nn::Sgd<B>>(c.lr, nn::SgdOptions{.momentum = 0.9, .weight_decay = c.weight_decay});
-    }
-    return std::make_unique<nn::AdamW<B>>(c.lr, nn::AdamWOptions{.weight_decay = c.weight_decay});
-  };
-  // One replica per device (one device is the same code with a group of one).
-  auto dp =
-      distributed::DataParallel<B>::Create(*initial, group, make_optimizer, {.reduce_dtype = c.precision.grad_sync});
-  if (!dp.ok()) {
-    // The first broadcast already crosses processes: a peer that fails there is no usage error.
-    if (dp.status().code() != absl::StatusCode::kInvalidArgument) {
-      std::fprintf(stderr, "train: %s\n", std::string(dp.status().message()).c_str());
-      return 1;
-    }
-    throw UsageError{std::string(dp.status().message())};
-  }
-  if (c.precision.loss_scaling()) (*dp)->set_loss_scaler(nn::LossScalerOptions{});
+  const auto dp = MakeDataParallel<B>(c, group, gen);
   const bool lead = rank == 0;  // evaluates, prints and writes the checkpoints
-  nn::Module<AD>& model = (*dp)->replica(0);
+  nn::Module<AD>& model = dp->replica(0);
   const auto loss_fn = [](nn::Module<AD>& m, const T& x, const T& y) { return nn::CrossEntropy(m(x), y); };
 
   // Where the run stands; a resumed run starts where its checkpoint left off, every replica
   // and random stream as they were.
-  RunCheckpoints<B> checkpoints(c.checkpoints, std::move(plan), MathSettings(c), **dp, lead);
+  RunCheckpoints<B> checkpoints(c.checkpoints, std::move(plan), MathSettings(c), *dp, lead);
   TrainPosition here;
   here.members = members;
   here.devices =
@@ -211,11 +254,10 @@ int TrainOn(const TrainConfig& c, const std::shared_ptr<distributed::DeviceGroup
     const auto start = std::chrono::steady_clock::now();
     for (int64_t b = at.step_in_epoch; b < steps_per_epoch; ++b) {
       if (c.cosine) {
-        for (int r = 0; r < (*dp)->size(); ++r) (*dp)->optimizer(r).set_lr(schedule(at.step));
+        for (int r = 0; r < dp->size(); ++r) dp->optimizer(r).set_lr(schedule(at.step));
       }
       const Tensor<B> idx = order.slice(0, b * batch, std::min(n, (b + 1) * batch));
-      const absl::StatusOr<double> loss =
-          (*dp)->Step(train_x.index_select(0, idx), train_y.index_select(0, idx), loss_fn);
+      const absl::StatusOr<double> loss = dp->Step(train_x.index_select(0, idx), train_y.index_select(0, idx), loss_fn);
       if (!loss.ok()) {
         std::fprintf(stderr, "train: %s\n", std::string(loss.status().message()).c_str());
         return 1;
@@ -263,23 +305,11 @@ int TrainOn(const TrainConfig& c, const std::shared_ptr<distributed::DeviceGroup
   if (absl::Status s = checkpoints.Finish(); !s.ok()) return Fail(s);
   if (!lead) return 0;
   if (!evaluated) accuracy = Evaluate(model, test_x, test_y);  // resumed after the last epoch
-  std::vector<std::string> names;
-  for (const auto& d : devices) names.push_back(absl::StrCat("\"", d.ToString(), "\""));
-  std::string extra;
-  if (processes > 1) absl::StrAppend(&extra, ",\"processes\":", processes);
-  absl::StrAppend(&extra, ",\"precision\":\"", nn::PrecisionName(c.precision.precision), "\"");
-  if (c.precision.grad_sync) absl::StrAppend(&extra, ",\"grad_sync\":\"bf16\"");
-  if (const nn::LossScaler* scaler = (*dp)->loss_scaler()) {
-    absl::StrAppend(&extra, ",\"loss_scale\":", JsonNumber(scaler->scale(), 0),
-                    ",\"skipped_steps\":", scaler->skipped_steps());
-  }
-  absl::StrAppend(&extra, checkpoints.JsonFields());
-  std::printf(
-      "{\"test_accuracy\":%s,\"train_loss\":%s,\"epochs\":%d,\"steps\":%lld,"
-      "\"samples_per_sec\":%s,\"devices\":[%s]%s}\n",
-      JsonNumber(accuracy, 4).c_str(), JsonNumber(last_loss, 4).c_str(), c.epochs, static_cast<long long>(at.step),
-      JsonNumber(static_cast<double>(samples) / std::max(train_seconds, 1e-9), 1).c_str(),
-      absl::StrJoin(names, ",").c_str(), extra.c_str());
+  PrintResult(c, devices, processes, *dp, checkpoints.JsonFields(),
+              {.accuracy = accuracy,
+               .last_loss = last_loss,
+               .steps = at.step,
+               .samples_per_sec = static_cast<double>(samples) / std::max(train_seconds, 1e-9)});
   return 0;
 }
 
