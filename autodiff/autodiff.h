@@ -97,7 +97,7 @@ struct Autodiff {
     return autodiff::RunBackward<B>(root.node, seed);
   }
 
-  // ---- Backend operations --------------------------------------------------------------------
+  // ---- The ops of tensor/op_table.h, each recording its derivative (checked: RecordsEveryOp) --
   static Primitive from_data(const TensorData& d, const Device& dev) { return {B::from_data(d, dev), nullptr}; }
   static TensorData to_data(const Primitive& p) { return B::to_data(p.value); }
   static Primitive full(const Shape& s, Scalar v, DType t, const Device& dev) {
@@ -246,6 +246,16 @@ struct Autodiff {
     return perm;
   }
 };
+
+// Autodiff<B> writes each op by hand, since each records its own derivative, and is checked
+// against the op table (tensor/op_table.h): every core op, and each fused kernel group that B has,
+// with the row's exact signature. A missing or mis-typed op fails this concept with a note that
+// names it (has_op::<op>). Optimizer updates are not recorded: they run on the inner values.
+// Checked by tests/autodiff/autodiff_test.cc (Cpu) and tests/backends/dispatch/dispatch_test.cc.
+template <class B>
+concept RecordsEveryOp = Backend<Autodiff<B>> &&
+    (!FusedSoftmax<B> || FusedSoftmax<Autodiff<B>>)&&(!FusedNorm<B> || FusedNorm<Autodiff<B>>)&&(
+        !FusedGelu<B> || FusedGelu<Autodiff<B>>)&&(!FusedCrossEntropy<B> || FusedCrossEntropy<Autodiff<B>>);
 
 }  // namespace kiln
 
