@@ -11,7 +11,7 @@ namespace {
 using T = Tensor<Dispatch>;
 
 // Autodiff<Dispatch> records every op of tensor/op_table.h, with its exact signature.
-static_assert(RecordsEveryOp<Dispatch>);
+static_assert(RecordsEveryOp<Dispatch>());
 
 TEST(Dispatch, RunsOnTheDeviceAStringNames) {
   ASSERT_TRUE(cpu::Configure({.devices = 2}).ok());
