@@ -71,7 +71,7 @@
                              const Shape& shape), (src, dim, index, shape))
 
 // The op that crosses devices (within one backend; Dispatch also moves between backends, through
-// host memory, and so writes its own).
+// host memory, and so writes its own). Throws kiln::Error for a device that does not exist.
 #define KILN_CROSS_DEVICE_OPS(X)                                                                  \
   X(Primitive, to_device, (const Primitive& p, const Device& device), (p, device))
 
