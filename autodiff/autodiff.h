@@ -97,7 +97,7 @@ struct Autodiff {
     return autodiff::RunBackward<B>(root.node, seed);
   }
 
-  // ---- Backend operations --------------------------------------------------------------------
+  // ---- The ops of tensor/op_table.h, each recording its derivative (checked: RecordsEveryOp) --
   static Primitive from_data(const TensorData& d, const Device& dev) { return {B::from_data(d, dev), nullptr}; }
   static TensorData to_data(const Primitive& p) { return B::to_data(p.value); }
   static Primitive full(const Shape& s, Scalar v, DType t, const Device& dev) {
@@ -246,6 +246,22 @@ struct Autodiff {
     return perm;
   }
 };
+
+// Autodiff<B> writes each op by hand, since each records its own derivative, and is checked
+// against the op table (tensor/op_table.h): every core op, and each fused kernel group that B has,
+// with the row's exact signature. A missing or mis-typed op fails one of these static_asserts with
+// a note that names it ("required for the satisfaction of 'gelu<B>'"). Optimizer updates are not
+// recorded: they run on the inner values. Called by tests/autodiff/autodiff_test.cc (Cpu) and
+// tests/backends/dispatch/dispatch_test.cc (Dispatch).
+template <Backend B>
+constexpr bool RecordsEveryOp() {
+  static_assert(Backend<Autodiff<B>>);
+  if constexpr (FusedSoftmax<B>) static_assert(FusedSoftmax<Autodiff<B>>);
+  if constexpr (FusedNorm<B>) static_assert(FusedNorm<Autodiff<B>>);
+  if constexpr (FusedGelu<B>) static_assert(FusedGelu<Autodiff<B>>);
+  if constexpr (FusedCrossEntropy<B>) static_assert(FusedCrossEntropy<Autodiff<B>>);
+  return true;
+}
 
 }  // namespace kiln
 

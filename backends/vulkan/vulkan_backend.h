@@ -37,44 +37,10 @@ struct Vulkan {
   static DType dtype(const Primitive& p) { return p.dtype; }
   static Device device(const Primitive& p) { return p.device; }
 
-  static Primitive from_data(const TensorData& data, const Device& device);
-  static TensorData to_data(const Primitive& p);
-  static Primitive full(const Shape& shape, Scalar value, DType dtype, const Device& device);
-  static Primitive to_device(const Primitive& p, const Device& device);
-  static Primitive cast(const Primitive& p, DType dtype);
-
-  static Primitive unary(UnaryOp op, const Primitive& p);
-  static Primitive binary(BinaryOp op, const Primitive& a, const Primitive& b);
-  static Primitive where(const Primitive& cond, const Primitive& a, const Primitive& b);
-
-  static Primitive reduce(ReduceOp op, const Primitive& p, absl::Span<const int64_t> dims, bool keepdim);
-  static Primitive argmax(const Primitive& p, int64_t dim, bool keepdim);
-
-  static Primitive matmul(const Primitive& a, const Primitive& b);
-
-  static Primitive reshape(const Primitive& p, const Shape& shape);
-  static Primitive permute(const Primitive& p, absl::Span<const int64_t> dims);
-  static Primitive expand(const Primitive& p, const Shape& shape);
-  static Primitive slice(const Primitive& p, int64_t dim, int64_t start, int64_t end, int64_t step);
-  static Primitive cat(absl::Span<const Primitive> parts, int64_t dim);
-  static Primitive gather(const Primitive& p, int64_t dim, const Primitive& index);
-  static Primitive index_select(const Primitive& p, int64_t dim, const Primitive& index);
-  static Primitive scatter_add(const Primitive& src, int64_t dim, const Primitive& index, const Shape& shape);
-
-  // The fused kernels of tensor/fused_ops.h (fused.cc).
-  static Primitive softmax_last(const Primitive& x, bool log, bool causal);
-  static Primitive softmax_last_backward(const Primitive& y, const Primitive& gy, bool log, bool causal);
-  static NormForward<Primitive> norm_last(const Primitive& x, const Primitive* weight, const Primitive* bias,
-                                          double eps, bool rms);
-  static NormBackward<Primitive> norm_last_backward(const Primitive& gy, const Primitive& x, const Primitive* weight,
-                                                    const Primitive& mean, const Primitive& rstd, bool rms,
-                                                    bool bias_grad);
-  static Primitive gelu(const Primitive& x, bool tanh);
-  static Primitive gelu_backward(const Primitive& x, const Primitive& gy, bool tanh);
-  static CrossEntropyForward<Primitive> cross_entropy_rows(const Primitive& logits, const Primitive& targets,
-                                                           int64_t ignore_index, double smoothing);
-  static Primitive cross_entropy_rows_backward(const Primitive& logits, const Primitive& targets, const Primitive& lse,
-                                               const Primitive& g, int64_t ignore_index, double smoothing);
+  // The ops, declared from their rows in tensor/op_table.h (signatures and preconditions there).
+  KILN_DECLARE_BACKEND_OPS()
+  // The fused kernels (fused.cc); no optimizer updates: those are composed of the ops above.
+  KILN_DECLARE_FUSED_KERNEL_OPS()
 
   // A row-major copy when `p` is a non-contiguous view; `p` itself otherwise.
   static Primitive contiguous(const Primitive& p);

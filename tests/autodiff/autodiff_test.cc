@@ -14,6 +14,9 @@ namespace {
 
 using AD = Tensor<Autodiff<Cpu>>;
 
+// Autodiff records every op of tensor/op_table.h, with its exact signature.
+static_assert(RecordsEveryOp<Cpu>());
+
 std::vector<double> V(const Tensor<Cpu>& t) { return t.to_data().ToDoubles(); }
 
 TEST(Autodiff, GradientsAccumulateOverEveryUse) {

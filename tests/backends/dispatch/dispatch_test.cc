@@ -10,6 +10,9 @@ namespace {
 
 using T = Tensor<Dispatch>;
 
+// Autodiff<Dispatch> records every op of tensor/op_table.h, with its exact signature.
+static_assert(RecordsEveryOp<Dispatch>());
+
 TEST(Dispatch, RunsOnTheDeviceAStringNames) {
   ASSERT_TRUE(cpu::Configure({.devices = 2}).ok());
   const DispatchDevice device = DispatchDevice::Parse("cpu:1").value();
