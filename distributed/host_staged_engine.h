@@ -41,6 +41,7 @@ class HostStagedEngine {
       case Collective::kBroadcast: return Broadcast(member, t, call);
       case Collective::kAllGather: return AllGather(member, t, call);
       case Collective::kReduceScatter: return ReduceScatter(member, t, call);
+      case Collective::kGradientSync: break;  // a group's use, never a call
     }
     return absl::InternalError("unknown collective");
   }

@@ -55,7 +55,7 @@ class NcclEngine {
     // than failing after they have queued their halves. One that NCCL cannot serve (a bool
     // sum) still meets the others, who then all get its error and the group stays usable.
     absl::StatusOr<cuda::NcclBuffers> buffers =
-        cuda::NcclComm::Prepare(Op(call.collective), {t.primitive()}, m_.global_size(), call.op);
+        cuda::NcclComm::Prepare(call.collective, {t.primitive()}, m_.global_size(), call.op);
     if (!buffers.ok() && buffers.status().code() != absl::StatusCode::kInvalidArgument) return buffers.status();
     refused_[member] = buffers.status();
     if (absl::Status s = meeting_.Arrive(member, call.signature); !s.ok()) return s;
@@ -67,7 +67,7 @@ class NcclEngine {
       return Prepare(call);
     });
     absl::StatusOr<std::vector<P>> out =
-        ready.ok() ? cuda::NcclComm::Run({comms_[member].get()}, Op(call.collective), *buffers, call.op, call.root)
+        ready.ok() ? cuda::NcclComm::Run({comms_[member].get()}, call.collective, *buffers, call.op, call.root)
                    : absl::StatusOr<std::vector<P>>(ready);
     if (out.ok()) {
       if (absl::Status s = watchdog_->Watch({comms_[member].get()}, call.signature); !s.ok()) out = FailedRun(s);
@@ -102,12 +102,12 @@ class NcclEngine {
     const CollectiveCall call = MakeCall(collective, op, root, ts[0], "");
     std::vector<P> inputs;
     for (const Tensor<Cuda>& t : ts) inputs.push_back(t.primitive());
-    absl::StatusOr<cuda::NcclBuffers> buffers = cuda::NcclComm::Prepare(Op(collective), inputs, m_.global_size(), op);
+    absl::StatusOr<cuda::NcclBuffers> buffers = cuda::NcclComm::Prepare(collective, inputs, m_.global_size(), op);
     if (!buffers.ok()) return buffers.status();
     if (absl::Status s = Prepare(call); !s.ok()) return s;
     std::vector<cuda::NcclComm*> comms;
     for (int r = 0; r < m_.size(); ++r) comms.push_back(comms_[r].get());
-    auto out = cuda::NcclComm::Run(comms, Op(collective), *buffers, op, root);
+    auto out = cuda::NcclComm::Run(comms, collective, *buffers, op, root);
     if (!out.ok()) return FailedRun(out.status());
     if (absl::Status s = watchdog_->Watch(comms, call.signature); !s.ok()) return FailedRun(s);
     std::vector<Tensor<Cuda>> result;
@@ -121,16 +121,6 @@ class NcclEngine {
   // groups of one device, which make no collective).
   static absl::Status RefusedDuringCapture(const CudaDevice& device) {
     return cuda::CaptureRefusal(cuda::Lookup(device), "an NCCL collective (its meeting, agreement and watchdog)");
-  }
-
-  static cuda::NcclOp Op(Collective collective) {
-    switch (collective) {
-      case Collective::kAllReduce: return cuda::NcclOp::kAllReduce;
-      case Collective::kBroadcast: return cuda::NcclOp::kBroadcast;
-      case Collective::kAllGather: return cuda::NcclOp::kAllGather;
-      case Collective::kReduceScatter: return cuda::NcclOp::kReduceScatter;
-    }
-    return cuda::NcclOp::kAllReduce;
   }
 
   // The communicators, made on first use: CreateAll (a fresh unique id) over the group's

@@ -1,6 +1,7 @@
 #include "backends/cuda/nccl_comm.h"
 
 #include <algorithm>
+#include <cctype>
 #include <cstring>
 #include <thread>
 
@@ -36,14 +37,21 @@ ncclRedOp_t NcclRedOp(ReduceOp reduce, DType dtype) {
   return ncclSum;
 }
 
-const char* OpName(NcclOp op) {
-  switch (op) {
-    case NcclOp::kAllReduce: return "ncclAllReduce";
-    case NcclOp::kBroadcast: return "ncclBroadcast";
-    case NcclOp::kAllGather: return "ncclAllGather";
-    case NcclOp::kReduceScatter: return "ncclReduceScatter";
+using distributed::Collective;
+
+// The NCCL call of a collective, from its one name: "all_reduce" is "ncclAllReduce".
+std::string OpName(Collective op) {
+  std::string call = "nccl";
+  bool word_start = true;
+  for (const char* c = distributed::CollectiveName(op); *c != '\0'; ++c) {
+    if (*c == '_') {
+      word_start = true;
+      continue;
+    }
+    call += word_start ? static_cast<char>(std::toupper(static_cast<unsigned char>(*c))) : *c;
+    word_start = false;
   }
-  return "nccl";
+  return call;
 }
 
 DeviceBuffer::Event NewEvent(absl::Status* status, absl::string_view what) {
@@ -229,12 +237,12 @@ NcclComm::~NcclComm() {
   cudaStreamDestroy(stream_);
 }
 
-absl::StatusOr<NcclBuffers> NcclComm::Prepare(NcclOp op, const std::vector<StridedTensor>& inputs, int world,
+absl::StatusOr<NcclBuffers> NcclComm::Prepare(Collective op, const std::vector<StridedTensor>& inputs, int world,
                                               ReduceOp reduce) {
   if (inputs.empty()) return absl::InvalidArgumentError("NCCL: a collective needs at least one input");
   const DType dtype = inputs[0].dtype;
   if (absl::StatusOr<ncclDataType_t> type = NcclType(dtype); !type.ok()) return type.status();
-  if (dtype == DType::kBool && op != NcclOp::kBroadcast && op != NcclOp::kAllGather &&
+  if (dtype == DType::kBool && op != Collective::kBroadcast && op != Collective::kAllGather &&
       (reduce == ReduceOp::kSum || reduce == ReduceOp::kMean)) {
     return absl::InvalidArgumentError(
         absl::StrCat(OpName(op), ": a bool tensor has no sum or mean; convert it with .to(DType::kI64)"));
@@ -244,8 +252,8 @@ absl::StatusOr<NcclBuffers> NcclComm::Prepare(NcclOp op, const std::vector<Strid
     for (const StridedTensor& t : inputs) {
       b.inputs.push_back(Cuda::contiguous(t));
       Dims dims(t.shape.dims().begin(), t.shape.dims().end());
-      if (op == NcclOp::kAllGather) dims[0] *= world;
-      if (op == NcclOp::kReduceScatter) dims[0] /= world;
+      if (op == Collective::kAllGather) dims[0] *= world;
+      if (op == Collective::kReduceScatter) dims[0] /= world;
       b.outputs.push_back(StridedTensor::Empty(Shape(dims), dtype, t.device));
     }
   } catch (const Error& e) {
@@ -254,7 +262,7 @@ absl::StatusOr<NcclBuffers> NcclComm::Prepare(NcclOp op, const std::vector<Strid
   return b;
 }
 
-absl::StatusOr<std::vector<StridedTensor>> NcclComm::Run(const std::vector<NcclComm*>& comms, NcclOp op,
+absl::StatusOr<std::vector<StridedTensor>> NcclComm::Run(const std::vector<NcclComm*>& comms, Collective op,
                                                          const std::vector<StridedTensor>& inputs, ReduceOp reduce,
                                                          int root) {
   if (comms.size() != inputs.size() || comms.empty()) {
@@ -265,7 +273,7 @@ absl::StatusOr<std::vector<StridedTensor>> NcclComm::Run(const std::vector<NcclC
   return Run(comms, op, *buffers, reduce, root);
 }
 
-absl::StatusOr<std::vector<StridedTensor>> NcclComm::Run(const std::vector<NcclComm*>& comms, NcclOp op,
+absl::StatusOr<std::vector<StridedTensor>> NcclComm::Run(const std::vector<NcclComm*>& comms, Collective op,
                                                          const NcclBuffers& buffers, ReduceOp reduce, int root) {
   if (comms.empty() || comms.size() != buffers.inputs.size() || comms.size() != buffers.outputs.size()) {
     return absl::InvalidArgumentError("NcclComm::Run: one input per communicator");
@@ -312,10 +320,10 @@ absl::StatusOr<std::vector<StridedTensor>> NcclComm::Run(const std::vector<NcclC
     const size_t count = static_cast<size_t>(buffers.inputs[i].shape.numel());
     ncclResult_t r = ncclSuccess;
     switch (op) {
-      case NcclOp::kAllReduce: r = ncclAllReduce(in, out, count, *type, red, comm.comm_, comm.stream_); break;
-      case NcclOp::kBroadcast: r = ncclBroadcast(in, out, count, *type, root, comm.comm_, comm.stream_); break;
-      case NcclOp::kAllGather: r = ncclAllGather(in, out, count, *type, comm.comm_, comm.stream_); break;
-      case NcclOp::kReduceScatter:
+      case Collective::kAllReduce: r = ncclAllReduce(in, out, count, *type, red, comm.comm_, comm.stream_); break;
+      case Collective::kBroadcast: r = ncclBroadcast(in, out, count, *type, root, comm.comm_, comm.stream_); break;
+      case Collective::kAllGather: r = ncclAllGather(in, out, count, *type, comm.comm_, comm.stream_); break;
+      case Collective::kReduceScatter:
         r = ncclReduceScatter(in, out, count / world, *type, red, comm.comm_, comm.stream_);
         break;
     }
@@ -371,7 +379,7 @@ absl::StatusOr<std::vector<StridedTensor>> NcclComm::Run(const std::vector<NcclC
   try {
     for (size_t i = 0; i < comms.size(); ++i) {
       if (reduce == ReduceOp::kMean && !IsFloating(dtype) &&
-          (op == NcclOp::kAllReduce || op == NcclOp::kReduceScatter)) {
+          (op == Collective::kAllReduce || op == Collective::kReduceScatter)) {
         DeviceContext& c = Context(comms[i]->device());
         Await(c, {&outputs[i]});
         CheckLaunch(kernels::DivideBy(dtype, outputs[i].mutable_data(), outputs[i].shape.numel(), world, c.stream),

@@ -28,14 +28,13 @@
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
 #include "backends/cuda/strided_tensor.h"
+#include "distributed/collective.h"
 #include "tensor/ops.h"
 
 namespace kiln::cuda {
 
 // OK for ncclSuccess; otherwise "<what>: <ncclGetErrorString>" (plus NCCL's last error).
 absl::Status NcclStatus(ncclResult_t result, absl::string_view what);
-
-enum class NcclOp { kAllReduce, kBroadcast, kAllGather, kReduceScatter };
 
 // A collective's dense inputs and fresh outputs, made on the compute streams before any rank
 // queues its NCCL call: a rank that runs out of memory fails before, not after, the others
@@ -74,8 +73,8 @@ class NcclComm {
 
   // The buffers of `op` over `world` ranks for these inputs (one per local rank): InvalidArgument
   // for what NCCL cannot do, ResourceExhausted when a device is out of memory.
-  static absl::StatusOr<NcclBuffers> Prepare(NcclOp op, const std::vector<StridedTensor>& inputs, int world,
-                                             ReduceOp reduce = ReduceOp::kSum);
+  static absl::StatusOr<NcclBuffers> Prepare(distributed::Collective op, const std::vector<StridedTensor>& inputs,
+                                             int world, ReduceOp reduce = ReduceOp::kSum);
 
   // Runs `op` for comms[i] on inputs[i], all in one NCCL group (ncclGroupStart/End), so one
   // thread may drive every rank of an in-process communicator; a per-rank thread passes just
@@ -86,11 +85,11 @@ class NcclComm {
   //   broadcast: rank `root`'s tensor; all-gather / reduce-scatter: along dim 0.
   // An error after any call was queued aborts `comms` (the peers' halves of the collective
   // would otherwise wait for ever) and says so.
-  static absl::StatusOr<std::vector<StridedTensor>> Run(const std::vector<NcclComm*>& comms, NcclOp op,
+  static absl::StatusOr<std::vector<StridedTensor>> Run(const std::vector<NcclComm*>& comms, distributed::Collective op,
                                                         const NcclBuffers& buffers, ReduceOp reduce = ReduceOp::kSum,
                                                         int root = 0);
   // Prepare, then Run.
-  static absl::StatusOr<std::vector<StridedTensor>> Run(const std::vector<NcclComm*>& comms, NcclOp op,
+  static absl::StatusOr<std::vector<StridedTensor>> Run(const std::vector<NcclComm*>& comms, distributed::Collective op,
                                                         const std::vector<StridedTensor>& inputs,
                                                         ReduceOp reduce = ReduceOp::kSum, int root = 0);
 
