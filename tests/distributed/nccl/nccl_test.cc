@@ -5,8 +5,8 @@
 #include <gtest/gtest.h>
 
 #include "absl/strings/match.h"
-#include "backends/cuda/nccl_comm.h"
 #include "distributed/group.h"
+#include "distributed/nccl/nccl_comm.h"
 
 namespace kiln {
 namespace {

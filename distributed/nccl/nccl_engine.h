@@ -17,8 +17,9 @@
 // are made before members meet, so running out of memory is an error before anything moves.
 // NCCL forbids queueing collectives of two communicators on one device from two threads at
 // once: use one CUDA group per set of devices (and per process group) at a time.
-#ifndef KILN_DISTRIBUTED_NCCL_ENGINE_H_
-#define KILN_DISTRIBUTED_NCCL_ENGINE_H_
+// It registers itself as the engine of Cuda (EngineOf, at the end).
+#ifndef KILN_DISTRIBUTED_NCCL_NCCL_ENGINE_H_
+#define KILN_DISTRIBUTED_NCCL_NCCL_ENGINE_H_
 
 #include <memory>
 #include <mutex>
@@ -30,12 +31,13 @@
 #include "absl/types/span.h"
 #include "backends/cuda/context.h"
 #include "backends/cuda/cuda_backend.h"
-#include "backends/cuda/nccl_comm.h"
-#include "backends/cuda/nccl_watchdog.h"
 #include "distributed/collective_call.h"
+#include "distributed/engine.h"
 #include "distributed/group_membership.h"
 #include "distributed/group_options.h"
 #include "distributed/meeting.h"
+#include "distributed/nccl/nccl_comm.h"
+#include "distributed/nccl/nccl_watchdog.h"
 
 namespace kiln::distributed {
 
@@ -200,6 +202,12 @@ class NcclEngine {
   std::unique_ptr<cuda::NcclWatchdog> watchdog_;  // destroyed before comms_
 };
 
+// The engine of CUDA device groups.
+template <>
+struct EngineOf<Cuda> {
+  using type = NcclEngine;
+};
+
 }  // namespace kiln::distributed
 
-#endif  // KILN_DISTRIBUTED_NCCL_ENGINE_H_
+#endif  // KILN_DISTRIBUTED_NCCL_NCCL_ENGINE_H_

@@ -12,8 +12,8 @@
 //
 // One thread at a time uses a communicator (NCCL's rule): each NcclComm has a mutex that its
 // calls, polls and Abort take.
-#ifndef KILN_BACKENDS_CUDA_NCCL_COMM_H_
-#define KILN_BACKENDS_CUDA_NCCL_COMM_H_
+#ifndef KILN_DISTRIBUTED_NCCL_NCCL_COMM_H_
+#define KILN_DISTRIBUTED_NCCL_NCCL_COMM_H_
 
 #include <cuda_runtime_api.h>
 #include <nccl.h>
@@ -102,6 +102,33 @@ class NcclComm {
                                                                         int first_rank, int world,
                                                                         const std::vector<CudaDevice>& devices,
                                                                         std::chrono::milliseconds timeout);
+  // Join's steps: its arguments checked; every rank's ncclCommInitRankConfig queued in one
+  // NCCL group; the wait (up to `timeout`) until all have connected.
+  static absl::Status CheckJoin(absl::string_view unique_id, int first_rank, int world,
+                                const std::vector<CudaDevice>& devices);
+  static absl::Status StartJoining(const ncclUniqueId& id, int first_rank, int world,
+                                   const std::vector<CudaDevice>& devices, const std::string& what,
+                                   std::vector<ncclComm_t>& comms);
+  static absl::Status AwaitJoined(const std::vector<ncclComm_t>& comms, const std::string& what,
+                                  std::chrono::milliseconds timeout);
+  // Run's steps (nccl_comm.cc numbers them). InvalidArgument for kGradientSync, which is no call.
+  static absl::Status CheckCall(distributed::Collective op);
+  // Each communication stream waits (by event) for what its compute stream has queued.
+  static absl::Status AwaitCompute(const std::vector<NcclComm*>& comms, const NcclBuffers& buffers);
+  // Every rank's call between ncclGroupStart (already called) and ncclGroupEnd; mu_ held.
+  static absl::Status IssueGrouped(const std::vector<NcclComm*>& comms, distributed::Collective op,
+                                   const NcclBuffers& buffers, ReduceOp reduce, int root);
+  // After a failure once calls may be queued: aborts `comms` (`locked`: their mu_ is held),
+  // fences the buffers behind what the communication streams still run, and returns `why`
+  // saying so.
+  static absl::Status AbortAndFence(const std::vector<NcclComm*>& comms, const NcclBuffers& buffers,
+                                    const absl::Status& why, bool locked);
+  // Later users of the inputs and outputs wait for the collective (an event each).
+  static absl::Status FenceBuffers(const std::vector<NcclComm*>& comms, const NcclBuffers& buffers,
+                                   std::vector<StridedTensor>& outputs);
+  // An integer mean: NCCL summed, the division by the world size follows on the compute stream.
+  static absl::Status DivideByWorld(const std::vector<NcclComm*>& comms, DType dtype,
+                                    std::vector<StridedTensor>& outputs);
   // Waits while the communicator is busy with a previous call (ncclInProgress), taking mu_
   // for each poll only, so that Abort can get in.
   absl::Status Settle(absl::string_view what) const;
@@ -118,4 +145,4 @@ class NcclComm {
 
 }  // namespace kiln::cuda
 
-#endif  // KILN_BACKENDS_CUDA_NCCL_COMM_H_
+#endif  // KILN_DISTRIBUTED_NCCL_NCCL_COMM_H_
