@@ -23,9 +23,10 @@ namespace kiln::distributed {
 // engine may also offer RunList(tensors, collective, op, root, per_member) to drive every
 // member from one thread.
 template <class E, class B>
-concept CollectiveEngine = std::constructible_from < E,
-        const GroupMembership<typename B::Device>
-&, const GroupOptions& > &&requires(E& e, int member, const Tensor<B>& t, const CollectiveCall& call) {
+concept CollectiveEngine = requires(E& e, const GroupMembership<typename B::Device>& members,
+                                    const GroupOptions& options, int member, const Tensor<B>& t,
+                                    const CollectiveCall& call) {
+  E(members, options);
   { e.Run(member, t, call, true) } -> std::same_as<absl::StatusOr<Tensor<B>>>;
 };
 
