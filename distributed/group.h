@@ -37,7 +37,8 @@ struct AnyGroupOf {
 // One alternative per compiled-in backend, plain and autodiff.
 using AnyGroup = CompiledBackends::Apply<group_internal::AnyGroupOf>::type;
 
-// Every rejection names the offending index, what was expected and what was found.
+// `op` is what the group is made for (Collective::kGradientSync for training); its name starts
+// every error. Every rejection names the offending index, what was expected and what was found.
 // InvalidArgument: an empty list, a duplicate, mixed backends, mixed autodiff, nested
 // autodiff, a device that does not exist (a backend this build lacks is Parse's
 // FailedPrecondition).
