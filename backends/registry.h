@@ -3,8 +3,8 @@
 // from these two lists: Dispatch's primitive, DispatchDevice's device variant and its parsing,
 // the backend of a primitive or a device, distributed's AnyGroup, the typed test lists. Outside
 // this file, each backend's own folder and BUILD selects, per-backend #ifdefs remain in
-// distributed/engines.h (the NCCL engine for CUDA), tests/backends.h (which backends run the
-// half-precision configurations) and a few CUDA-specific tests and benchmarks.
+// distributed/nccl/nccl.h (the NCCL engine's folder, for CUDA), tests/backends.h (which
+// backends run the half-precision configurations) and a few CUDA-specific tests and benchmarks.
 //
 // A registered backend B (see RegisteredBackend) has, besides the tensor operations of the
 // Backend concept, a Device constructible from an index, a Primitive, and

@@ -10,13 +10,12 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/string_view.h"
+#include "distributed/collective.h"
 #include "distributed/collective_checks.h"
 #include "tensor/ops.h"
 #include "tensor/tensor.h"
 
 namespace kiln::distributed {
-
-enum class Collective { kAllReduce, kBroadcast, kAllGather, kReduceScatter };
 
 class FlightRecorder;
 
@@ -36,13 +35,13 @@ struct CollectiveCall {
 
   // "all_reduce(sum)", "broadcast(root 1)", "all_gather", "reduce_scatter(mean)".
   static std::string Name(Collective collective, ReduceOp op, int root) {
+    const char* name = CollectiveName(collective);
     switch (collective) {
-      case Collective::kAllReduce: return absl::StrCat("all_reduce(", OpName(op), ")");
-      case Collective::kBroadcast: return absl::StrCat("broadcast(root ", root, ")");
-      case Collective::kAllGather: return "all_gather";
-      case Collective::kReduceScatter: return absl::StrCat("reduce_scatter(", OpName(op), ")");
+      case Collective::kAllReduce:
+      case Collective::kReduceScatter: return absl::StrCat(name, "(", OpName(op), ")");
+      case Collective::kBroadcast: return absl::StrCat(name, "(root ", root, ")");
+      default: return name;
     }
-    return "?";
   }
   // What the processes compare: the signature and how many members each process has.
   std::string AcrossProcesses(int local_members) const {

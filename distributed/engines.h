@@ -1,39 +1,28 @@
-// Which engine moves a backend's collectives (the DeviceGroup<B> front end is the same for
-// all): the host-staged one by default (CPU, Vulkan: the backend's CollectiveKernels<B>, in
-// its own folder), NCCL for CUDA. A new engine is its own file plus a line here, under the
-// #ifdef of the backend it serves (as KILN_WITH_CUDA guards the NCCL engine).
+// The engines of kiln, listed once: each engine's folder, whose header registers the engine
+// (EngineOf, engine.h) for the backends it serves: the host-staged one for every backend that
+// stages its collectives (CPU, Vulkan), NCCL for CUDA where it is compiled in. A new engine is
+// its folder plus a line here and a dep in BUILD.bazel (docs/adding_an_engine.md).
 #ifndef KILN_DISTRIBUTED_ENGINES_H_
 #define KILN_DISTRIBUTED_ENGINES_H_
 
-#include <concepts>
-
-#include "absl/status/statusor.h"
-#include "distributed/collective_call.h"
-#include "distributed/host_staged_engine.h"
-#ifdef KILN_WITH_CUDA
-#include "distributed/nccl_engine.h"
-#endif
+#include "backends/registry.h"
+#include "distributed/engine.h"
+#include "distributed/host_staged/host_staged_engine.h"
+#include "distributed/nccl/nccl.h"
 
 namespace kiln::distributed {
 
-// What the front end asks of an engine: a member's part of a call (the member checked, its
-// tensor on its device). An engine may also offer RunList(tensors, collective, op, root,
-// per_member) to drive every member from one thread.
-template <class E, class B>
-concept CollectiveEngine = requires(E& e, int member, const Tensor<B>& t, const CollectiveCall& call) {
-  { e.Run(member, t, call, true) } -> std::same_as<absl::StatusOr<Tensor<B>>>;
+namespace engines_internal {
+template <class... Bs>
+struct EveryBackendHasAnEngine {
+  static constexpr bool value = (CollectiveEngine<typename EngineOf<Bs>::type, Bs> && ...);
 };
+}  // namespace engines_internal
 
-template <class B>
-struct EngineOf {
-  using type = HostStagedEngine<B>;
-};
-#ifdef KILN_WITH_CUDA
-template <>
-struct EngineOf<Cuda> {
-  using type = NcclEngine;
-};
-#endif
+// A compiled-in backend without an engine fails here ("incomplete type EngineOf<B>"), not in
+// the first group made of it.
+static_assert(CompiledBackends::Apply<engines_internal::EveryBackendHasAnEngine>::value,
+              "every compiled-in backend needs a registered collective engine");
 
 }  // namespace kiln::distributed
 

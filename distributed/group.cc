@@ -6,17 +6,6 @@
 
 namespace kiln::distributed {
 
-const char* GroupOpName(GroupOp op) {
-  switch (op) {
-    case GroupOp::kAllReduce: return "all_reduce";
-    case GroupOp::kBroadcast: return "broadcast";
-    case GroupOp::kAllGather: return "all_gather";
-    case GroupOp::kReduceScatter: return "reduce_scatter";
-    case GroupOp::kGradientSync: return "gradient sync";
-  }
-  return "?";
-}
-
 namespace {
 
 // The group of backend B over `devices` (validated: all of B, all autodiff or none).
@@ -35,8 +24,8 @@ absl::StatusOr<AnyGroup> MakeTyped(absl::Span<const DispatchDevice> devices, Gro
 
 }  // namespace
 
-absl::Status ValidateDevices(absl::Span<const DispatchDevice> devices, GroupOp op) {
-  const char* what = GroupOpName(op);
+absl::Status ValidateDevices(absl::Span<const DispatchDevice> devices, Collective op) {
+  const char* what = CollectiveName(op);
   if (devices.empty()) {
     return absl::InvalidArgumentError(absl::StrCat(what, ": the device list is empty; give at least one device"));
   }
@@ -73,10 +62,10 @@ absl::Status ValidateDevices(absl::Span<const DispatchDevice> devices, GroupOp o
   return absl::OkStatus();
 }
 
-absl::StatusOr<AnyGroup> MakeGroup(absl::Span<const DispatchDevice> devices, GroupOp op, GroupOptions options) {
+absl::StatusOr<AnyGroup> MakeGroup(absl::Span<const DispatchDevice> devices, Collective op, GroupOptions options) {
   if (absl::Status s = ValidateDevices(devices, op); !s.ok()) return s;
-  if (absl::Status s = CheckTimeout(options.timeout, GroupOpName(op)); !s.ok()) return s;
-  if (absl::Status s = CheckFlightRecorder(options, GroupOpName(op)); !s.ok()) return s;
+  if (absl::Status s = CheckTimeout(options.timeout, CollectiveName(op)); !s.ok()) return s;
+  if (absl::Status s = CheckFlightRecorder(options, CollectiveName(op)); !s.ok()) return s;
   return std::visit(
       [&](const auto& d) -> absl::StatusOr<AnyGroup> {
         using D = std::decay_t<decltype(d)>;

@@ -5,7 +5,7 @@
 // DeviceGroup<Autodiff<B>> (autodiff devices) for exactly one compiled-in B, and handed to code
 // written once per backend:
 //
-//   auto steps = MakeGroup(devices, GroupOp::kGradientSync, options, [&](auto group) {
+//   auto steps = MakeGroup(devices, Collective::kGradientSync, options, [&](auto group) {
 //     return Train(*group);  // group: std::shared_ptr<DeviceGroup<Autodiff<B>>>, or of B
 //   });
 #ifndef KILN_DISTRIBUTED_GROUP_H_
@@ -22,13 +22,10 @@
 #include "backends/dispatch/dispatch_device.h"
 #include "backends/registry.h"
 #include "distributed/autodiff_group.h"
+#include "distributed/collective.h"
 #include "distributed/device_group.h"
 
 namespace kiln::distributed {
-
-// What a group will be asked to do (a backend may support only some of it).
-enum class GroupOp { kAllReduce, kBroadcast, kAllGather, kReduceScatter, kGradientSync };
-const char* GroupOpName(GroupOp op);
 
 namespace group_internal {
 template <class... Bs>
@@ -40,18 +37,19 @@ struct AnyGroupOf {
 // One alternative per compiled-in backend, plain and autodiff.
 using AnyGroup = CompiledBackends::Apply<group_internal::AnyGroupOf>::type;
 
-// Every rejection names the offending index, what was expected and what was found.
+// `op` is what the group is made for (Collective::kGradientSync for training); its name starts
+// every error. Every rejection names the offending index, what was expected and what was found.
 // InvalidArgument: an empty list, a duplicate, mixed backends, mixed autodiff, nested
 // autodiff, a device that does not exist (a backend this build lacks is Parse's
 // FailedPrecondition).
-absl::Status ValidateDevices(absl::Span<const DispatchDevice> devices, GroupOp op);
+absl::Status ValidateDevices(absl::Span<const DispatchDevice> devices, Collective op);
 
-absl::StatusOr<AnyGroup> MakeGroup(absl::Span<const DispatchDevice> devices, GroupOp op, GroupOptions options = {});
+absl::StatusOr<AnyGroup> MakeGroup(absl::Span<const DispatchDevice> devices, Collective op, GroupOptions options = {});
 
 // The same, handing the typed group to f (a generic lambda: every alternative of AnyGroup
 // must give one result type R); its result, or the reason there is no group.
 template <class F>
-auto MakeGroup(absl::Span<const DispatchDevice> devices, GroupOp op, GroupOptions options, F&& f)
+auto MakeGroup(absl::Span<const DispatchDevice> devices, Collective op, GroupOptions options, F&& f)
     -> absl::StatusOr<std::invoke_result_t<F, std::shared_ptr<DeviceGroup<Cpu>>>> {
   using R = std::invoke_result_t<F, std::shared_ptr<DeviceGroup<Cpu>>>;
   absl::StatusOr<AnyGroup> group = MakeGroup(devices, op, std::move(options));
@@ -67,7 +65,7 @@ auto MakeTrainingGroup(absl::Span<const DispatchDevice> devices, GroupOptions op
   using R = std::invoke_result_t<F, std::shared_ptr<DeviceGroup<Autodiff<Cpu>>>>;
   std::vector<DispatchDevice> wrapped;
   for (const DispatchDevice& d : devices) wrapped.push_back(d.is_autodiff() ? d : DispatchDevice::Autodiff(d));
-  absl::StatusOr<AnyGroup> group = MakeGroup(wrapped, GroupOp::kGradientSync, std::move(options));
+  absl::StatusOr<AnyGroup> group = MakeGroup(wrapped, Collective::kGradientSync, std::move(options));
   if (!group.ok()) return group.status();
   return std::visit(
       [&]<class G>(std::shared_ptr<DeviceGroup<G>>& typed) -> absl::StatusOr<R> {
@@ -83,12 +81,12 @@ auto MakeTrainingGroup(absl::Span<const DispatchDevice> devices, GroupOptions op
 // The group when the caller knows its backend G (Cpu, Autodiff<Cpu>, ...): InvalidArgument
 // when the devices are of another.
 template <class G>
-absl::StatusOr<std::shared_ptr<DeviceGroup<G>>> MakeGroupOf(absl::Span<const DispatchDevice> devices, GroupOp op,
+absl::StatusOr<std::shared_ptr<DeviceGroup<G>>> MakeGroupOf(absl::Span<const DispatchDevice> devices, Collective op,
                                                             GroupOptions options = {}) {
   absl::StatusOr<AnyGroup> group = MakeGroup(devices, op, std::move(options));
   if (!group.ok()) return group.status();
   if (auto* typed = std::get_if<std::shared_ptr<DeviceGroup<G>>>(&*group)) return *typed;
-  return absl::InvalidArgumentError(absl::StrCat(GroupOpName(op), ": the devices (", devices[0].ToString(),
+  return absl::InvalidArgumentError(absl::StrCat(CollectiveName(op), ": the devices (", devices[0].ToString(),
                                                  ", ...) make a group of another backend than ", G::Name()));
 }
 

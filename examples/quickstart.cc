@@ -15,7 +15,7 @@ using AD = Autodiff<Cpu>;  // the CPU backend, with gradients
 int main() {
   if (!cpu::Configure({.devices = 2}).ok()) return 1;  // cpu:0 and cpu:1, a core each
   const auto devices = DispatchDevice::ParseList("autodiff(cpu:0),autodiff(cpu:1)").value();
-  const auto group = distributed::MakeGroupOf<AD>(devices, distributed::GroupOp::kGradientSync).value();
+  const auto group = distributed::MakeGroupOf<AD>(devices, distributed::Collective::kGradientSync).value();
 
   const auto train = data::LoadFashionMnist(data::kFashionMnistDir, "train").value();
   const auto images = Tensor<Cpu>::from_data(train.images).reshape({-1, 784});

@@ -43,7 +43,7 @@ std::vector<DispatchDevice> ParseDevices(const std::string& spec, int threads_fl
   if (absl::Status s = cpu::Configure({.devices = highest + 1, .threads_per_device = threads}); !s.ok()) {
     throw UsageError{absl::StrCat("--devices=", spec, ": ", s.message())};
   }
-  if (absl::Status s = distributed::ValidateDevices(devices, distributed::GroupOp::kGradientSync); !s.ok()) {
+  if (absl::Status s = distributed::ValidateDevices(devices, distributed::Collective::kGradientSync); !s.ok()) {
     throw UsageError{absl::StrCat("--devices=", spec, ": ", s.message())};
   }
   return devices;

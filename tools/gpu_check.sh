@@ -17,14 +17,14 @@ cd "$(dirname "${BASH_SOURCE[0]}")/.."
 # starts as its argument.
 tests=(
   tests/backends/cuda/allocator_test tests/backends/cuda/cuda_device_test tests/backends/cuda/fused_test
-  tests/backends/cuda/nccl_test tests/backends/cuda/scalar_ops_test tests/backends/cuda/strided_index_test
+  tests/backends/cuda/scalar_ops_test tests/backends/cuda/strided_index_test
   tests/backends/cuda/captured_step_gpu_test tests/backends/cuda/half_cast_gpu_test
   tests/tensor/creation_test tests/tensor/elementwise_test tests/tensor/errors_test tests/tensor/integer_test
   tests/tensor/layout_test tests/tensor/matmul_test tests/tensor/reduce_test
   tests/autodiff/gradcheck_test
   tests/distributed/autodiff_collectives_test tests/distributed/collectives_test
   tests/distributed/data_parallel_test tests/distributed/gradient_sync_test tests/distributed/group_test
-  tests/distributed/gloo/process_group_test
+  tests/distributed/gloo/process_group_test tests/distributed/nccl/nccl_test
 )
 if [[ "${1:-}" == --list-tests ]]; then printf '%s\n' "${tests[@]}"; exit 0; fi
 # Only the CUDA cases of the shared suites (typed names: cuda_f32, autodiff_cuda_f64, cuda).

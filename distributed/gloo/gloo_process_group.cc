@@ -38,7 +38,7 @@ void IgnoreBrokenPipes() {
 // `where` names the rendezvous in messages.
 absl::Status Join(RendezvousStore& store, const ProcessGroupOptions& o, const std::string& where) {
   try {
-    store.set(absl::StrCat("joined/", o.rank), {'1'});
+    store.Set(absl::StrCat("joined/", o.rank), {'1'});
   } catch (const std::exception& e) {
     const std::string why = Reason(e);
     if (absl::StrContains(why, "already")) {

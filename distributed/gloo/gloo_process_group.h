@@ -93,6 +93,8 @@ class GlooProcessGroup : public ProcessGroup {
   // on their way.
   absl::Status Direct(absl::string_view call, const void* in, void* out, int64_t count, DType dtype, ReduceOp kind,
                       bool gather);
+  // One call of Direct: its split into parts and segments, its buffers, its steps.
+  class DirectCall;
 
   // Runs one Gloo operation: exceptions become a status that breaks the group for good and
   // close its connections (the peers learn at once, and Gloo's event loop no longer writes

@@ -401,7 +401,7 @@ std::string Key(int rank) { return absl::StrCat("mesh/", rank); }
 
 }  // namespace
 
-std::shared_ptr<gloo::Context> ConnectMesh(gloo::rendezvous::Store& store,
+std::shared_ptr<gloo::Context> ConnectMesh(RendezvousStore& store,
                                            const std::shared_ptr<gloo::transport::Device>& device,
                                            const MeshOptions& o) {
   auto tcp_device = std::dynamic_pointer_cast<tcp::Device>(device);
@@ -419,12 +419,12 @@ std::shared_ptr<gloo::Context> ConnectMesh(gloo::rendezvous::Store& store,
     address_bytes = bytes.size();
     record.append(bytes.begin(), bytes.end());
   }
-  store.set(Key(o.rank), std::vector<char>(record.begin(), record.end()));
+  store.Set(Key(o.rank), std::vector<char>(record.begin(), record.end()));
 
   for (int r = 0; r < o.world_size; ++r) {
     if (r == o.rank) continue;
-    store.wait({Key(r)}, o.timeout);
-    const std::vector<char> theirs = store.get(Key(r));
+    store.Wait({Key(r)}, o.timeout);
+    const std::vector<char> theirs = store.Get(Key(r));
     const absl::string_view view(theirs.data(), theirs.size());
     if (view.size() < 4 || GetU32(view, 0) != static_cast<uint32_t>(o.world_size) ||
         view.size() != 4 + address_bytes * (o.world_size - 1)) {

@@ -15,8 +15,8 @@
 #include <memory>
 #include <string>
 
+#include "distributed/process/rendezvous_store.h"
 #include "gloo/context.h"
-#include "gloo/rendezvous/store.h"
 #include "gloo/transport/device.h"
 
 namespace kiln::distributed {
@@ -34,7 +34,7 @@ struct MeshOptions {
 // Throws like Gloo's connectFullMesh (gloo::IoException and friends) on a failure; a timeout's
 // message says what this rank saw at the ports still waiting (e.g. a connection claiming to
 // be the missing rank that held another token).
-std::shared_ptr<gloo::Context> ConnectMesh(gloo::rendezvous::Store& store,
+std::shared_ptr<gloo::Context> ConnectMesh(RendezvousStore& store,
                                            const std::shared_ptr<gloo::transport::Device>& device,
                                            const MeshOptions& options);
 

@@ -18,7 +18,7 @@ std::vector<std::optional<std::string>> GlooProcessGroup::ExchangeNotes(const st
   if (size_ == 1) return notes;
   const auto at = [&](int r) { return absl::StrCat("notes/", key, "/", r); };
   try {
-    store_->set(at(rank_), std::vector<char>(note.begin(), note.end()));
+    store_->Set(at(rank_), std::vector<char>(note.begin(), note.end()));
   } catch (const std::exception&) {
     // Best effort: the others will not see this rank's note; it can still read theirs.
   }
@@ -29,7 +29,7 @@ std::vector<std::optional<std::string>> GlooProcessGroup::ExchangeNotes(const st
       if (notes[r].has_value()) continue;
       try {
         if (store_->Has(at(r))) {
-          const std::vector<char> got = store_->get(at(r));
+          const std::vector<char> got = store_->Get(at(r));
           notes[r] = std::string(got.begin(), got.end());
           --missing;
         }

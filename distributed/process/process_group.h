@@ -7,7 +7,7 @@
 // An engine implements this interface on host buffers: Gloo over TCP
 // (distributed/gloo/gloo_process_group.h). CUDA device groups use a process group differently:
 // to meet, to agree on each call and to hand out NCCL's unique id (Agree, Broadcast), while
-// NCCL moves the data between every GPU of every process (distributed/nccl_engine.h).
+// NCCL moves the data between every GPU of every process (distributed/nccl/nccl_engine.h).
 //
 // Every rank must make the same calls in the same order (as with NCCL or torch.distributed).
 // Each call is compared across the ranks before any of its data reaches a tensor. After a

@@ -6,6 +6,7 @@
 
 #include <cerrno>
 #include <cstring>
+#include <functional>
 
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
@@ -17,6 +18,12 @@
 #include "gloo/rendezvous/redis_store.h"
 
 namespace kiln::distributed {
+
+struct RendezvousStore::Backing {
+  std::unique_ptr<gloo::rendezvous::Store> store;
+  std::function<bool(const std::vector<std::string>&)> has;  // whether all keys are set
+};
+
 namespace {
 
 // FileStore and RedisStore can tell whether keys exist; FileStore keeps it protected.
@@ -66,8 +73,9 @@ absl::StatusOr<std::unique_ptr<RendezvousStore>> RendezvousStore::Open(const std
     try {
       auto store = std::make_unique<FileStore>(dir);
       FileStore* raw = store.get();
-      return std::unique_ptr<RendezvousStore>(new RendezvousStore(
-          address, prefix, std::move(store), [raw](const std::vector<std::string>& k) { return raw->Has(k); }));
+      auto backing = std::make_unique<Backing>(
+          Backing{std::move(store), [raw](const std::vector<std::string>& k) { return raw->Has(k); }});
+      return std::unique_ptr<RendezvousStore>(new RendezvousStore(address, prefix, std::move(backing)));
     } catch (const std::exception& e) {
       return absl::FailedPreconditionError(absl::StrCat("rendezvous store ", address, ": ", e.what()));
     }
@@ -91,8 +99,9 @@ absl::StatusOr<std::unique_ptr<RendezvousStore>> RendezvousStore::Open(const std
   try {
     auto store = std::make_unique<gloo::rendezvous::RedisStore>(host, port);
     auto* raw = store.get();
-    return std::unique_ptr<RendezvousStore>(new RendezvousStore(
-        address, prefix, std::move(store), [raw](const std::vector<std::string>& k) { return raw->check(k); }));
+    auto backing = std::make_unique<Backing>(
+        Backing{std::move(store), [raw](const std::vector<std::string>& k) { return raw->check(k); }});
+    return std::unique_ptr<RendezvousStore>(new RendezvousStore(address, prefix, std::move(backing)));
   } catch (const gloo::IoException& e) {
     // Gloo's message starts with its source location; the reason follows "Redis: ".
     std::string why = e.what();
@@ -103,20 +112,23 @@ absl::StatusOr<std::unique_ptr<RendezvousStore>> RendezvousStore::Open(const std
   }
 }
 
-void RendezvousStore::set(const std::string& key, const std::vector<char>& data) { base_->set(Key(key), data); }
+RendezvousStore::RendezvousStore(std::string address, std::string prefix, std::unique_ptr<Backing> backing)
+    : address_(std::move(address)), prefix_(std::move(prefix)), backing_(std::move(backing)) {}
 
-std::vector<char> RendezvousStore::get(const std::string& key) { return base_->get(Key(key)); }
+RendezvousStore::~RendezvousStore() = default;
 
-void RendezvousStore::wait(const std::vector<std::string>& keys) {
-  wait(keys, gloo::rendezvous::Store::kDefaultTimeout);
+void RendezvousStore::Set(const std::string& key, const std::vector<char>& data) {
+  backing_->store->set(Key(key), data);
 }
 
-void RendezvousStore::wait(const std::vector<std::string>& keys, const std::chrono::milliseconds& timeout) {
+std::vector<char> RendezvousStore::Get(const std::string& key) { return backing_->store->get(Key(key)); }
+
+void RendezvousStore::Wait(const std::vector<std::string>& keys, std::chrono::milliseconds timeout) {
   std::vector<std::string> full;
   for (const std::string& k : keys) full.push_back(Key(k));
-  base_->wait(full, timeout);
+  backing_->store->wait(full, timeout);
 }
 
-bool RendezvousStore::Has(const std::string& key) { return check_({Key(key)}); }
+bool RendezvousStore::Has(const std::string& key) { return backing_->has({Key(key)}); }
 
 }  // namespace kiln::distributed

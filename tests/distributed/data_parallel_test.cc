@@ -63,7 +63,7 @@ void ExpectMatchesSingleDevice(int devices, int64_t batch, double clip = 0) {
 
   std::vector<DispatchDevice> list;
   for (int r = 0; r < devices; ++r) list.push_back(DispatchDevice::Autodiff(DispatchDevice(d[r])));
-  auto group = MakeGroup(list, GroupOp::kGradientSync);
+  auto group = MakeGroup(list, Collective::kGradientSync);
   ASSERT_TRUE(group.ok()) << group.status();
   auto dp = DataParallel<B>::Create(*model, std::get<std::shared_ptr<DeviceGroup<ADB>>>(*group),
                                     [] { return std::make_unique<nn::Sgd<B>>(0.1, nn::SgdOptions{.momentum = 0.9}); },

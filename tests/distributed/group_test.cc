@@ -20,7 +20,7 @@ using ::kiln::testing::DistributedBackends;
 using ::kiln::testing::TestDevices;
 
 void ExpectRejected(std::vector<DispatchDevice> devices, absl::StatusCode code, const std::string& message) {
-  const auto group = MakeGroup(devices, GroupOp::kAllReduce);
+  const auto group = MakeGroup(devices, Collective::kAllReduce);
   ASSERT_FALSE(group.ok());
   EXPECT_EQ(group.status().code(), code);
   EXPECT_EQ(group.status().message(), message);
@@ -51,7 +51,7 @@ TEST_F(GroupTest, ParsesAndPrintsDevices) {
 TEST_F(GroupTest, RejectsTimeoutsADeadlineCannotHold) {
   const std::vector<DispatchDevice> devices = {D("cpu:0"), D("cpu:1")};
   for (const auto timeout : {std::chrono::milliseconds(0), std::chrono::milliseconds::max()}) {
-    const auto group = MakeGroup(devices, GroupOp::kAllReduce, {.timeout = timeout});
+    const auto group = MakeGroup(devices, Collective::kAllReduce, {.timeout = timeout});
     EXPECT_EQ(group.status().message(), absl::StrCat("all_reduce: timeout ", timeout.count(),
                                                      " ms must be positive and at most 604800000 ms (a week)"));
   }
@@ -66,12 +66,12 @@ TEST_F(GroupTest, RejectsTimeoutsADeadlineCannotHold) {
 
 // Code written once per backend gets the typed group; no caller visits the variant by hand.
 TEST_F(GroupTest, HandsTheTypedGroupToGenericCode) {
-  const auto size = MakeGroup({D("cpu:0"), D("cpu:1")}, GroupOp::kAllReduce, {}, [](auto group) {
+  const auto size = MakeGroup({D("cpu:0"), D("cpu:1")}, Collective::kAllReduce, {}, [](auto group) {
     EXPECT_TRUE((std::is_same_v<std::decay_t<decltype(*group)>, DeviceGroup<Cpu>>));
     return group->size();
   });
   EXPECT_EQ(size.value(), 2);
-  const auto refused = MakeGroup({D("cpu:0"), D("cpu:0")}, GroupOp::kAllReduce, {}, [](auto group) { return 1; });
+  const auto refused = MakeGroup({D("cpu:0"), D("cpu:0")}, Collective::kAllReduce, {}, [](auto group) { return 1; });
   EXPECT_EQ(refused.status().message(),
             "all_reduce: device 1 is cpu:0, the same device as device 0; each device may appear once");
   // Training wraps plain devices in autodiff.
@@ -79,8 +79,8 @@ TEST_F(GroupTest, HandsTheTypedGroupToGenericCode) {
     return std::string(std::decay_t<decltype(*group)>::Inner::Name());
   });
   EXPECT_EQ(inner.value(), "cpu");
-  EXPECT_TRUE(MakeGroupOf<Cpu>({D("cpu:0")}, GroupOp::kAllReduce).ok());
-  EXPECT_EQ(MakeGroupOf<Autodiff<Cpu>>({D("cpu:0")}, GroupOp::kAllReduce).status().message(),
+  EXPECT_TRUE(MakeGroupOf<Cpu>({D("cpu:0")}, Collective::kAllReduce).ok());
+  EXPECT_EQ(MakeGroupOf<Autodiff<Cpu>>({D("cpu:0")}, Collective::kAllReduce).status().message(),
             "all_reduce: the devices (cpu:0, ...) make a group of another backend than autodiff_cpu");
 }
 
@@ -136,13 +136,13 @@ TEST_F(GroupTest, RejectsMixedCpuAndVulkanLists) {
             "vulkan:9 does not exist: this process has 2 Vulkan devices (vulkan:0..vulkan:1); set "
             "KILN_VULKAN_VIRTUAL_DEVICES or call kiln::vulkan::Configure for more");
   const std::vector<DispatchDevice> mixed = {D("cpu:0"), D("vulkan:0")};
-  const absl::Status s = ValidateDevices(mixed, GroupOp::kAllReduce);
+  const absl::Status s = ValidateDevices(mixed, Collective::kAllReduce);
   EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument);
   EXPECT_EQ(s.message(),
             "all_reduce: device 1 is vulkan:0 (vulkan) but device 0 is cpu:0 (cpu); a "
             "group's devices share one backend");
   const std::vector<DispatchDevice> mixed_autodiff = {A("vulkan:0"), A("cpu:1")};
-  EXPECT_EQ(MakeGroup(mixed_autodiff, GroupOp::kGradientSync).status().message(),
+  EXPECT_EQ(MakeGroup(mixed_autodiff, Collective::kGradientSync).status().message(),
             "gradient sync: device 1 is autodiff(cpu:1) (cpu) but device 0 is autodiff(vulkan:0) "
             "(vulkan); a group's devices share one backend");
 }
@@ -190,12 +190,12 @@ TYPED_TEST(Groups, RejectsEveryBadList) {
 TYPED_TEST(Groups, UnwrapsIntoTheTypedGroup) {
   using B = TypeParam;
   const auto d = TestDevices<B>::Provide(3);
-  const auto plain = MakeGroup({this->D(d[0]), this->D(d[1])}, GroupOp::kAllReduce);
+  const auto plain = MakeGroup({this->D(d[0]), this->D(d[1])}, Collective::kAllReduce);
   ASSERT_TRUE(plain.ok()) << plain.status();
   ASSERT_TRUE(std::holds_alternative<std::shared_ptr<DeviceGroup<B>>>(*plain));
   EXPECT_EQ(std::get<std::shared_ptr<DeviceGroup<B>>>(*plain)->devices(),
             (std::vector<typename B::Device>{d[0], d[1]}));
-  const auto ad = MakeGroup({this->A(d[2]), this->A(d[0])}, GroupOp::kGradientSync);
+  const auto ad = MakeGroup({this->A(d[2]), this->A(d[0])}, Collective::kGradientSync);
   ASSERT_TRUE(ad.ok()) << ad.status();
   ASSERT_TRUE(std::holds_alternative<std::shared_ptr<DeviceGroup<Autodiff<B>>>>(*ad));
   EXPECT_EQ(std::get<std::shared_ptr<DeviceGroup<Autodiff<B>>>>(*ad)->devices(),

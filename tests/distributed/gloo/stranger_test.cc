@@ -80,8 +80,8 @@ class StderrCapture {
 // The port rank `rank` of a world of `size` listens on for `peer`, once it is published.
 sockaddr_storage PublishedPort(const std::string& store_address, int rank, int size, int peer) {
   auto store = RendezvousStore::Open(store_address, "strangers").value();
-  store->wait({absl::StrCat("mesh/", rank)}, milliseconds(10000));
-  const std::vector<char> record = store->get(absl::StrCat("mesh/", rank));
+  store->Wait({absl::StrCat("mesh/", rank)}, milliseconds(10000));
+  const std::vector<char> record = store->Get(absl::StrCat("mesh/", rank));
   const size_t address_bytes = (record.size() - 4) / (size - 1);
   const size_t index = peer < rank ? peer : peer - 1;
   const std::vector<char> bytes(record.begin() + 4 + index * address_bytes,

@@ -6,8 +6,8 @@
 // when one has not finished by its deadline or NCCL reports an asynchronous error, aborts every
 // communicator it has watched: the kernels end, waits return (with garbage), and status() says
 // why, for the group to report on every later call.
-#ifndef KILN_BACKENDS_CUDA_NCCL_WATCHDOG_H_
-#define KILN_BACKENDS_CUDA_NCCL_WATCHDOG_H_
+#ifndef KILN_DISTRIBUTED_NCCL_NCCL_WATCHDOG_H_
+#define KILN_DISTRIBUTED_NCCL_NCCL_WATCHDOG_H_
 
 #include <chrono>
 #include <condition_variable>
@@ -19,7 +19,7 @@
 #include <vector>
 
 #include "absl/status/status.h"
-#include "backends/cuda/nccl_comm.h"
+#include "distributed/nccl/nccl_comm.h"
 
 namespace kiln::cuda {
 
@@ -67,4 +67,4 @@ class NcclWatchdog {
 
 }  // namespace kiln::cuda
 
-#endif  // KILN_BACKENDS_CUDA_NCCL_WATCHDOG_H_
+#endif  // KILN_DISTRIBUTED_NCCL_NCCL_WATCHDOG_H_

@@ -5,8 +5,8 @@
 #include <gtest/gtest.h>
 
 #include "absl/strings/match.h"
-#include "backends/cuda/nccl_comm.h"
 #include "distributed/group.h"
+#include "distributed/nccl/nccl_comm.h"
 
 namespace kiln {
 namespace {
@@ -19,7 +19,7 @@ TEST(Nccl, WithoutAGpuEveryEntryPointIsAStatus) {
   const auto all = cuda::NcclComm::CreateAll({CudaDevice(0)}, std::chrono::seconds(30));
   EXPECT_EQ(all.status().code(), absl::StatusCode::kInvalidArgument);
   EXPECT_TRUE(absl::StartsWith(all.status().message(), "cuda:0 does not exist: no CUDA device")) << all.status();
-  const auto group = distributed::MakeGroup({DispatchDevice(CudaDevice(0))}, distributed::GroupOp::kAllReduce);
+  const auto group = distributed::MakeGroup({DispatchDevice(CudaDevice(0))}, distributed::Collective::kAllReduce);
   EXPECT_EQ(group.status().code(), absl::StatusCode::kInvalidArgument) << group.status();
 }
 
@@ -33,9 +33,9 @@ TEST(Nccl, JoinChecksItsArguments) {
   EXPECT_EQ(cuda::NcclComm::Join(id, 1, 2, {CudaDevice(0), CudaDevice(1)}, second).status().message(),
             "NCCL ranks 1..2 are outside a world of 2");
   EXPECT_EQ(cuda::NcclComm::Join(id, 0, 2, {}, second).status().message(), "NCCL: joining needs at least one device");
-  EXPECT_EQ(cuda::NcclComm::Prepare(cuda::NcclOp::kAllReduce, {}, 2).status().message(),
+  EXPECT_EQ(cuda::NcclComm::Prepare(distributed::Collective::kAllReduce, {}, 2).status().message(),
             "NCCL: a collective needs at least one input");
-  EXPECT_EQ(cuda::NcclComm::Run({}, cuda::NcclOp::kAllReduce, cuda::NcclBuffers{}).status().message(),
+  EXPECT_EQ(cuda::NcclComm::Run({}, distributed::Collective::kAllReduce, cuda::NcclBuffers{}).status().message(),
             "NcclComm::Run: one input per communicator");
 }
 
@@ -78,7 +78,7 @@ TEST_F(OneGpu, EveryCollectiveOnAOneMemberGroup) {
 
 TEST_F(OneGpu, ThroughMakeGroupWithGradients) {
   auto group = distributed::MakeGroup({DispatchDevice::Autodiff(DispatchDevice(CudaDevice(0)))},
-                                      distributed::GroupOp::kGradientSync);
+                                      distributed::Collective::kGradientSync);
   ASSERT_TRUE(group.ok()) << group.status();
   auto& g = *std::get<std::shared_ptr<DeviceGroup<Autodiff<Cuda>>>>(*group);
   using AD = Tensor<Autodiff<Cuda>>;
@@ -94,8 +94,8 @@ TEST_F(OneGpu, UniqueIdRoundTrip) {
   ASSERT_TRUE(id.ok()) << id.status();
   auto comm = cuda::NcclComm::Join(*id, 0, 1, {CudaDevice(0)}, std::chrono::seconds(30));
   ASSERT_TRUE(comm.ok()) << comm.status();
-  auto out =
-      cuda::NcclComm::Run({(*comm)[0].get()}, cuda::NcclOp::kAllReduce, {T::ones({4}).primitive()}, ReduceOp::kSum);
+  auto out = cuda::NcclComm::Run({(*comm)[0].get()}, distributed::Collective::kAllReduce, {T::ones({4}).primitive()},
+                                 ReduceOp::kSum);
   ASSERT_TRUE(out.ok()) << out.status();
   EXPECT_EQ(T((*out)[0]).sum().item<float>(), 4);
 }

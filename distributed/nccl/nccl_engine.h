@@ -17,8 +17,9 @@
 // are made before members meet, so running out of memory is an error before anything moves.
 // NCCL forbids queueing collectives of two communicators on one device from two threads at
 // once: use one CUDA group per set of devices (and per process group) at a time.
-#ifndef KILN_DISTRIBUTED_NCCL_ENGINE_H_
-#define KILN_DISTRIBUTED_NCCL_ENGINE_H_
+// It registers itself as the engine of Cuda (EngineOf, at the end).
+#ifndef KILN_DISTRIBUTED_NCCL_NCCL_ENGINE_H_
+#define KILN_DISTRIBUTED_NCCL_NCCL_ENGINE_H_
 
 #include <memory>
 #include <mutex>
@@ -30,12 +31,13 @@
 #include "absl/types/span.h"
 #include "backends/cuda/context.h"
 #include "backends/cuda/cuda_backend.h"
-#include "backends/cuda/nccl_comm.h"
-#include "backends/cuda/nccl_watchdog.h"
 #include "distributed/collective_call.h"
+#include "distributed/engine.h"
 #include "distributed/group_membership.h"
 #include "distributed/group_options.h"
 #include "distributed/meeting.h"
+#include "distributed/nccl/nccl_comm.h"
+#include "distributed/nccl/nccl_watchdog.h"
 
 namespace kiln::distributed {
 
@@ -55,7 +57,7 @@ class NcclEngine {
     // than failing after they have queued their halves. One that NCCL cannot serve (a bool
     // sum) still meets the others, who then all get its error and the group stays usable.
     absl::StatusOr<cuda::NcclBuffers> buffers =
-        cuda::NcclComm::Prepare(Op(call.collective), {t.primitive()}, m_.global_size(), call.op);
+        cuda::NcclComm::Prepare(call.collective, {t.primitive()}, m_.global_size(), call.op);
     if (!buffers.ok() && buffers.status().code() != absl::StatusCode::kInvalidArgument) return buffers.status();
     refused_[member] = buffers.status();
     if (absl::Status s = meeting_.Arrive(member, call.signature); !s.ok()) return s;
@@ -67,7 +69,7 @@ class NcclEngine {
       return Prepare(call);
     });
     absl::StatusOr<std::vector<P>> out =
-        ready.ok() ? cuda::NcclComm::Run({comms_[member].get()}, Op(call.collective), *buffers, call.op, call.root)
+        ready.ok() ? cuda::NcclComm::Run({comms_[member].get()}, call.collective, *buffers, call.op, call.root)
                    : absl::StatusOr<std::vector<P>>(ready);
     if (out.ok()) {
       if (absl::Status s = watchdog_->Watch({comms_[member].get()}, call.signature); !s.ok()) out = FailedRun(s);
@@ -102,12 +104,12 @@ class NcclEngine {
     const CollectiveCall call = MakeCall(collective, op, root, ts[0], "");
     std::vector<P> inputs;
     for (const Tensor<Cuda>& t : ts) inputs.push_back(t.primitive());
-    absl::StatusOr<cuda::NcclBuffers> buffers = cuda::NcclComm::Prepare(Op(collective), inputs, m_.global_size(), op);
+    absl::StatusOr<cuda::NcclBuffers> buffers = cuda::NcclComm::Prepare(collective, inputs, m_.global_size(), op);
     if (!buffers.ok()) return buffers.status();
     if (absl::Status s = Prepare(call); !s.ok()) return s;
     std::vector<cuda::NcclComm*> comms;
     for (int r = 0; r < m_.size(); ++r) comms.push_back(comms_[r].get());
-    auto out = cuda::NcclComm::Run(comms, Op(collective), *buffers, op, root);
+    auto out = cuda::NcclComm::Run(comms, collective, *buffers, op, root);
     if (!out.ok()) return FailedRun(out.status());
     if (absl::Status s = watchdog_->Watch(comms, call.signature); !s.ok()) return FailedRun(s);
     std::vector<Tensor<Cuda>> result;
@@ -121,16 +123,6 @@ class NcclEngine {
   // groups of one device, which make no collective).
   static absl::Status RefusedDuringCapture(const CudaDevice& device) {
     return cuda::CaptureRefusal(cuda::Lookup(device), "an NCCL collective (its meeting, agreement and watchdog)");
-  }
-
-  static cuda::NcclOp Op(Collective collective) {
-    switch (collective) {
-      case Collective::kAllReduce: return cuda::NcclOp::kAllReduce;
-      case Collective::kBroadcast: return cuda::NcclOp::kBroadcast;
-      case Collective::kAllGather: return cuda::NcclOp::kAllGather;
-      case Collective::kReduceScatter: return cuda::NcclOp::kReduceScatter;
-    }
-    return cuda::NcclOp::kAllReduce;
   }
 
   // The communicators, made on first use: CreateAll (a fresh unique id) over the group's
@@ -210,6 +202,12 @@ class NcclEngine {
   std::unique_ptr<cuda::NcclWatchdog> watchdog_;  // destroyed before comms_
 };
 
+// The engine of CUDA device groups.
+template <>
+struct EngineOf<Cuda> {
+  using type = NcclEngine;
+};
+
 }  // namespace kiln::distributed
 
-#endif  // KILN_DISTRIBUTED_NCCL_ENGINE_H_
+#endif  // KILN_DISTRIBUTED_NCCL_NCCL_ENGINE_H_

@@ -3,9 +3,10 @@
 // through host memory on Vulkan), reduces its own chunk of the result in member order (so
 // every member and run gets the same bits), and, across processes, the last local member to
 // arrive runs the process group's collective on the staged buffer before everyone takes the
-// result back onto its device.
-#ifndef KILN_DISTRIBUTED_HOST_STAGED_ENGINE_H_
-#define KILN_DISTRIBUTED_HOST_STAGED_ENGINE_H_
+// result back onto its device. It registers itself (EngineOf, at the end) for every backend
+// whose folder specialises CollectiveKernels (backends/collective_kernels.h).
+#ifndef KILN_DISTRIBUTED_HOST_STAGED_HOST_STAGED_ENGINE_H_
+#define KILN_DISTRIBUTED_HOST_STAGED_HOST_STAGED_ENGINE_H_
 
 #include <cstddef>
 #include <string>
@@ -14,6 +15,7 @@
 #include "absl/status/statusor.h"
 #include "backends/registry.h"
 #include "distributed/collective_call.h"
+#include "distributed/engine.h"
 #include "distributed/group_membership.h"
 #include "distributed/group_options.h"
 #include "distributed/meeting.h"
@@ -41,6 +43,7 @@ class HostStagedEngine {
       case Collective::kBroadcast: return Broadcast(member, t, call);
       case Collective::kAllGather: return AllGather(member, t, call);
       case Collective::kReduceScatter: return ReduceScatter(member, t, call);
+      case Collective::kGradientSync: break;  // a group's use, never a call
     }
     return absl::InternalError("unknown collective");
   }
@@ -204,6 +207,14 @@ class HostStagedEngine {
   Staged shared_;              // the output of the current round, when members share one
 };
 
+// The engine of every backend that stages its collectives (CPU, Vulkan); a backend with an
+// engine of its own (CUDA: NCCL) has no CollectiveKernels.
+template <class B>
+requires requires { typename CollectiveKernels<B>::Staged; }
+struct EngineOf<B> {
+  using type = HostStagedEngine<B>;
+};
+
 }  // namespace kiln::distributed
 
-#endif  // KILN_DISTRIBUTED_HOST_STAGED_ENGINE_H_
+#endif  // KILN_DISTRIBUTED_HOST_STAGED_HOST_STAGED_ENGINE_H_

@@ -1,4 +1,4 @@
-#include "backends/cuda/nccl_watchdog.h"
+#include "distributed/nccl/nccl_watchdog.h"
 
 #include "absl/strings/str_cat.h"
 #include "backends/cuda/cuda_error.h"

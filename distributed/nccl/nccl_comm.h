@@ -12,8 +12,8 @@
 //
 // One thread at a time uses a communicator (NCCL's rule): each NcclComm has a mutex that its
 // calls, polls and Abort take.
-#ifndef KILN_BACKENDS_CUDA_NCCL_COMM_H_
-#define KILN_BACKENDS_CUDA_NCCL_COMM_H_
+#ifndef KILN_DISTRIBUTED_NCCL_NCCL_COMM_H_
+#define KILN_DISTRIBUTED_NCCL_NCCL_COMM_H_
 
 #include <cuda_runtime_api.h>
 #include <nccl.h>
@@ -28,14 +28,13 @@
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
 #include "backends/cuda/strided_tensor.h"
+#include "distributed/collective.h"
 #include "tensor/ops.h"
 
 namespace kiln::cuda {
 
 // OK for ncclSuccess; otherwise "<what>: <ncclGetErrorString>" (plus NCCL's last error).
 absl::Status NcclStatus(ncclResult_t result, absl::string_view what);
-
-enum class NcclOp { kAllReduce, kBroadcast, kAllGather, kReduceScatter };
 
 // A collective's dense inputs and fresh outputs, made on the compute streams before any rank
 // queues its NCCL call: a rank that runs out of memory fails before, not after, the others
@@ -74,8 +73,8 @@ class NcclComm {
 
   // The buffers of `op` over `world` ranks for these inputs (one per local rank): InvalidArgument
   // for what NCCL cannot do, ResourceExhausted when a device is out of memory.
-  static absl::StatusOr<NcclBuffers> Prepare(NcclOp op, const std::vector<StridedTensor>& inputs, int world,
-                                             ReduceOp reduce = ReduceOp::kSum);
+  static absl::StatusOr<NcclBuffers> Prepare(distributed::Collective op, const std::vector<StridedTensor>& inputs,
+                                             int world, ReduceOp reduce = ReduceOp::kSum);
 
   // Runs `op` for comms[i] on inputs[i], all in one NCCL group (ncclGroupStart/End), so one
   // thread may drive every rank of an in-process communicator; a per-rank thread passes just
@@ -86,11 +85,11 @@ class NcclComm {
   //   broadcast: rank `root`'s tensor; all-gather / reduce-scatter: along dim 0.
   // An error after any call was queued aborts `comms` (the peers' halves of the collective
   // would otherwise wait for ever) and says so.
-  static absl::StatusOr<std::vector<StridedTensor>> Run(const std::vector<NcclComm*>& comms, NcclOp op,
+  static absl::StatusOr<std::vector<StridedTensor>> Run(const std::vector<NcclComm*>& comms, distributed::Collective op,
                                                         const NcclBuffers& buffers, ReduceOp reduce = ReduceOp::kSum,
                                                         int root = 0);
   // Prepare, then Run.
-  static absl::StatusOr<std::vector<StridedTensor>> Run(const std::vector<NcclComm*>& comms, NcclOp op,
+  static absl::StatusOr<std::vector<StridedTensor>> Run(const std::vector<NcclComm*>& comms, distributed::Collective op,
                                                         const std::vector<StridedTensor>& inputs,
                                                         ReduceOp reduce = ReduceOp::kSum, int root = 0);
 
@@ -103,6 +102,33 @@ class NcclComm {
                                                                         int first_rank, int world,
                                                                         const std::vector<CudaDevice>& devices,
                                                                         std::chrono::milliseconds timeout);
+  // Join's steps: its arguments checked; every rank's ncclCommInitRankConfig queued in one
+  // NCCL group; the wait (up to `timeout`) until all have connected.
+  static absl::Status CheckJoin(absl::string_view unique_id, int first_rank, int world,
+                                const std::vector<CudaDevice>& devices);
+  static absl::Status StartJoining(const ncclUniqueId& id, int first_rank, int world,
+                                   const std::vector<CudaDevice>& devices, const std::string& what,
+                                   std::vector<ncclComm_t>& comms);
+  static absl::Status AwaitJoined(const std::vector<ncclComm_t>& comms, const std::string& what,
+                                  std::chrono::milliseconds timeout);
+  // Run's steps (nccl_comm.cc numbers them). InvalidArgument for kGradientSync, which is no call.
+  static absl::Status CheckCall(distributed::Collective op);
+  // Each communication stream waits (by event) for what its compute stream has queued.
+  static absl::Status AwaitCompute(const std::vector<NcclComm*>& comms, const NcclBuffers& buffers);
+  // Every rank's call between ncclGroupStart (already called) and ncclGroupEnd; mu_ held.
+  static absl::Status IssueGrouped(const std::vector<NcclComm*>& comms, distributed::Collective op,
+                                   const NcclBuffers& buffers, ReduceOp reduce, int root);
+  // After a failure once calls may be queued: aborts `comms` (`locked`: their mu_ is held),
+  // fences the buffers behind what the communication streams still run, and returns `why`
+  // saying so.
+  static absl::Status AbortAndFence(const std::vector<NcclComm*>& comms, const NcclBuffers& buffers,
+                                    const absl::Status& why, bool locked);
+  // Later users of the inputs and outputs wait for the collective (an event each).
+  static absl::Status FenceBuffers(const std::vector<NcclComm*>& comms, const NcclBuffers& buffers,
+                                   std::vector<StridedTensor>& outputs);
+  // An integer mean: NCCL summed, the division by the world size follows on the compute stream.
+  static absl::Status DivideByWorld(const std::vector<NcclComm*>& comms, DType dtype,
+                                    std::vector<StridedTensor>& outputs);
   // Waits while the communicator is busy with a previous call (ncclInProgress), taking mu_
   // for each poll only, so that Abort can get in.
   absl::Status Settle(absl::string_view what) const;
@@ -119,4 +145,4 @@ class NcclComm {
 
 }  // namespace kiln::cuda
 
-#endif  // KILN_BACKENDS_CUDA_NCCL_COMM_H_
+#endif  // KILN_DISTRIBUTED_NCCL_NCCL_COMM_H_

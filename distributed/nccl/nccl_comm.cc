@@ -1,6 +1,7 @@
-#include "backends/cuda/nccl_comm.h"
+#include "distributed/nccl/nccl_comm.h"
 
 #include <algorithm>
+#include <cctype>
 #include <cstring>
 #include <thread>
 
@@ -36,14 +37,21 @@ ncclRedOp_t NcclRedOp(ReduceOp reduce, DType dtype) {
   return ncclSum;
 }
 
-const char* OpName(NcclOp op) {
-  switch (op) {
-    case NcclOp::kAllReduce: return "ncclAllReduce";
-    case NcclOp::kBroadcast: return "ncclBroadcast";
-    case NcclOp::kAllGather: return "ncclAllGather";
-    case NcclOp::kReduceScatter: return "ncclReduceScatter";
+using distributed::Collective;
+
+// The NCCL call of a collective, from its one name: "all_reduce" is "ncclAllReduce".
+std::string OpName(Collective op) {
+  std::string call = "nccl";
+  bool word_start = true;
+  for (const char* c = distributed::CollectiveName(op); *c != '\0'; ++c) {
+    if (*c == '_') {
+      word_start = true;
+      continue;
+    }
+    call += word_start ? static_cast<char>(std::toupper(static_cast<unsigned char>(*c))) : *c;
+    word_start = false;
   }
-  return "nccl";
+  return call;
 }
 
 DeviceBuffer::Event NewEvent(absl::Status* status, absl::string_view what) {
@@ -112,10 +120,29 @@ absl::StatusOr<std::string> NcclComm::NewUniqueId() {
 absl::StatusOr<std::vector<std::unique_ptr<NcclComm>>> NcclComm::Join(absl::string_view unique_id, int first_rank,
                                                                       int world, const std::vector<CudaDevice>& devices,
                                                                       std::chrono::milliseconds timeout) {
+  if (absl::Status s = CheckJoin(unique_id, first_rank, world, devices); !s.ok()) return s;
   ncclUniqueId id;
-  if (unique_id.size() != sizeof(id.internal)) {
+  std::memcpy(id.internal, unique_id.data(), sizeof(id.internal));
+  const int n = static_cast<int>(devices.size());
+  const std::string what = absl::StrCat("ncclCommInitRankConfig (rank", n == 1 ? " " : "s ", first_rank,
+                                        n == 1 ? "" : absl::StrCat("..", first_rank + n - 1), " of ", world, ")");
+  std::vector<ncclComm_t> comms(n, nullptr);
+  absl::Status joined = StartJoining(id, first_rank, world, devices, what, comms);
+  if (joined.ok()) joined = AwaitJoined(comms, what, timeout);
+  if (!joined.ok()) {
+    for (ncclComm_t c : comms) {
+      if (c != nullptr) ncclCommAbort(c);
+    }
+    return joined;
+  }
+  return WrapAll(comms, first_rank, world, devices, timeout);
+}
+
+absl::Status NcclComm::CheckJoin(absl::string_view unique_id, int first_rank, int world,
+                                 const std::vector<CudaDevice>& devices) {
+  if (unique_id.size() != sizeof(ncclUniqueId::internal)) {
     return absl::InvalidArgumentError(
-        absl::StrCat("NCCL unique id: expected ", sizeof(id.internal), " bytes, got ", unique_id.size()));
+        absl::StrCat("NCCL unique id: expected ", sizeof(ncclUniqueId::internal), " bytes, got ", unique_id.size()));
   }
   const int n = static_cast<int>(devices.size());
   if (n == 0) return absl::InvalidArgumentError("NCCL: joining needs at least one device");
@@ -127,13 +154,15 @@ absl::StatusOr<std::vector<std::unique_ptr<NcclComm>>> NcclComm::Join(absl::stri
   for (const CudaDevice& d : devices) {
     if (absl::Status s = CheckDevice(d); !s.ok()) return s;
   }
-  std::memcpy(id.internal, unique_id.data(), sizeof(id.internal));
-  const std::string what = absl::StrCat("ncclCommInitRankConfig (rank", n == 1 ? " " : "s ", first_rank,
-                                        n == 1 ? "" : absl::StrCat("..", first_rank + n - 1), " of ", world, ")");
-  std::vector<ncclComm_t> comms(n, nullptr);
+  return absl::OkStatus();
+}
+
+absl::Status NcclComm::StartJoining(const ncclUniqueId& id, int first_rank, int world,
+                                    const std::vector<CudaDevice>& devices, const std::string& what,
+                                    std::vector<ncclComm_t>& comms) {
   if (absl::Status s = NcclStatus(ncclGroupStart(), "ncclGroupStart"); !s.ok()) return s;
   absl::Status issued;
-  for (int i = 0; i < n && issued.ok(); ++i) {
+  for (size_t i = 0; i < devices.size() && issued.ok(); ++i) {
     try {
       Context(devices[i]);
     } catch (const Error& e) {
@@ -142,14 +171,19 @@ absl::StatusOr<std::vector<std::unique_ptr<NcclComm>>> NcclComm::Join(absl::stri
     }
     ncclConfig_t config = NCCL_CONFIG_INITIALIZER;
     config.blocking = 0;
-    const ncclResult_t r = ncclCommInitRankConfig(&comms[i], world, id, first_rank + i, &config);
+    const ncclResult_t r = ncclCommInitRankConfig(&comms[i], world, id, first_rank + static_cast<int>(i), &config);
     if (r != ncclInProgress) issued = NcclStatus(r, what);
   }
   const ncclResult_t ended = ncclGroupEnd();
   if (issued.ok() && ended != ncclInProgress) issued = NcclStatus(ended, what);
-  // Connecting runs in the background: wait for it, up to the deadline.
+  return issued;
+}
+
+absl::Status NcclComm::AwaitJoined(const std::vector<ncclComm_t>& comms, const std::string& what,
+                                   std::chrono::milliseconds timeout) {
   const auto start = std::chrono::steady_clock::now();
-  for (int i = 0; i < n && issued.ok(); ++i) {
+  absl::Status issued;
+  for (size_t i = 0; i < comms.size() && issued.ok(); ++i) {
     ncclResult_t state = ncclInProgress;
     while (comms[i] != nullptr && issued.ok()) {
       issued = NcclStatus(ncclCommGetAsyncError(comms[i], &state), what);
@@ -165,13 +199,7 @@ absl::StatusOr<std::vector<std::unique_ptr<NcclComm>>> NcclComm::Join(absl::stri
       std::this_thread::sleep_for(std::chrono::milliseconds(1));
     }
   }
-  if (!issued.ok()) {
-    for (ncclComm_t c : comms) {
-      if (c != nullptr) ncclCommAbort(c);
-    }
-    return issued;
-  }
-  return WrapAll(comms, first_rank, world, devices, timeout);
+  return issued;
 }
 
 void NcclComm::Abort() {
@@ -229,12 +257,13 @@ NcclComm::~NcclComm() {
   cudaStreamDestroy(stream_);
 }
 
-absl::StatusOr<NcclBuffers> NcclComm::Prepare(NcclOp op, const std::vector<StridedTensor>& inputs, int world,
+absl::StatusOr<NcclBuffers> NcclComm::Prepare(Collective op, const std::vector<StridedTensor>& inputs, int world,
                                               ReduceOp reduce) {
   if (inputs.empty()) return absl::InvalidArgumentError("NCCL: a collective needs at least one input");
+  if (absl::Status s = CheckCall(op); !s.ok()) return s;
   const DType dtype = inputs[0].dtype;
   if (absl::StatusOr<ncclDataType_t> type = NcclType(dtype); !type.ok()) return type.status();
-  if (dtype == DType::kBool && op != NcclOp::kBroadcast && op != NcclOp::kAllGather &&
+  if (dtype == DType::kBool && op != Collective::kBroadcast && op != Collective::kAllGather &&
       (reduce == ReduceOp::kSum || reduce == ReduceOp::kMean)) {
     return absl::InvalidArgumentError(
         absl::StrCat(OpName(op), ": a bool tensor has no sum or mean; convert it with .to(DType::kI64)"));
@@ -244,8 +273,8 @@ absl::StatusOr<NcclBuffers> NcclComm::Prepare(NcclOp op, const std::vector<Strid
     for (const StridedTensor& t : inputs) {
       b.inputs.push_back(Cuda::contiguous(t));
       Dims dims(t.shape.dims().begin(), t.shape.dims().end());
-      if (op == NcclOp::kAllGather) dims[0] *= world;
-      if (op == NcclOp::kReduceScatter) dims[0] /= world;
+      if (op == Collective::kAllGather) dims[0] *= world;
+      if (op == Collective::kReduceScatter) dims[0] /= world;
       b.outputs.push_back(StridedTensor::Empty(Shape(dims), dtype, t.device));
     }
   } catch (const Error& e) {
@@ -254,7 +283,7 @@ absl::StatusOr<NcclBuffers> NcclComm::Prepare(NcclOp op, const std::vector<Strid
   return b;
 }
 
-absl::StatusOr<std::vector<StridedTensor>> NcclComm::Run(const std::vector<NcclComm*>& comms, NcclOp op,
+absl::StatusOr<std::vector<StridedTensor>> NcclComm::Run(const std::vector<NcclComm*>& comms, Collective op,
                                                          const std::vector<StridedTensor>& inputs, ReduceOp reduce,
                                                          int root) {
   if (comms.size() != inputs.size() || comms.empty()) {
@@ -265,17 +294,60 @@ absl::StatusOr<std::vector<StridedTensor>> NcclComm::Run(const std::vector<NcclC
   return Run(comms, op, *buffers, reduce, root);
 }
 
-absl::StatusOr<std::vector<StridedTensor>> NcclComm::Run(const std::vector<NcclComm*>& comms, NcclOp op,
+absl::StatusOr<std::vector<StridedTensor>> NcclComm::Run(const std::vector<NcclComm*>& comms, Collective op,
                                                          const NcclBuffers& buffers, ReduceOp reduce, int root) {
   if (comms.empty() || comms.size() != buffers.inputs.size() || comms.size() != buffers.outputs.size()) {
     return absl::InvalidArgumentError("NcclComm::Run: one input per communicator");
   }
-  const DType dtype = buffers.inputs[0].dtype;
-  absl::StatusOr<ncclDataType_t> type = NcclType(dtype);
-  if (!type.ok()) return type.status();
-  const ncclRedOp_t red = NcclRedOp(reduce, dtype);
-  const int world = comms[0]->size();
+  if (absl::Status s = CheckCall(op); !s.ok()) return s;
+  if (absl::StatusOr<ncclDataType_t> type = NcclType(buffers.inputs[0].dtype); !type.ok()) return type.status();
   // 1. Each communication stream waits for what its compute stream has queued (an event).
+  if (absl::Status s = AwaitCompute(comms, buffers); !s.ok()) return s;
+  // 2. The NCCL calls, grouped, one thread at a time per communicator (locked in address
+  //    order, so two calls cannot deadlock, and only around NCCL's calls, so that a thread
+  //    blocked on a stream cannot keep the watchdog from aborting). From here on a failure
+  //    leaves the peers waiting for this rank's half: the communicators are aborted.
+  {
+    std::vector<NcclComm*> order = comms;
+    std::sort(order.begin(), order.end());
+    std::vector<std::unique_lock<std::mutex>> locks;
+    for (NcclComm* comm : order) locks.emplace_back(comm->mu_);
+    for (NcclComm* comm : comms) {
+      if (comm->aborted_) {
+        return absl::FailedPreconditionError(
+            absl::StrCat(comm->device().ToString(), ": ", OpName(op), ": the NCCL communicator was aborted"));
+      }
+    }
+    if (absl::Status s = NcclStatus(ncclGroupStart(), "ncclGroupStart"); !s.ok()) return s;
+    if (absl::Status s = IssueGrouped(comms, op, buffers, reduce, root); !s.ok()) {
+      return AbortAndFence(comms, buffers, s, /*locked=*/true);
+    }
+  }  // polls take the lock one at a time, so that Abort can get in
+  // 3. A non-blocking communicator may still be queueing (connecting on first use).
+  for (NcclComm* comm : comms) {
+    if (absl::Status s = comm->Settle(absl::StrCat(comm->device().ToString(), ": ", OpName(op))); !s.ok()) {
+      return AbortAndFence(comms, buffers, s, /*locked=*/false);
+    }
+  }
+  // 4. Fences: later users of the input and the output wait for the collective, not sooner.
+  std::vector<StridedTensor> outputs = buffers.outputs;
+  if (absl::Status s = FenceBuffers(comms, buffers, outputs); !s.ok()) {
+    return AbortAndFence(comms, buffers, s, /*locked=*/false);
+  }
+  // 5. Integer means: NCCL sums, the division follows on the compute stream.
+  if (reduce == ReduceOp::kMean && !IsFloating(buffers.inputs[0].dtype) &&
+      (op == Collective::kAllReduce || op == Collective::kReduceScatter)) {
+    if (absl::Status s = DivideByWorld(comms, buffers.inputs[0].dtype, outputs); !s.ok()) return s;
+  }
+  return outputs;
+}
+
+absl::Status NcclComm::CheckCall(Collective op) {
+  if (op != Collective::kGradientSync) return absl::OkStatus();
+  return absl::InvalidArgumentError("NCCL: gradient sync is a group's use, not a collective; run all_reduce");
+}
+
+absl::Status NcclComm::AwaitCompute(const std::vector<NcclComm*>& comms, const NcclBuffers& buffers) {
   try {
     for (size_t i = 0; i < comms.size(); ++i) {
       DeviceContext& c = Context(comms[i]->device());
@@ -289,21 +361,15 @@ absl::StatusOr<std::vector<StridedTensor>> NcclComm::Run(const std::vector<NcclC
   } catch (const Error& e) {
     return e.status();
   }
-  // 2. The NCCL calls, grouped, one thread at a time per communicator (locked in address
-  //    order, so two calls cannot deadlock, and only around NCCL's calls, so that a thread
-  //    blocked on a stream cannot keep the watchdog from aborting). From here on a failure
-  //    leaves the peers waiting for this rank's half: the communicators are aborted.
-  std::vector<NcclComm*> order = comms;
-  std::sort(order.begin(), order.end());
-  std::vector<std::unique_lock<std::mutex>> locks;
-  for (NcclComm* comm : order) locks.emplace_back(comm->mu_);
-  for (NcclComm* comm : comms) {
-    if (comm->aborted_) {
-      return absl::FailedPreconditionError(
-          absl::StrCat(comm->device().ToString(), ": ", OpName(op), ": the NCCL communicator was aborted"));
-    }
-  }
-  if (absl::Status s = NcclStatus(ncclGroupStart(), "ncclGroupStart"); !s.ok()) return s;
+  return absl::OkStatus();
+}
+
+absl::Status NcclComm::IssueGrouped(const std::vector<NcclComm*>& comms, Collective op, const NcclBuffers& buffers,
+                                    ReduceOp reduce, int root) {
+  const DType dtype = buffers.inputs[0].dtype;
+  const ncclDataType_t type = *NcclType(dtype);  // checked by Run
+  const ncclRedOp_t red = NcclRedOp(reduce, dtype);
+  const int world = comms[0]->size();
   absl::Status issued;
   for (size_t i = 0; i < comms.size() && issued.ok(); ++i) {
     NcclComm& comm = *comms[i];
@@ -312,76 +378,75 @@ absl::StatusOr<std::vector<StridedTensor>> NcclComm::Run(const std::vector<NcclC
     const size_t count = static_cast<size_t>(buffers.inputs[i].shape.numel());
     ncclResult_t r = ncclSuccess;
     switch (op) {
-      case NcclOp::kAllReduce: r = ncclAllReduce(in, out, count, *type, red, comm.comm_, comm.stream_); break;
-      case NcclOp::kBroadcast: r = ncclBroadcast(in, out, count, *type, root, comm.comm_, comm.stream_); break;
-      case NcclOp::kAllGather: r = ncclAllGather(in, out, count, *type, comm.comm_, comm.stream_); break;
-      case NcclOp::kReduceScatter:
-        r = ncclReduceScatter(in, out, count / world, *type, red, comm.comm_, comm.stream_);
+      case Collective::kAllReduce: r = ncclAllReduce(in, out, count, type, red, comm.comm_, comm.stream_); break;
+      case Collective::kBroadcast: r = ncclBroadcast(in, out, count, type, root, comm.comm_, comm.stream_); break;
+      case Collective::kAllGather: r = ncclAllGather(in, out, count, type, comm.comm_, comm.stream_); break;
+      case Collective::kReduceScatter:
+        r = ncclReduceScatter(in, out, count / world, type, red, comm.comm_, comm.stream_);
         break;
+      case Collective::kGradientSync: r = ncclInvalidArgument; break;  // refused by CheckCall
     }
     if (r != ncclInProgress) issued = NcclStatus(r, absl::StrCat(comm.device().ToString(), ": ", OpName(op)));
   }
   const ncclResult_t end = ncclGroupEnd();
   if (issued.ok() && end != ncclInProgress) issued = NcclStatus(end, "ncclGroupEnd");
-  // After a failure: abort, then fence the buffers behind whatever the communication streams
-  // still run (an aborted kernel may write before it exits); buffers that cannot be fenced are
-  // kept for good rather than handed back to the allocator while NCCL may write them.
-  auto fail = [&](const absl::Status& why, bool locked) {
-    for (NcclComm* comm : comms) locked ? comm->AbortLocked() : comm->Abort();
-    for (size_t i = 0; i < comms.size(); ++i) {
-      absl::Status s;
-      DeviceBuffer::Event after = NewEvent(&s, "collective: cudaEventCreate");
-      if (s.ok()) s = CudaStatus(cudaEventRecord(after.get(), comms[i]->stream()), "collective: cudaEventRecord");
-      for (const StridedTensor* t : {&buffers.inputs[i], &buffers.outputs[i]}) {
-        if (!t->buffer) continue;
-        if (s.ok()) {
-          t->buffer->SetFence(after);
-        } else {
-          static auto* kept = new std::vector<std::shared_ptr<DeviceBuffer>>;  // never freed, on purpose
-          static std::mutex kept_mu;
-          std::lock_guard lock(kept_mu);
-          kept->push_back(t->buffer);
-        }
+  return issued;
+}
+
+absl::Status NcclComm::AbortAndFence(const std::vector<NcclComm*>& comms, const NcclBuffers& buffers,
+                                     const absl::Status& why, bool locked) {
+  // An aborted kernel may still write before it exits: buffers that cannot be fenced behind
+  // the communication streams are kept for good rather than handed back to the allocator.
+  for (NcclComm* comm : comms) locked ? comm->AbortLocked() : comm->Abort();
+  for (size_t i = 0; i < comms.size(); ++i) {
+    absl::Status s;
+    DeviceBuffer::Event after = NewEvent(&s, "collective: cudaEventCreate");
+    if (s.ok()) s = CudaStatus(cudaEventRecord(after.get(), comms[i]->stream()), "collective: cudaEventRecord");
+    for (const StridedTensor* t : {&buffers.inputs[i], &buffers.outputs[i]}) {
+      if (!t->buffer) continue;
+      if (s.ok()) {
+        t->buffer->SetFence(after);
+      } else {
+        static auto* kept = new std::vector<std::shared_ptr<DeviceBuffer>>;  // never freed, on purpose
+        static std::mutex kept_mu;
+        std::lock_guard lock(kept_mu);
+        kept->push_back(t->buffer);
       }
     }
-    return absl::Status(why.code(), absl::StrCat(why.message(), "; the NCCL communicators were aborted"));
-  };
-  if (!issued.ok()) return fail(issued, /*locked=*/true);
-  locks.clear();  // polls take the lock one at a time, so that Abort can get in
-  // 3. A non-blocking communicator may still be queueing (connecting on first use).
-  for (NcclComm* comm : comms) {
-    if (absl::Status s = comm->Settle(absl::StrCat(comm->device().ToString(), ": ", OpName(op))); !s.ok()) {
-      return fail(s, /*locked=*/false);
-    }
   }
-  // 4. Fences: later users of the input and the output wait for the collective, not sooner.
-  std::vector<StridedTensor> outputs = buffers.outputs;
+  return absl::Status(why.code(), absl::StrCat(why.message(), "; the NCCL communicators were aborted"));
+}
+
+absl::Status NcclComm::FenceBuffers(const std::vector<NcclComm*>& comms, const NcclBuffers& buffers,
+                                    std::vector<StridedTensor>& outputs) {
   std::vector<DeviceBuffer::Event> done(comms.size());
   for (size_t i = 0; i < comms.size(); ++i) {
     absl::Status s;
     done[i] = NewEvent(&s, "collective: cudaEventCreate");
     if (s.ok()) s = CudaStatus(cudaEventRecord(done[i].get(), comms[i]->stream()), "collective: cudaEventRecord");
-    if (!s.ok()) return fail(s, /*locked=*/false);
+    if (!s.ok()) return s;
   }
   for (size_t i = 0; i < comms.size(); ++i) {
     if (buffers.inputs[i].buffer) buffers.inputs[i].buffer->SetFence(done[i]);
     if (outputs[i].buffer) outputs[i].buffer->SetFence(done[i]);
   }
-  // 5. Integer means: NCCL sums, the division follows on the compute stream.
+  return absl::OkStatus();
+}
+
+absl::Status NcclComm::DivideByWorld(const std::vector<NcclComm*>& comms, DType dtype,
+                                     std::vector<StridedTensor>& outputs) {
+  const int world = comms[0]->size();
   try {
     for (size_t i = 0; i < comms.size(); ++i) {
-      if (reduce == ReduceOp::kMean && !IsFloating(dtype) &&
-          (op == NcclOp::kAllReduce || op == NcclOp::kReduceScatter)) {
-        DeviceContext& c = Context(comms[i]->device());
-        Await(c, {&outputs[i]});
-        CheckLaunch(kernels::DivideBy(dtype, outputs[i].mutable_data(), outputs[i].shape.numel(), world, c.stream),
-                    "mean", comms[i]->device());
-      }
+      DeviceContext& c = Context(comms[i]->device());
+      Await(c, {&outputs[i]});
+      CheckLaunch(kernels::DivideBy(dtype, outputs[i].mutable_data(), outputs[i].shape.numel(), world, c.stream),
+                  "mean", comms[i]->device());
     }
   } catch (const Error& e) {
     return e.status();
   }
-  return outputs;
+  return absl::OkStatus();
 }
 
 }  // namespace kiln::cuda
