@@ -1,6 +1,6 @@
 // The Gloo process group across real processes: collectives over 1 to 3 processes of 1 and 2
 // devices against exact values, the autodiff path and mismatched calls reported on every rank
-// before any tensor changes, each on every compiled-in backend; on the CPU, large tensors,
+// before any tensor changes, large tensors, each on every compiled-in backend; on the CPU,
 // DataParallel against the in-process run, and faults (a rank killed, a rank stopped) ending
 // every other rank within the timeout. Ranks are child processes running
 // process_group_worker (its path is the first argument).
@@ -86,6 +86,9 @@ class BackendCollectives : public ::testing::TestWithParam<OnBackend> {
 
 TEST_P(BackendCollectives, EveryOpEveryKindExact) { ExpectAllPassed(Run("collectives")); }
 
+// All-reduces and reduce-scatters past the process group's small-payload cutoff.
+TEST_P(BackendCollectives, LargeAllReducesExact) { ExpectAllPassed(Run("large")); }
+
 TEST_P(BackendCollectives, AutodiffBackwardIsACollectiveOverTheWorld) { ExpectAllPassed(Run("autodiff")); }
 
 INSTANTIATE_TEST_SUITE_P(Backends, BackendCollectives,
@@ -136,15 +139,8 @@ INSTANTIATE_TEST_SUITE_P(Backends, BackendErrors, ::testing::ValuesIn(EveryBacke
                                                info.param.shape.devices);
                          });
 
-// On the CPU: all-reduces past the process group's small-payload cutoff, and DataParallel
-// across processes against the same in one process.
+// On the CPU: DataParallel across processes against the same in one process.
 class Collectives : public ::testing::TestWithParam<Shape> {};
-
-TEST_P(Collectives, LargeAllReducesExact) {
-  RankProcesses ranks(worker, GetParam().processes, FreshStore());
-  ranks.StartAll({"large", absl::StrCat(GetParam().devices)});
-  ExpectAllPassed(ranks.WaitAll(milliseconds(60000)));
-}
 
 TEST_P(Collectives, DataParallelMatchesOneProcess) {
   RankProcesses ranks(worker, GetParam().processes, FreshStore());

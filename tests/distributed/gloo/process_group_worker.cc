@@ -7,7 +7,8 @@
 //   process_group_worker <scenario> [local devices] [timeout ms] [iterations]
 //   scenarios: collectives, large, autodiff, data_parallel, data_parallel_bf16, mismatch_shape,
 //   mismatch_dtype, mismatch_large, repeated, loop, tagged_loop, join, on CPU devices;
-//   <backend>_collectives, <backend>_autodiff, <backend>_mismatch_shape, <backend>_mismatch_dtype
+//   <backend>_collectives, <backend>_large, <backend>_autodiff, <backend>_mismatch_shape,
+//   <backend>_mismatch_dtype
 //   on the devices of any compiled-in backend (backends/registry.h), e.g. vulkan_collectives:
 //   its first devices, or, where a device serves one process (a GPU), the process with local
 //   rank l takes devices l * devices, ... (CUDA's go through NCCL).
@@ -81,8 +82,10 @@ struct Setup {
 
 // All-reduces past the process group's small-payload cutoff (odd counts, several segments per
 // rank), with the input kept and consumed, against exact values; a kept input stays untouched.
-int Large(const Setup<Cpu>& s) {
-  DeviceGroup<Cpu> group(s.devices, {.process_group = s.world});
+template <Backend B>
+int Large(const Setup<B>& s) {
+  using T = Tensor<B>;
+  DeviceGroup<B> group(s.devices, {.process_group = s.world});
   const int G = group.global_size(), L = group.size();
   // Just past the cutoff: every dtype and kind; with several segments per rank: a few.
   struct Case {
@@ -105,7 +108,7 @@ int Large(const Setup<Cpu>& s) {
   for (const auto& [n, dtype, kind] : cases) {
     const Shape shape({n});
     std::vector<std::vector<double>> inputs;
-    for (int g = 0; g < G; ++g) inputs.push_back(V(Input<Cpu>(g, shape, dtype, s.devices[0])));
+    for (int g = 0; g < G; ++g) inputs.push_back(V(Input<B>(g, shape, dtype, s.devices[0])));
     std::vector<double> want(n);
     for (int64_t i = 0; i < n; ++i) {
       double acc = inputs[0][i];
@@ -118,7 +121,7 @@ int Large(const Setup<Cpu>& s) {
                                         : acc / G;
     }
     std::vector<T> in;
-    for (int r = 0; r < L; ++r) in.push_back(Input<Cpu>(group.global_rank(r), shape, dtype, s.devices[r]));
+    for (int r = 0; r < L; ++r) in.push_back(Input<B>(group.global_rank(r), shape, dtype, s.devices[r]));
     auto kept = group.AllReduce(in, kind);
     if (!kept.ok()) return Status(kept.status());
     bool same = V(in[0]) == inputs[group.global_rank(0)];
@@ -134,7 +137,7 @@ int Large(const Setup<Cpu>& s) {
     if (kind == ReduceOp::kMean) continue;
     const int64_t m = n / G * G;
     std::vector<T> head;
-    for (int r = 0; r < L; ++r) head.push_back(Input<Cpu>(group.global_rank(r), Shape({m}), dtype, s.devices[r]));
+    for (int r = 0; r < L; ++r) head.push_back(Input<B>(group.global_rank(r), Shape({m}), dtype, s.devices[r]));
     auto scattered = group.ReduceScatter(head, kind);
     if (!scattered.ok()) return Status(scattered.status());
     same = V(head[0]) ==
@@ -538,6 +541,7 @@ int OnBackend(absl::string_view scenario, std::shared_ptr<GlooProcessGroup> worl
   }
   const Setup<B> s{.world = std::move(world), .devices = *std::move(devices), .local = local};
   if (scenario == "collectives") return Collectives(s);
+  if (scenario == "large") return Large(s);
   if (scenario == "autodiff") return AutodiffScenario(s);
   if (scenario == "mismatch_shape") return Mismatch(s, false);
   if (scenario == "mismatch_dtype") return Mismatch(s, true);
