@@ -3,8 +3,8 @@
 // from these two lists: Dispatch's primitive, DispatchDevice's device variant and its parsing,
 // the backend of a primitive or a device, distributed's AnyGroup, the typed test lists. Outside
 // this file, each backend's own folder and BUILD selects, per-backend #ifdefs remain in
-// distributed/nccl/nccl.h (the NCCL engine's folder, for CUDA), tests/backends.h (which
-// backends run the half-precision configurations) and a few CUDA-specific tests and benchmarks.
+// distributed/nccl/nccl.h (the NCCL engine's folder, for CUDA) and a few CUDA-specific tests and
+// benchmarks.
 //
 // A registered backend B (see RegisteredBackend) has, besides the tensor operations of the
 // Backend concept, a Device constructible from an index, a Primitive, and
@@ -14,6 +14,7 @@
 //   static absl::StatusOr<std::vector<Device>> EnsureDevices(int n);  // the first n, made if
 //                                                 // the backend can (logical devices)
 //   static constexpr bool kDeviceOwnsAProcess;    // a device serves one process (a GPU)
+//   static constexpr bool kHalfTypes;             // bf16 and f16 run (the typed tests add them)
 #ifndef KILN_BACKENDS_REGISTRY_H_
 #define KILN_BACKENDS_REGISTRY_H_
 
@@ -46,6 +47,7 @@ concept RegisteredBackend = requires(const typename B::Device& d) {
   { B::Available() } -> std::same_as<absl::Status>;
   { B::EnsureDevices(1) } -> std::same_as<absl::StatusOr<std::vector<typename B::Device>>>;
   { B::kDeviceOwnsAProcess } -> std::convertible_to<bool>;
+  { B::kHalfTypes } -> std::convertible_to<bool>;
   typename B::Device;
   requires std::constructible_from<typename B::Device, int>;
 };

@@ -1,6 +1,7 @@
 // The backends compiled into this build, for typed test suites: a backend in
-// backends/registry.h is in every list. Its test devices come from its own enumeration
-// (TestDevices below); what a new backend adds here is kHasHalf, if it runs bf16 and f16.
+// backends/registry.h is in every list, with the half-precision configurations where its
+// struct says kHalfTypes. Its test devices come from its own enumeration (TestDevices below),
+// so a new backend adds nothing here.
 #ifndef KILN_TESTS_BACKENDS_H_
 #define KILN_TESTS_BACKENDS_H_
 
@@ -45,20 +46,18 @@ template <class... Ts>
 struct AsGtestTypes<TypeList<Ts...>> {
   using type = ::testing::Types<Ts...>;
 };
-// The backends whose bf16 and f16 kernels are done; their configs add both types, plain and
-// under Autodiff.
+// The backends whose bf16 and f16 kernels are done (B::kHalfTypes in backends/registry.h);
+// their configs add both types, plain and under Autodiff.
 template <class B>
-inline constexpr bool kHasHalf = false;
-template <>
-inline constexpr bool kHasHalf<Cpu> = true;
-#if defined(KILN_WITH_VULKAN)
-template <>
-inline constexpr bool kHasHalf<Vulkan> = true;
-#endif
-#ifdef KILN_WITH_CUDA
-template <>
-inline constexpr bool kHasHalf<Cuda> = true;
-#endif
+constexpr bool HasHalf() {
+  if constexpr (RegisteredBackend<B>) {
+    return B::kHalfTypes;
+  } else {
+    return false;  // Dispatch's half configs are listed by hand below
+  }
+}
+template <class B>
+inline constexpr bool kHasHalf = HasHalf<B>();
 template <class B>
 using HalfConfigsOf = std::conditional_t<
     kHasHalf<B>,

@@ -26,6 +26,7 @@ struct Cpu {
   // cpu:0..cpu:n-1, made if there are fewer (the cores shared fairly among them).
   static absl::StatusOr<std::vector<Device>> EnsureDevices(int n);
   static constexpr bool kDeviceOwnsAProcess = false;
+  static constexpr bool kHalfTypes = true;  // bf16 and f16 kernels are done
 
   static const Shape& shape(const Primitive& p) { return p.shape; }
   static DType dtype(const Primitive& p) { return p.dtype; }

@@ -28,6 +28,7 @@ struct Cuda {
   static absl::StatusOr<std::vector<Device>> EnsureDevices(int n);
   // A GPU serves one process: under a launcher each process takes its own (see distributed/).
   static constexpr bool kDeviceOwnsAProcess = true;
+  static constexpr bool kHalfTypes = true;  // bf16 and f16 kernels are done
 
   static const Shape& shape(const Primitive& p) { return p.shape; }
   static DType dtype(const Primitive& p) { return p.dtype; }

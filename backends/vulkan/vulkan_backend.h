@@ -32,6 +32,7 @@ struct Vulkan {
   // vulkan:0..vulkan:n-1, as virtual devices on the first physical device if there are fewer.
   static absl::StatusOr<std::vector<Device>> EnsureDevices(int n);
   static constexpr bool kDeviceOwnsAProcess = false;
+  static constexpr bool kHalfTypes = true;  // bf16 and f16 kernels are done
 
   static const Shape& shape(const Primitive& p) { return p.shape; }
   static DType dtype(const Primitive& p) { return p.dtype; }

@@ -5,10 +5,16 @@
 #include <string>
 
 #include "absl/strings/match.h"
+#include "absl/strings/str_join.h"
 #include "backends/dispatch/dispatch_device.h"
+#include "tests/backend_names.h"
 
 namespace kiln {
 namespace {
+
+using testing::AsSentence;
+using testing::CompiledBackendNames;
+using testing::KnownBackendNames;
 
 std::string Message(const std::string& text) {
   const auto d = DispatchDevice::Parse(text);
@@ -50,14 +56,9 @@ TEST(DeviceParse, WhiteSpaceIsNamed) {
 TEST(DeviceParse, MessagesEscapeAndShortenWhatTheyQuote) {
   EXPECT_EQ(Message(std::string("gpu\x01\xff:0", 7)),
             "device 'gpu\\x01\\xff:0': unknown backend 'gpu\\x01\\xff'; "
-            "kiln knows cpu, vulkan and cuda (compiled in: cpu"
-#ifdef KILN_WITH_VULKAN
-            ", vulkan"
-#endif
-#ifdef KILN_WITH_CUDA
-            ", cuda"
-#endif
-            ")");
+            "kiln knows " +
+                AsSentence(KnownBackendNames()) + " (compiled in: " + absl::StrJoin(CompiledBackendNames(), ", ") +
+                ")");
   EXPECT_EQ(Message(""), "device '': empty; expected backend:index (e.g. cpu:0)");
   EXPECT_LT(Message(std::string(1 << 20, 'x')).size(), 200u);
 }

@@ -1,7 +1,8 @@
-// The Gloo process group across real processes: collectives over 2 and 3 processes of 1 and 2
-// devices against exact values, the autodiff path, DataParallel against the in-process run,
-// mismatched calls reported on every rank before any tensor changes, and faults (a rank killed, a
-// rank stopped) ending every other rank within the timeout. Ranks are child processes running
+// The Gloo process group across real processes: collectives over 1 to 3 processes of 1 and 2
+// devices against exact values, the autodiff path and mismatched calls reported on every rank
+// before any tensor changes, large tensors, each on every compiled-in backend; on the CPU,
+// DataParallel against the in-process run, and faults (a rank killed, a rank stopped) ending
+// every other rank within the timeout. Ranks are child processes running
 // process_group_worker (its path is the first argument).
 #include <gtest/gtest.h>
 
@@ -9,10 +10,10 @@
 #include <cstring>
 
 #include "absl/strings/match.h"
+#include "backends/registry.h"
+#include "tests/backend_names.h"
+#include "tests/backends.h"
 #include "tests/distributed/rank_processes.h"
-#ifdef KILN_WITH_CUDA
-#include "backends/cuda/cuda_device.h"
-#endif
 
 namespace kiln::distributed {
 namespace {
@@ -39,25 +40,107 @@ struct Shape {
   int processes, devices;
 };
 
+// Collectives and their backward on every backend compiled into this build
+// (backends/registry.h), each rank on its own devices of the backend: Vulkan's staged through
+// host memory, CUDA's through NCCL. A backend whose devices are GPUs needs one per member and
+// skips without them; any other backend that cannot run fails where the run requires it
+// (KILN_REQUIRE_BACKENDS).
+struct OnBackend {
+  std::string backend;
+  Shape shape;
+};
+
+std::vector<OnBackend> EveryBackend(const std::vector<Shape>& shapes) {
+  std::vector<OnBackend> out;
+  for (const std::string& backend : kiln::testing::CompiledBackendNames()) {
+    for (const Shape& shape : shapes) out.push_back({backend, shape});
+  }
+  return out;
+}
+
+template <class B>
+void SkipUnlessRuns(int members) {
+  KILN_SKIP_IF_UNAVAILABLE(B);
+  KILN_SKIP_IF_FEWER_DEVICES(B, members);
+}
+
+class BackendCollectives : public ::testing::TestWithParam<OnBackend> {
+ protected:
+  void SetUp() override {
+    const auto& [backend, shape] = GetParam();
+    const bool known = CompiledBackends::AnyOf([&]<class B>() {
+      if (backend != B::Name()) return false;
+      SkipUnlessRuns<B>(shape.processes * shape.devices);
+      return true;
+    });
+    ASSERT_TRUE(known) << backend;
+  }
+  // Every rank runs `<backend>_<scenario>` on shape.devices devices.
+  std::vector<RankResult> Run(const std::string& scenario) {
+    const auto& [backend, shape] = GetParam();
+    RankProcesses ranks(worker, shape.processes, FreshStore());
+    ranks.StartAll({absl::StrCat(backend, "_", scenario), absl::StrCat(shape.devices)});
+    return ranks.WaitAll(milliseconds(120000));
+  }
+};
+
+TEST_P(BackendCollectives, EveryOpEveryKindExact) { ExpectAllPassed(Run("collectives")); }
+
+// All-reduces and reduce-scatters past the process group's small-payload cutoff.
+TEST_P(BackendCollectives, LargeAllReducesExact) { ExpectAllPassed(Run("large")); }
+
+TEST_P(BackendCollectives, AutodiffBackwardIsACollectiveOverTheWorld) { ExpectAllPassed(Run("autodiff")); }
+
+INSTANTIATE_TEST_SUITE_P(Backends, BackendCollectives,
+                         ::testing::ValuesIn(EveryBackend({{1, 1}, {1, 2}, {2, 1}, {2, 2}, {3, 1}})),
+                         [](const auto& info) {
+                           return absl::StrCat(info.param.backend, "_", info.param.shape.processes, "x",
+                                               info.param.shape.devices);
+                         });
+
+// Calls that differ across ranks, on every backend: each rank names both calls, and the group
+// goes on.
+class BackendErrors : public BackendCollectives {};
+
+TEST_P(BackendErrors, MismatchedShapesFailOnEveryRankBeforeDataMoves) {
+  for (const RankResult& r : Run("mismatch_shape")) {
+    EXPECT_EQ(r.exit_code, 0) << r.output;
+    EXPECT_TRUE(absl::StrContains(
+        r.output,
+        absl::StrCat("STATUS INVALID_ARGUMENT: process group: rank 1 called all_reduce(sum) of f32[5] on ",
+                     GetParam().shape.devices, " local device(s) but rank 0 called all_reduce(sum) of f32[4] on ",
+                     GetParam().shape.devices, " local device(s); every rank must make the same collective calls")))
+        << r.output;
+    EXPECT_TRUE(absl::StrContains(r.output, "OK the next call works")) << r.output;
+    EXPECT_TRUE(absl::StrContains(r.output,
+                                  "STATUS INVALID_ARGUMENT: process group: rank 1 called step 2 but rank 0 called "
+                                  "step 1; every rank must make the same collective calls"))
+        << r.output;
+    EXPECT_TRUE(absl::StrContains(r.output, "OK agreeing on one call works")) << r.output;
+  }
+}
+
+TEST_P(BackendErrors, MismatchedDtypesFailOnEveryRank) {
+  for (const RankResult& r : Run("mismatch_dtype")) {
+    EXPECT_EQ(r.exit_code, 0) << r.output;
+    EXPECT_TRUE(absl::StrContains(
+        r.output,
+        absl::StrCat("STATUS INVALID_ARGUMENT: process group: rank 1 called all_reduce(sum) of f64[4] on ",
+                     GetParam().shape.devices, " local device(s) but rank 0 called all_reduce(sum) of f32[4] on ",
+                     GetParam().shape.devices, " local device(s);")))
+        << r.output;
+    EXPECT_TRUE(absl::StrContains(r.output, "OK the next call works")) << r.output;
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(Backends, BackendErrors, ::testing::ValuesIn(EveryBackend({{2, 1}, {2, 2}})),
+                         [](const auto& info) {
+                           return absl::StrCat(info.param.backend, "_", info.param.shape.processes, "x",
+                                               info.param.shape.devices);
+                         });
+
+// On the CPU: DataParallel across processes against the same in one process.
 class Collectives : public ::testing::TestWithParam<Shape> {};
-
-TEST_P(Collectives, EveryOpEveryKindExact) {
-  RankProcesses ranks(worker, GetParam().processes, FreshStore());
-  ranks.StartAll({"collectives", absl::StrCat(GetParam().devices)});
-  ExpectAllPassed(ranks.WaitAll(milliseconds(60000)));
-}
-
-TEST_P(Collectives, LargeAllReducesExact) {
-  RankProcesses ranks(worker, GetParam().processes, FreshStore());
-  ranks.StartAll({"large", absl::StrCat(GetParam().devices)});
-  ExpectAllPassed(ranks.WaitAll(milliseconds(60000)));
-}
-
-TEST_P(Collectives, AutodiffBackwardIsACollectiveOverTheWorld) {
-  RankProcesses ranks(worker, GetParam().processes, FreshStore());
-  ranks.StartAll({"autodiff", absl::StrCat(GetParam().devices)});
-  ExpectAllPassed(ranks.WaitAll(milliseconds(60000)));
-}
 
 TEST_P(Collectives, DataParallelMatchesOneProcess) {
   RankProcesses ranks(worker, GetParam().processes, FreshStore());
@@ -75,57 +158,7 @@ TEST_P(Collectives, DataParallelWithBf16GradientsMatchesOneProcess) {
 INSTANTIATE_TEST_SUITE_P(Shapes, Collectives, ::testing::Values(Shape{1, 2}, Shape{2, 1}, Shape{2, 2}, Shape{3, 1}),
                          [](const auto& info) { return absl::StrCat(info.param.processes, "x", info.param.devices); });
 
-#ifdef KILN_WITH_CUDA
-// CUDA tensors across processes: one NCCL communicator over every GPU of every process, the
-// process group carrying the unique id and the agreement on each call. Each case needs a GPU
-// per member (the process with local rank l takes GPUs l * devices, ...).
-absl::Status NeedGpus(int n) {
-  if (absl::Status s = cuda::Available(); !s.ok())
-    return absl::UnavailableError(absl::StrCat("no CUDA device: ", s.message()));
-  if (cuda::DeviceCount() < n) {
-    return absl::UnavailableError(absl::StrCat("needs ", n, " CUDA devices; this machine has ", cuda::DeviceCount()));
-  }
-  return absl::OkStatus();
-}
-
-class CudaCollectives : public ::testing::TestWithParam<Shape> {
- protected:
-  void SetUp() override {
-    if (absl::Status s = NeedGpus(GetParam().processes * GetParam().devices); !s.ok()) GTEST_SKIP() << s.message();
-  }
-};
-
-TEST_P(CudaCollectives, EveryOpEveryKindExact) {
-  RankProcesses ranks(worker, GetParam().processes, FreshStore());
-  ranks.StartAll({"cuda_collectives", absl::StrCat(GetParam().devices)});
-  ExpectAllPassed(ranks.WaitAll(milliseconds(120000)));
-}
-
-TEST_P(CudaCollectives, AutodiffBackwardIsACollectiveOverTheWorld) {
-  RankProcesses ranks(worker, GetParam().processes, FreshStore());
-  ranks.StartAll({"cuda_autodiff", absl::StrCat(GetParam().devices)});
-  ExpectAllPassed(ranks.WaitAll(milliseconds(120000)));
-}
-
-INSTANTIATE_TEST_SUITE_P(Shapes, CudaCollectives, ::testing::Values(Shape{1, 1}, Shape{1, 2}, Shape{2, 1}, Shape{2, 2}),
-                         [](const auto& info) { return absl::StrCat(info.param.processes, "x", info.param.devices); });
-
-TEST(CudaProcessGroupErrors, MismatchedShapesFailOnEveryRankBeforeNcclMovesData) {
-  if (absl::Status s = NeedGpus(2); !s.ok()) GTEST_SKIP() << s.message();
-  RankProcesses ranks(worker, 2, FreshStore());
-  ranks.StartAll({"cuda_mismatch_shape"});
-  for (const RankResult& r : ranks.WaitAll(milliseconds(120000))) {
-    EXPECT_EQ(r.exit_code, 0) << r.output;
-    EXPECT_TRUE(absl::StrContains(
-        r.output,
-        "STATUS INVALID_ARGUMENT: process group: rank 1 called all_reduce(sum) of f32[5] on 1 local device(s) but "
-        "rank 0 called all_reduce(sum) of f32[4] on 1 local device(s);"))
-        << r.output;
-    EXPECT_TRUE(absl::StrContains(r.output, "OK the next call works")) << r.output;
-  }
-}
-#endif  // KILN_WITH_CUDA
-
+// On the CPU, with the flight recorder's whole note.
 TEST(ProcessGroupErrors, MismatchedShapesFailOnEveryRankBeforeDataMoves) {
   RankProcesses ranks(worker, 2, FreshStore());
   ranks.StartAll({"mismatch_shape"});
@@ -146,19 +179,6 @@ TEST(ProcessGroupErrors, MismatchedShapesFailOnEveryRankBeforeDataMoves) {
                                   "step 1; every rank must make the same collective calls"))
         << r.output;
     EXPECT_TRUE(absl::StrContains(r.output, "OK agreeing on one call works")) << r.output;
-  }
-}
-
-TEST(ProcessGroupErrors, MismatchedDtypesFailOnEveryRank) {
-  RankProcesses ranks(worker, 2, FreshStore());
-  ranks.StartAll({"mismatch_dtype", "2"});
-  for (const RankResult& r : ranks.WaitAll(milliseconds(30000))) {
-    EXPECT_EQ(r.exit_code, 0) << r.output;
-    EXPECT_TRUE(absl::StrContains(
-        r.output,
-        "STATUS INVALID_ARGUMENT: process group: rank 1 called all_reduce(sum) of f64[4] on 2 local device(s) but "
-        "rank 0 called all_reduce(sum) of f32[4] on 2 local device(s);"))
-        << r.output;
   }
 }
 

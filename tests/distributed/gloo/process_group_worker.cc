@@ -6,9 +6,12 @@
 //
 //   process_group_worker <scenario> [local devices] [timeout ms] [iterations]
 //   scenarios: collectives, large, autodiff, data_parallel, data_parallel_bf16, mismatch_shape,
-//   mismatch_dtype, mismatch_large, repeated, loop, tagged_loop, join; cuda_collectives, cuda_autodiff,
-//   cuda_mismatch_shape run on CUDA devices through NCCL (the process with local rank l takes GPUs l * devices,
-//   ...), in a --config=cuda build.
+//   mismatch_dtype, mismatch_large, repeated, loop, tagged_loop, join, on CPU devices;
+//   <backend>_collectives, <backend>_large, <backend>_autodiff, <backend>_mismatch_shape,
+//   <backend>_mismatch_dtype
+//   on the devices of any compiled-in backend (backends/registry.h), e.g. vulkan_collectives:
+//   its first devices, or, where a device serves one process (a GPU), the process with local
+//   rank l takes devices l * devices, ... (CUDA's go through NCCL).
 #include <algorithm>
 #include <chrono>
 #include <cmath>
@@ -16,6 +19,7 @@
 #include <cstdlib>
 #include <optional>
 #include <string>
+#include <string_view>
 #include <thread>
 #include <vector>
 
@@ -24,6 +28,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "absl/strings/strip.h"
+#include "backends/registry.h"
 #include "distributed/autodiff_group.h"
 #include "distributed/data_parallel.h"
 #include "distributed/gloo/gloo_process_group.h"
@@ -77,8 +82,10 @@ struct Setup {
 
 // All-reduces past the process group's small-payload cutoff (odd counts, several segments per
 // rank), with the input kept and consumed, against exact values; a kept input stays untouched.
-int Large(const Setup<Cpu>& s) {
-  DeviceGroup<Cpu> group(s.devices, {.process_group = s.world});
+template <Backend B>
+int Large(const Setup<B>& s) {
+  using T = Tensor<B>;
+  DeviceGroup<B> group(s.devices, {.process_group = s.world});
   const int G = group.global_size(), L = group.size();
   // Just past the cutoff: every dtype and kind; with several segments per rank: a few.
   struct Case {
@@ -101,7 +108,7 @@ int Large(const Setup<Cpu>& s) {
   for (const auto& [n, dtype, kind] : cases) {
     const Shape shape({n});
     std::vector<std::vector<double>> inputs;
-    for (int g = 0; g < G; ++g) inputs.push_back(V(Input<Cpu>(g, shape, dtype, s.devices[0])));
+    for (int g = 0; g < G; ++g) inputs.push_back(V(Input<B>(g, shape, dtype, s.devices[0])));
     std::vector<double> want(n);
     for (int64_t i = 0; i < n; ++i) {
       double acc = inputs[0][i];
@@ -114,7 +121,7 @@ int Large(const Setup<Cpu>& s) {
                                         : acc / G;
     }
     std::vector<T> in;
-    for (int r = 0; r < L; ++r) in.push_back(Input<Cpu>(group.global_rank(r), shape, dtype, s.devices[r]));
+    for (int r = 0; r < L; ++r) in.push_back(Input<B>(group.global_rank(r), shape, dtype, s.devices[r]));
     auto kept = group.AllReduce(in, kind);
     if (!kept.ok()) return Status(kept.status());
     bool same = V(in[0]) == inputs[group.global_rank(0)];
@@ -130,7 +137,7 @@ int Large(const Setup<Cpu>& s) {
     if (kind == ReduceOp::kMean) continue;
     const int64_t m = n / G * G;
     std::vector<T> head;
-    for (int r = 0; r < L; ++r) head.push_back(Input<Cpu>(group.global_rank(r), Shape({m}), dtype, s.devices[r]));
+    for (int r = 0; r < L; ++r) head.push_back(Input<B>(group.global_rank(r), Shape({m}), dtype, s.devices[r]));
     auto scattered = group.ReduceScatter(head, kind);
     if (!scattered.ok()) return Status(scattered.status());
     same = V(head[0]) ==
@@ -511,6 +518,37 @@ int TaggedLoop(const Setup<Cpu>& s, int iterations) {
   return 0;
 }
 
+// This process's `local` devices of backend B: its first ones (made if the backend can), or,
+// where a device serves one process (a GPU), those after the lower local ranks' ones.
+template <class B>
+absl::StatusOr<std::vector<typename B::Device>> LocalDevices(int local_rank, int local) {
+  if constexpr (B::kDeviceOwnsAProcess) {
+    std::vector<typename B::Device> out;
+    for (int r = 0; r < local; ++r) out.push_back(typename B::Device(local_rank * local + r));
+    return out;
+  } else {
+    return B::EnsureDevices(local);
+  }
+}
+
+// The scenarios every backend runs, on `local` devices of B.
+template <class B>
+int OnBackend(absl::string_view scenario, std::shared_ptr<GlooProcessGroup> world, int local_rank, int local) {
+  auto devices = LocalDevices<B>(local_rank, local);
+  if (!devices.ok()) {
+    Status(devices.status());
+    return 2;
+  }
+  const Setup<B> s{.world = std::move(world), .devices = *std::move(devices), .local = local};
+  if (scenario == "collectives") return Collectives(s);
+  if (scenario == "large") return Large(s);
+  if (scenario == "autodiff") return AutodiffScenario(s);
+  if (scenario == "mismatch_shape") return Mismatch(s, false);
+  if (scenario == "mismatch_dtype") return Mismatch(s, true);
+  std::printf("unknown scenario '%s_%s'\n", B::Name(), std::string(scenario).c_str());
+  return 1;
+}
+
 int Main(int argc, char** argv) {
   absl::string_view scenario = argc > 1 ? argv[1] : "";
   const int local = argc > 2 ? std::atoi(argv[2]) : 1;
@@ -534,18 +572,14 @@ int Main(int argc, char** argv) {
   }
   std::printf("JOINED rank %d of %d\n", (*world)->rank(), (*world)->world_size());
   std::fflush(stdout);
-  if (absl::ConsumePrefix(&scenario, "cuda_")) {
-#ifdef KILN_WITH_CUDA
-    Setup<Cuda> s{.world = *world, .local = local};
-    for (int r = 0; r < local; ++r) s.devices.push_back(CudaDevice((*env)->local_rank * local + r));
-    if (scenario == "collectives") return Collectives(s);
-    if (scenario == "autodiff") return AutodiffScenario(s);
-    if (scenario == "mismatch_shape") return Mismatch(s, false);
-#else
-    std::printf("STATUS built without CUDA (--config=cuda)\n");
-    return 2;
-#endif
-  }
+  std::optional<int> on_backend;
+  CompiledBackends::AnyOf([&]<class B>() {
+    if (!absl::StartsWith(scenario, absl::StrCat(B::Name(), "_"))) return false;
+    on_backend =
+        OnBackend<B>(scenario.substr(std::string_view(B::Name()).size() + 1), *world, (*env)->local_rank, local);
+    return true;
+  });
+  if (on_backend) return *on_backend;
   Setup<Cpu> s{.world = *world, .local = local};
   for (int r = 0; r < local; ++r) s.devices.push_back(CpuDevice(r));
   if (scenario == "collectives") return Collectives(s);
