@@ -17,7 +17,7 @@ using vulkan::VulkanTensor;
 
 template <>
 VulkanTensor VulkanTensor::Empty(const Shape& shape, DType dtype, const VulkanDevice& device) {
-  CheckSize(shape, "allocate");
+  vulkan::CheckSize(shape, "allocate");
   Context& context = Context::Of(device);
   // Every tensor is made here, so this one check keeps half kernels off devices that cannot
   // run them (their SPIR-V declares StorageBuffer16BitAccess).
