@@ -60,11 +60,19 @@ constexpr size_t FirstTrue() {
   ((matches ? true : (++i, false)) || ...);
   return i;
 }
+// Whether T is exactly one of Us.
+template <class T, class... Us>
+constexpr bool Once() {
+  return (int{std::is_same_v<T, Us>} + ...) == 1;
+}
 }  // namespace registry_internal
 
 // A list of backends and what is derived from it.
 template <RegisteredBackend... Bs>
 struct BackendList {
+  // OfPrimitive and Dispatch's variant tell a tensor's backend by its primitive type.
+  static_assert((registry_internal::Once<typename Bs::Primitive, typename Bs::Primitive...>() && ...),
+                "every backend needs a primitive type of its own");
   // F<B...>: e.g. a variant over something of every backend.
   template <template <class...> class F>
   using Apply = F<Bs...>;

@@ -1,17 +1,18 @@
-// StridedTensor: the CPU backend's primitive. A strided view (shape, strides, offset) of a shared,
-// 64-byte aligned buffer (see allocator.h), so transpose, permute, slice and expand are free. Buffers are never
-// written after the op that made them returns, which is what makes sharing safe.
+// StridedTensor: the CPU backend's primitive, the shared StridedArray (tensor/strided_array.h)
+// over a 64-byte aligned host buffer (see allocator.h).
 #ifndef KILN_BACKENDS_CPU_STRIDED_TENSOR_H_
 #define KILN_BACKENDS_CPU_STRIDED_TENSOR_H_
 
 #include <cstddef>
-#include <memory>
+#include <cstdint>
 
 #include "backends/cpu/cpu_device.h"
 #include "tensor/dtype.h"
 #include "tensor/shape.h"
+#include "tensor/strided_array.h"
 
-namespace kiln::cpu {
+namespace kiln {
+namespace cpu {
 
 class Buffer {
  public:
@@ -27,29 +28,14 @@ class Buffer {
   int64_t nbytes_;
 };
 
-struct StridedTensor {
-  std::shared_ptr<Buffer> buffer;
-  Shape shape{0};
-  Dims strides{1};     // in elements; 0 for a broadcast dim
-  int64_t offset = 0;  // in elements
-  DType dtype = DType::kF32;
-  CpuDevice device;
+using StridedTensor = StridedArray<Buffer, CpuDevice>;
 
-  // A fresh row-major tensor (contents uninitialised).
-  static StridedTensor Empty(const Shape& shape, DType dtype, const CpuDevice& device);
+}  // namespace cpu
 
-  bool IsContiguous() const;
-  template <class T>
-  const T* data() const {
-    return reinterpret_cast<const T*>(buffer->data()) + offset;
-  }
-  // Only for a tensor this op just created.
-  template <class T>
-  T* mutable_data() const {
-    return reinterpret_cast<T*>(buffer->data()) + offset;
-  }
-};
+// Allocates the Buffer (strided_tensor.cc).
+template <>
+cpu::StridedTensor cpu::StridedTensor::Empty(const Shape& shape, DType dtype, const CpuDevice& device);
 
-}  // namespace kiln::cpu
+}  // namespace kiln
 
 #endif  // KILN_BACKENDS_CPU_STRIDED_TENSOR_H_

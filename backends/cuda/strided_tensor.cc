@@ -1,14 +1,15 @@
 #include "backends/cuda/strided_tensor.h"
 
+#include <memory>
 #include <thread>
 #include <utility>
 
 #include "absl/strings/str_cat.h"
 #include "backends/cuda/context.h"
 #include "tensor/error.h"
-#include "tensor/strided_view.h"
 
-namespace kiln::cuda {
+namespace kiln {
+namespace cuda {
 
 namespace {
 
@@ -73,17 +74,11 @@ DeviceBuffer::Event DeviceBuffer::fence() const {
   return fence_;
 }
 
-StridedTensor StridedTensor::Empty(const Shape& shape, DType dtype, const CudaDevice& device) {
-  StridedTensor t;
-  t.buffer = std::make_shared<DeviceBuffer>(device, shape.numel() * DTypeSize(dtype));
-  t.shape = shape;
-  t.strides = shape.ContiguousStrides();
-  t.offset = 0;
-  t.dtype = dtype;
-  t.device = device;
-  return t;
+}  // namespace cuda
+
+template <>
+cuda::StridedTensor cuda::StridedTensor::Empty(const Shape& shape, DType dtype, const CudaDevice& device) {
+  return Dense(std::make_shared<cuda::DeviceBuffer>(device, shape.numel() * DTypeSize(dtype)), shape, dtype, device);
 }
 
-bool StridedTensor::IsContiguous() const { return strided::IsContiguous(shape, strides); }
-
-}  // namespace kiln::cuda
+}  // namespace kiln

@@ -1,6 +1,5 @@
-// cuda::StridedTensor: the CUDA backend's primitive. A strided view (shape, strides, offset)
-// of a shared device buffer, so transpose, permute, slice and expand cost no kernel. Buffers
-// are never written after the op that made them returns, which makes sharing safe.
+// cuda::StridedTensor: the CUDA backend's primitive, the shared StridedArray
+// (tensor/strided_array.h) over a buffer of device memory.
 #ifndef KILN_BACKENDS_CUDA_STRIDED_TENSOR_H_
 #define KILN_BACKENDS_CUDA_STRIDED_TENSOR_H_
 
@@ -8,6 +7,7 @@
 
 #include <atomic>
 #include <cstddef>
+#include <cstdint>
 #include <memory>
 #include <mutex>
 
@@ -16,8 +16,10 @@
 #include "backends/cuda/graph_pool.h"
 #include "tensor/dtype.h"
 #include "tensor/shape.h"
+#include "tensor/strided_array.h"
 
-namespace kiln::cuda {
+namespace kiln {
+namespace cuda {
 
 struct DeviceContext;  // context.h
 
@@ -54,24 +56,14 @@ class DeviceBuffer {
   std::atomic<bool> has_fence_{false};
 };
 
-struct StridedTensor {
-  std::shared_ptr<DeviceBuffer> buffer;
-  Shape shape{0};
-  Dims strides{1};     // in elements; 0 for a broadcast dim
-  int64_t offset = 0;  // in elements
-  DType dtype = DType::kF32;
-  CudaDevice device;
+using StridedTensor = StridedArray<DeviceBuffer, CudaDevice>;
 
-  // A fresh row-major tensor (contents uninitialised).
-  static StridedTensor Empty(const Shape& shape, DType dtype, const CudaDevice& device);
+}  // namespace cuda
 
-  bool IsContiguous() const;
-  // Device address of the first element (null for an empty tensor).
-  const void* data() const { return buffer ? buffer->data() + offset * DTypeSize(dtype) : nullptr; }
-  // Only for a tensor this op just created.
-  void* mutable_data() const { return const_cast<void*>(data()); }
-};
+// Allocates the DeviceBuffer (strided_tensor.cc).
+template <>
+cuda::StridedTensor cuda::StridedTensor::Empty(const Shape& shape, DType dtype, const CudaDevice& device);
 
-}  // namespace kiln::cuda
+}  // namespace kiln
 
 #endif  // KILN_BACKENDS_CUDA_STRIDED_TENSOR_H_

@@ -64,7 +64,7 @@ VulkanTensor Map(const std::string& kernel, int op, const VulkanTensor& x, DType
 // Integer division by zero is an error, as on the CPU. The divisor's values are known when it
 // came from the host; otherwise they are read back and checked (integer division is rare).
 void CheckDivisor(const VulkanTensor& a, const VulkanTensor& b) {
-  if (const auto& range = b.chunk->known_range; range && (range->first > 0 || range->second < 0)) return;
+  if (const auto& range = b.buffer->known_range; range && (range->first > 0 || range->second < 0)) return;
   const TensorData values = Vulkan::to_data(b);
   for (int64_t i = 0; i < values.numel(); ++i) {
     if (values.AsDouble(i) == 0) {

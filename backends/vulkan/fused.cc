@@ -100,7 +100,7 @@ void CheckTargets(const VulkanTensor& logits, const VulkanTensor& targets, int64
                          logits.shape.ToString(), DTypeName(targets.dtype), targets.shape.ToString());
   }
   const int64_t classes = logits.shape[1];
-  if (const auto& r = targets.chunk->known_range; r && r->first >= 0 && r->second < classes) return;
+  if (const auto& r = targets.buffer->known_range; r && r->first >= 0 && r->second < classes) return;
   if (targets.shape.numel() == 0) return;
   const TensorData values = Vulkan::to_data(targets);
   const auto t = values.values<int64_t>();
@@ -196,6 +196,45 @@ NormForward<Vulkan::Primitive> Vulkan::norm_last(const Primitive& x_in, const Pr
   return out;
 }
 
+namespace {
+
+// The weight and bias gradients of a norm into `out`: column sums in two fixed-order stages,
+// chunks of kParamChunkRows rows in one kernel, then the chunks by a plain sum (which reduces in
+// a fixed order too: one invocation per column, or a fixed tree).
+void NormParamGrads(const VulkanTensor& gy, const VulkanTensor& x, const VulkanTensor& mean, const VulkanTensor& rstd,
+                    bool rms, bool weight_grad, bool bias_grad, NormBackward<VulkanTensor>& out) {
+  const int64_t len = RowLength(x.shape), rows = RowsShape(x.shape).numel();
+  const int64_t chunks = (rows + kParamChunkRows - 1) / kParamChunkRows;
+  const Shape part_shape({chunks, len});
+  VulkanTensor weight_part, bias_part;
+  if (weight_grad) weight_part = VulkanTensor::Empty(part_shape, x.dtype, x.device);
+  if (bias_grad) bias_part = VulkanTensor::Empty(part_shape, x.dtype, x.device);
+  NormParamGradParams q{.weight_part = weight_grad ? weight_part.address() : 0,
+                        .bias_part = bias_grad ? bias_part.address() : 0,
+                        .gy = gy.address(),
+                        .x = x.address(),
+                        .mean = mean.address(),
+                        .rstd = rstd.address(),
+                        .rows = static_cast<int32_t>(rows),
+                        .len = static_cast<int32_t>(len),
+                        .chunks = static_cast<int32_t>(chunks),
+                        .chunk_rows = static_cast<int32_t>(kParamChunkRows),
+                        .rms = rms,
+                        .has_weight = weight_grad,
+                        .has_bias = bias_grad};
+  Context& c = x.context();
+  c.Launch(vulkan::Kernel("norm_param_grad", x.dtype), &q, sizeof(q), c.Linear(chunks * len));
+  const auto finish = [&](const VulkanTensor& part) {
+    if (chunks == 1) return Vulkan::reshape(part, Shape({len}));
+    const int64_t dims[] = {0};
+    return Vulkan::reduce(ReduceOp::kSum, part, dims, false);
+  };
+  if (weight_grad) out.weight_grad = finish(weight_part);
+  if (bias_grad) out.bias_grad = finish(bias_part);
+}
+
+}  // namespace
+
 NormBackward<Vulkan::Primitive> Vulkan::norm_last_backward(const Primitive& gy_in, const Primitive& x_in,
                                                            const Primitive* weight_in, const Primitive& mean_in,
                                                            const Primitive& rstd_in, bool rms, bool bias_grad) {
@@ -229,36 +268,7 @@ NormBackward<Vulkan::Primitive> Vulkan::norm_last_backward(const Primitive& gy_i
                        .rms = rms,
                        .has_weight = weight_in != nullptr};
   c.Launch(vulkan::Kernel("norm_backward", x.dtype), &p, sizeof(p), c.Exact(rows, 1));
-  if (weight_in == nullptr && !bias_grad) return out;
-
-  // Column sums in two fixed-order stages: chunks of kParamChunkRows rows, then the chunks.
-  const int64_t chunks = (rows + kParamChunkRows - 1) / kParamChunkRows;
-  const Shape part_shape({chunks, len});
-  VulkanTensor weight_part, bias_part;
-  if (weight_in != nullptr) weight_part = VulkanTensor::Empty(part_shape, x.dtype, x.device);
-  if (bias_grad) bias_part = VulkanTensor::Empty(part_shape, x.dtype, x.device);
-  NormParamGradParams q{.weight_part = weight_in != nullptr ? weight_part.address() : 0,
-                        .bias_part = bias_grad ? bias_part.address() : 0,
-                        .gy = gy.address(),
-                        .x = x.address(),
-                        .mean = mean.address(),
-                        .rstd = rstd.address(),
-                        .rows = static_cast<int32_t>(rows),
-                        .len = static_cast<int32_t>(len),
-                        .chunks = static_cast<int32_t>(chunks),
-                        .chunk_rows = static_cast<int32_t>(kParamChunkRows),
-                        .rms = rms,
-                        .has_weight = weight_in != nullptr,
-                        .has_bias = bias_grad};
-  c.Launch(vulkan::Kernel("norm_param_grad", x.dtype), &q, sizeof(q), c.Linear(chunks * len));
-  // The plain sum reduces in a fixed order too (one invocation per column, or a fixed tree).
-  const auto finish = [&](const VulkanTensor& part) {
-    if (chunks == 1) return reshape(part, Shape({len}));
-    const int64_t dims[] = {0};
-    return reduce(ReduceOp::kSum, part, dims, false);
-  };
-  if (weight_in != nullptr) out.weight_grad = finish(weight_part);
-  if (bias_grad) out.bias_grad = finish(bias_part);
+  if (weight_in != nullptr || bias_grad) NormParamGrads(gy, x, mean, rstd, rms, weight_in != nullptr, bias_grad, out);
   return out;
 }
 

@@ -29,7 +29,7 @@ struct ScatterParams {
 static_assert(sizeof(GatherParams) <= 128 && sizeof(ScatterParams) <= 128);
 
 void CheckIndices(const VulkanTensor& index, int64_t size, const char* what, const Shape& source) {
-  if (const auto& r = index.chunk->known_range; r && r->first >= 0 && r->second < size) return;
+  if (const auto& r = index.buffer->known_range; r && r->first >= 0 && r->second < size) return;
   const TensorData values = Vulkan::to_data(index);
   CheckIndexValues(values.values<int64_t>().data(), values.numel(), size, what, source);
 }
@@ -104,7 +104,7 @@ Vulkan::Primitive Vulkan::scatter_add(const Primitive& src_in, int64_t dim, cons
   if (src_in.dtype == DType::kBool) ThrowInvalidArgument("scatter_add: not defined for bool");
   CheckIndices(index_in, shape[dim], "scatter_add", shape);
   VulkanTensor out = full(shape, Scalar(0), src_in.dtype, src_in.device);
-  out.chunk->known_range.reset();
+  out.buffer->known_range.reset();
   const int64_t n = src_in.shape.numel();
   if (n == 0) return out;
   VulkanTensor src = src_in, index = index_in;

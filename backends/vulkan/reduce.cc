@@ -116,7 +116,7 @@ Vulkan::Primitive Vulkan::argmax(const Primitive& p, int64_t dim, bool keepdim) 
                    .inner = static_cast<int32_t>(l.inner)};
   Context& c = p.context();
   c.Launch(vulkan::Kernel("argmax", p.dtype), &params, sizeof(params), c.Linear(l.outer * l.inner));
-  out.chunk->known_range = std::make_pair(int64_t{0}, l.reduced - 1);  // safe to index with
+  out.buffer->known_range = std::make_pair(int64_t{0}, l.reduced - 1);  // safe to index with
   return out;
 }
 

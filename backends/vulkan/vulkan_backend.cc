@@ -15,10 +15,9 @@ using vulkan::Context;
 using vulkan::DeviceSize;
 using vulkan::VulkanTensor;
 
-namespace vulkan {
-
+template <>
 VulkanTensor VulkanTensor::Empty(const Shape& shape, DType dtype, const VulkanDevice& device) {
-  CheckSize(shape, "allocate");
+  vulkan::CheckSize(shape, "allocate");
   Context& context = Context::Of(device);
   // Every tensor is made here, so this one check keeps half kernels off devices that cannot
   // run them (their SPIR-V declares StorageBuffer16BitAccess).
@@ -27,18 +26,8 @@ VulkanTensor VulkanTensor::Empty(const Shape& shape, DType dtype, const VulkanDe
         absl::StrFormat("%s (%s) has no storageBuffer16BitAccess; %s tensors need it (use f32 on this device)",
                         device.ToString(), context.name(), DTypeName(dtype))));
   }
-  VulkanTensor t;
-  t.chunk = context.Allocate(shape.numel() * DeviceSize(dtype));
-  t.shape = shape;
-  t.strides = shape.ContiguousStrides();
-  t.dtype = dtype;
-  t.device = device;
-  return t;
+  return Dense(context.Allocate(shape.numel() * DeviceSize(dtype)), shape, dtype, device);
 }
-
-bool VulkanTensor::IsContiguous() const { return strided::IsContiguous(shape, strides); }
-
-}  // namespace vulkan
 
 namespace {
 
@@ -72,7 +61,7 @@ VulkanTensor FromHost(const void* host, const Shape& shape, DType dtype, const V
     std::vector<uint32_t> wide(n);
     const auto* b = static_cast<const unsigned char*>(host);
     for (int64_t i = 0; i < n; ++i) wide[i] = b[i] != 0;
-    c.Upload(*t.chunk, wide.data(), n * 4);
+    c.Upload(*t.buffer, wide.data(), n * 4);
     return t;
   }
   if (IsInteger(dtype) && n > 0) {  // remember the range: index checks need no read-back
@@ -81,11 +70,11 @@ VulkanTensor FromHost(const void* host, const Shape& shape, DType dtype, const V
       if constexpr (std::is_same_v<T, int32_t> || std::is_same_v<T, int64_t>) {
         const T* values = static_cast<const T*>(host);
         const auto [lo, hi] = std::minmax_element(values, values + n);
-        t.chunk->known_range = std::make_pair(int64_t{*lo}, int64_t{*hi});
+        t.buffer->known_range = std::make_pair(int64_t{*lo}, int64_t{*hi});
       }
     });
   }
-  c.Upload(*t.chunk, host, n * DTypeSize(dtype));
+  c.Upload(*t.buffer, host, n * DTypeSize(dtype));
   return t;
 }
 
@@ -94,11 +83,11 @@ void ToHost(const VulkanTensor& t, void* host) {
   const int64_t n = c.shape.numel();
   const int64_t at = c.offset * DeviceSize(c.dtype);
   if (c.dtype != DType::kBool) {
-    c.context().Download(*c.chunk, at, host, n * DTypeSize(c.dtype));
+    c.context().Download(*c.buffer, at, host, n * DTypeSize(c.dtype));
     return;
   }
   std::vector<uint32_t> wide(n);
-  c.context().Download(*c.chunk, at, wide.data(), n * 4);
+  c.context().Download(*c.buffer, at, wide.data(), n * 4);
   auto* out = static_cast<unsigned char*>(host);
   for (int64_t i = 0; i < n; ++i) out[i] = wide[i] != 0;
 }
@@ -120,7 +109,7 @@ Vulkan::Primitive Vulkan::full(const Shape& shape, Scalar value, DType dtype, co
   const int64_t n = shape.numel();
   if (IsInteger(dtype)) {
     const int64_t v = dtype == DType::kI32 ? value.as<int32_t>() : value.as<int64_t>();
-    t.chunk->known_range = std::make_pair(v, v);
+    t.buffer->known_range = std::make_pair(v, v);
   }
   if (n == 0) return t;
   FillParams p{.dst = t.address(), .bits = Bits(value, dtype), .n = static_cast<int32_t>(n)};
@@ -140,7 +129,7 @@ Vulkan::Primitive Vulkan::contiguous(const Primitive& p) {
   if (p.IsContiguous()) return p;
   VulkanTensor out = VulkanTensor::Empty(p.shape, p.dtype, p.device);
   vulkan::CopyInto(out, p);
-  out.chunk->known_range = p.chunk->known_range;  // same values, rearranged
+  out.buffer->known_range = p.buffer->known_range;  // same values, rearranged
   return out;
 }
 

@@ -1,39 +1,31 @@
-// VulkanTensor: the Vulkan backend's primitive, a strided view (shape, strides, offset) of a
-// chunk of device memory, so transpose, permute, slice and expand are free. Chunks are never
-// written after the op that made them, which is what makes sharing them safe. bool is stored
-// as 32 bits on the device (see DeviceSize); bf16 and f16 as their 2 bytes, as on the host.
+// VulkanTensor: the Vulkan backend's primitive, the shared StridedArray (tensor/strided_array.h)
+// over a chunk of device memory (memory_pool.h). bool is stored as 32 bits on the device (see
+// DeviceSize); bf16 and f16 as their 2 bytes, as on the host.
 #ifndef KILN_BACKENDS_VULKAN_VULKAN_TENSOR_H_
 #define KILN_BACKENDS_VULKAN_VULKAN_TENSOR_H_
 
-#include <memory>
+#include <cstdint>
 
 #include "backends/vulkan/context.h"
 #include "backends/vulkan/vulkan_device.h"
 #include "tensor/dtype.h"
 #include "tensor/shape.h"
+#include "tensor/strided_array.h"
 
-namespace kiln::vulkan {
+namespace kiln {
+namespace vulkan {
 
 // Bytes per element on the device.
 inline int64_t DeviceSize(DType dtype) { return dtype == DType::kBool ? 4 : DTypeSize(dtype); }
 
-struct VulkanTensor {
-  std::shared_ptr<Chunk> chunk;
-  Shape shape{0};
-  Dims strides{1};     // in elements; 0 for a broadcast dim
-  int64_t offset = 0;  // in elements
-  DType dtype = DType::kF32;
-  VulkanDevice device;
+using VulkanTensor = StridedArray<Chunk, VulkanDevice, DeviceSize>;
 
-  // A fresh row-major tensor (contents uninitialised).
-  static VulkanTensor Empty(const Shape& shape, DType dtype, const VulkanDevice& device);
+}  // namespace vulkan
 
-  bool IsContiguous() const;
-  // The device address of element [0, ..., 0].
-  uint64_t address() const { return chunk->address() + offset * DeviceSize(dtype); }
-  Context& context() const { return chunk->context(); }
-};
+// Allocates the Chunk from the device's pool (vulkan_backend.cc).
+template <>
+vulkan::VulkanTensor vulkan::VulkanTensor::Empty(const Shape& shape, DType dtype, const VulkanDevice& device);
 
-}  // namespace kiln::vulkan
+}  // namespace kiln
 
 #endif  // KILN_BACKENDS_VULKAN_VULKAN_TENSOR_H_

@@ -284,12 +284,12 @@ class FusedTest : public ::testing::Test {
           if (with_w) {
             ExpectClose(grads.weight_grad, want.weight);
           } else {
-            EXPECT_EQ(grads.weight_grad.chunk, nullptr);  // default-constructed: not asked for
+            EXPECT_EQ(grads.weight_grad.buffer, nullptr);  // default-constructed: not asked for
           }
           if (with_b) {
             ExpectClose(grads.bias_grad, want.bias);
           } else {
-            EXPECT_EQ(grads.bias_grad.chunk, nullptr);
+            EXPECT_EQ(grads.bias_grad.buffer, nullptr);
           }
         }
       }
@@ -480,7 +480,7 @@ TYPED_TEST(FusedTest, BadTargetsAreOutOfRange) {
   // Targets made on the device have no known range: they are read back.
   const P ones = Vulkan::full(Shape({4}), Scalar(int64_t{1}), DType::kI64, VulkanDevice(0));
   const P computed = Vulkan::binary(BinaryOp::kAdd, this->Targets({0, 1, 2, 4}), ones);  // {1, 2, 3, 5}
-  EXPECT_FALSE(computed.chunk->known_range.has_value());
+  EXPECT_FALSE(computed.buffer->known_range.has_value());
   expect_error(computed, "cross_entropy: target 5 of row 3 is outside [0, 5)");
 }
 
