@@ -50,18 +50,14 @@ absl::StatusOr<int> OpenRegular(const std::string& path, int64_t* size) {
   return fd;
 }
 
-absl::StatusOr<TensorData> Read(const std::string& path) {
-  int64_t file_size = 0;
-  absl::StatusOr<int> fd = OpenRegular(path, &file_size);
-  if (!fd.ok()) return fd.status();
-  std::unique_ptr<gzFile_s, GzCloser> file(gzdopen(*fd, "rb"));  // owns fd from here on
-  if (file == nullptr) {
-    close(*fd);
-    return absl::ResourceExhaustedError(absl::StrCat("cannot open ", path, ": zlib is out of memory"));
-  }
-  auto read = [&](void* out, int64_t n) { return gzread(file.get(), out, static_cast<unsigned>(n)) == n; };
+// Reads exactly `n` bytes into `out`.
+bool ReadExactly(gzFile file, void* out, int64_t n) { return gzread(file, out, static_cast<unsigned>(n)) == n; }
+
+// The magic number (unsigned bytes, rank 1..4) and the dims, each at least 1 and all within
+// kMaxElements.
+absl::StatusOr<Dims> ReadHeader(gzFile file, const std::string& path) {
   unsigned char magic[4];
-  if (!read(magic, 4)) return Malformed(path, "shorter than its 4-byte magic number");
+  if (!ReadExactly(file, magic, 4)) return Malformed(path, "shorter than its 4-byte magic number");
   if (magic[0] != 0 || magic[1] != 0 || magic[2] != 0x08) {
     return Malformed(path, absl::StrFormat("magic %02x%02x%02x%02x is not an unsigned-byte IDX file", magic[0],
                                            magic[1], magic[2], magic[3]));
@@ -72,7 +68,7 @@ absl::StatusOr<TensorData> Read(const std::string& path) {
   int64_t count = 1;
   for (int d = 0; d < rank; ++d) {
     unsigned char b[4];
-    if (!read(b, 4)) return Malformed(path, "truncated in its dimensions");
+    if (!ReadExactly(file, b, 4)) return Malformed(path, "truncated in its dimensions");
     const int64_t size = (int64_t{b[0]} << 24) | (b[1] << 16) | (b[2] << 8) | b[3];
     if (size < 1 || count * size > kMaxElements) {
       return Malformed(path, absl::StrFormat("dimension %d has size %d", d, size));
@@ -80,10 +76,16 @@ absl::StatusOr<TensorData> Read(const std::string& path) {
     count *= size;
     dims.push_back(size);
   }
+  return dims;
+}
+
+// The `count` data bytes after a header of `header_bytes`, and nothing after them.
+absl::StatusOr<std::vector<unsigned char>> ReadData(gzFile file, const std::string& path, int64_t count,
+                                                    int64_t file_size, int64_t header_bytes) {
   std::vector<unsigned char> bytes;
-  if (gzdirect(file.get())) {
+  if (gzdirect(file)) {
     // Not compressed: the file's size says at once whether the claimed data is there.
-    const int64_t data_bytes = file_size - 4 - 4 * rank;
+    const int64_t data_bytes = file_size - header_bytes;
     if (data_bytes < count)
       return Malformed(path, absl::StrFormat("%d of %d data bytes (truncated)", data_bytes, count));
     if (data_bytes > count) return Malformed(path, "trailing bytes after the data");
@@ -95,21 +97,40 @@ absl::StatusOr<TensorData> Read(const std::string& path) {
     const size_t have = bytes.size();
     const int64_t want = std::min(count - static_cast<int64_t>(have), kChunk);
     bytes.resize(have + want);
-    const int got = gzread(file.get(), bytes.data() + have, static_cast<unsigned>(want));
+    const int got = gzread(file, bytes.data() + have, static_cast<unsigned>(want));
     bytes.resize(have + std::max(got, 0));
     if (got < want) break;
   }
   if (static_cast<int64_t>(bytes.size()) != count) {
     int code = 0;
-    const char* zerror = gzerror(file.get(), &code);
+    const char* zerror = gzerror(file, &code);
     return Malformed(
         path, absl::StrFormat("%d of %d data bytes (%s)", bytes.size(), count, code != Z_OK ? zerror : "truncated"));
   }
   unsigned char extra;
-  if (gzread(file.get(), &extra, 1) != 0) return Malformed(path, "trailing bytes after the data");
-  TensorData out(Shape(dims), DType::kI32);
+  if (gzread(file, &extra, 1) != 0) return Malformed(path, "trailing bytes after the data");
+  return bytes;
+}
+
+absl::StatusOr<TensorData> Read(const std::string& path) {
+  int64_t file_size = 0;
+  absl::StatusOr<int> fd = OpenRegular(path, &file_size);
+  if (!fd.ok()) return fd.status();
+  std::unique_ptr<gzFile_s, GzCloser> file(gzdopen(*fd, "rb"));  // owns fd from here on
+  if (file == nullptr) {
+    close(*fd);
+    return absl::ResourceExhaustedError(absl::StrCat("cannot open ", path, ": zlib is out of memory"));
+  }
+  const absl::StatusOr<Dims> dims = ReadHeader(file.get(), path);
+  if (!dims.ok()) return dims.status();
+  int64_t count = 1;
+  for (int64_t d : *dims) count *= d;
+  const int64_t header_bytes = 4 + 4 * static_cast<int64_t>(dims->size());
+  const absl::StatusOr<std::vector<unsigned char>> bytes = ReadData(file.get(), path, count, file_size, header_bytes);
+  if (!bytes.ok()) return bytes.status();
+  TensorData out(Shape(*dims), DType::kI32);
   auto values = out.mutable_values<int32_t>();
-  for (int64_t i = 0; i < count; ++i) values[i] = bytes[i];
+  for (int64_t i = 0; i < count; ++i) values[i] = (*bytes)[i];
   return out;
 }
 

@@ -161,7 +161,28 @@ bool CapturedStep::UseStateBuffers() {
 }
 
 absl::Status CapturedStep::Capture(const Tensor<Cuda>& x, const Tensor<Cuda>& y) {
-  nn::Optimizer<Cuda>& opt = dp_.optimizer(0);
+  if (absl::Status s = PrepareStateBuffers(); !s.ok()) return s;
+  absl::StatusOr<std::unique_ptr<Graph>> made = NewGraph(x, y);
+  if (!made.ok()) return made.status();
+  std::unique_ptr<Graph> g = *std::move(made);
+  const int64_t steps = dp_.optimizer(0).steps();
+  const absl::Status status = dp_.RunOnMembers([&](int r) -> absl::Status {
+    absl::StatusOr<std::unique_ptr<cuda::CapturedGraph>> graph =
+        cuda::CapturedGraph::Capture(device_, [&]() { return RecordStep(r, *g); });
+    if (!graph.ok()) return graph.status();
+    g->graph = *std::move(graph);
+    return absl::OkStatus();
+  });
+  RestoreState(steps);
+  if (!status.ok()) {
+    cuda::PinnedMemory().Free(g->loss);
+    return status;
+  }
+  graphs_.push_back(std::move(g));
+  return absl::OkStatus();
+}
+
+absl::Status CapturedStep::PrepareStateBuffers() {
   try {
     if (param_state_.empty() || !UseStateBuffers()) {
       DropGraphs();  // the optimizer's slots changed: the graphs write buffers nobody reads
@@ -171,12 +192,17 @@ absl::Status CapturedStep::Capture(const Tensor<Cuda>& x, const Tensor<Cuda>& y)
   } catch (const Error& e) {
     return e.status();
   }
+  return absl::OkStatus();
+}
+
+absl::StatusOr<std::unique_ptr<CapturedStep::Graph>> CapturedStep::NewGraph(const Tensor<Cuda>& x,
+                                                                            const Tensor<Cuda>& y) const {
   auto g = std::make_unique<Graph>();
   g->x_shape = x.shape();
   g->y_shape = y.shape();
   g->x_dtype = x.dtype();
   g->y_dtype = y.dtype();
-  g->lr = opt.lr();
+  g->lr = dp_.optimizer(0).lr();
   absl::StatusOr<cuda::CachingAllocator::Block> pinned = cuda::PinnedMemory().Allocate(sizeof(double));
   if (!pinned.ok()) return pinned.status();
   g->loss = *pinned;
@@ -187,46 +213,38 @@ absl::Status CapturedStep::Capture(const Tensor<Cuda>& x, const Tensor<Cuda>& y)
     cuda::PinnedMemory().Free(g->loss);
     return e.status();
   }
-  const int64_t steps = opt.steps();
-  const absl::Status status = dp_.RunOnMembers([&](int r) -> absl::Status {
-    absl::StatusOr<std::unique_ptr<cuda::CapturedGraph>> graph =
-        cuda::CapturedGraph::Capture(device_, [&]() -> absl::Status {
-          absl::StatusOr<Tensor<Cuda>> share = dp_.MemberStep(r, *g->x, *g->y, loss_);
-          if (!share.ok()) return share.status();
-          // The step gave every parameter and slot a new tensor (from the graph's pool); the
-          // graph ends by writing them into the state buffers, where the next replay reads.
-          for (size_t i = 0; i < params_.size(); ++i) {
-            cuda::WriteInto(params_[i]->inner().primitive(), param_state_[i].primitive());
-          }
-          size_t i = 0;
-          for (const auto& [name, value] : opt.state()) {
-            if (i >= slot_names_.size() || name != slot_names_[i]) {
-              return absl::FailedPreconditionError(
-                  absl::StrCat("the optimizer's state changed during the captured step (", name,
-                               "); a step that repeats exactly is needed, as after the warm-up"));
-            }
-            cuda::WriteInto(value.primitive(), slot_state_[i].primitive());
-            ++i;
-          }
-          cuda::CopyToPinnedHost(Cuda::contiguous(share->primitive()), g->loss.ptr);
-          return absl::OkStatus();
-        });
-    if (!graph.ok()) return graph.status();
-    g->graph = *std::move(graph);
-    return absl::OkStatus();
-  });
-  // The capture ran nothing: the model and optimizer go back to the state buffers, which hold
-  // the warm-up's results, and the step the capture counted is taken back.
+  return g;
+}
+
+absl::Status CapturedStep::RecordStep(int r, const Graph& g) {
+  absl::StatusOr<Tensor<Cuda>> share = dp_.MemberStep(r, *g.x, *g.y, loss_);
+  if (!share.ok()) return share.status();
+  // The step gave every parameter and slot a new tensor (from the graph's pool); the
+  // graph ends by writing them into the state buffers, where the next replay reads.
+  for (size_t i = 0; i < params_.size(); ++i) {
+    cuda::WriteInto(params_[i]->inner().primitive(), param_state_[i].primitive());
+  }
+  size_t i = 0;
+  for (const auto& [name, value] : dp_.optimizer(0).state()) {
+    if (i >= slot_names_.size() || name != slot_names_[i]) {
+      return absl::FailedPreconditionError(
+          absl::StrCat("the optimizer's state changed during the captured step (", name,
+                       "); a step that repeats exactly is needed, as after the warm-up"));
+    }
+    cuda::WriteInto(value.primitive(), slot_state_[i].primitive());
+    ++i;
+  }
+  cuda::CopyToPinnedHost(Cuda::contiguous(share->primitive()), g.loss.ptr);
+  return absl::OkStatus();
+}
+
+// The capture ran nothing: the model and optimizer go back to the state buffers, which hold
+// the warm-up's results, and the step the capture counted is taken back.
+void CapturedStep::RestoreState(int64_t steps) {
   for (size_t i = 0; i < params_.size(); ++i) *params_[i] = params_[i]->with_value(param_state_[i]);
   nn::Optimizer<Cuda>::State buffers;
   for (size_t i = 0; i < slot_names_.size(); ++i) buffers.emplace(slot_names_[i], slot_state_[i]);
-  opt.load_state(std::move(buffers), steps);
-  if (!status.ok()) {
-    cuda::PinnedMemory().Free(g->loss);
-    return status;
-  }
-  graphs_.push_back(std::move(g));
-  return absl::OkStatus();
+  dp_.optimizer(0).load_state(std::move(buffers), steps);
 }
 
 absl::StatusOr<double> CapturedStep::Replay(Graph& g, const Tensor<Cuda>& x, const Tensor<Cuda>& y) {

@@ -80,6 +80,16 @@ class CapturedStep {
   Graph* Find(const Tensor<Cuda>& x, const Tensor<Cuda>& y);
   absl::Status CheckStep() const;
   absl::Status Capture(const Tensor<Cuda>& x, const Tensor<Cuda>& y);
+  // State buffers that match the optimizer's slots, made anew (the graphs dropped) if need be.
+  absl::Status PrepareStateBuffers();
+  // A graph for (x, y)'s shapes, not yet captured: its own copy of the batch, its pinned loss.
+  absl::StatusOr<std::unique_ptr<Graph>> NewGraph(const Tensor<Cuda>& x, const Tensor<Cuda>& y) const;
+  // What the graph runs: member r's step on g's batch, then the new parameters, slots and
+  // loss written where the next replay reads them.
+  absl::Status RecordStep(int r, const Graph& g);
+  // After a capture, which ran nothing: the model and optimizer back on the state buffers,
+  // the optimizer at `steps`.
+  void RestoreState(int64_t steps);
   absl::StatusOr<double> Replay(Graph& g, const Tensor<Cuda>& x, const Tensor<Cuda>& y);
   // Puts the state buffers back into the model and optimizer, copying in other values found
   // there. false when the optimizer's slots no longer match the buffers' (a load_state):

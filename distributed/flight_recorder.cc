@@ -92,6 +92,39 @@ std::string Line(const FlightDumpEntry& e) {
                       absl::StrFormat("%.1f", (end - e.enqueued_us) / 1000.0), " ms");
 }
 
+// Each rank's position at the incident, from the note it left under `key` (its last call)
+// within `wait`; silent for a rank that left none. `mine`: this rank's own last calls.
+std::vector<FlightPosition> RankPositions(ProcessGroup& world, const std::string& key, const FlightDump& mine,
+                                          int members, std::chrono::milliseconds wait) {
+  std::vector<FlightPosition> parties;
+  const std::vector<std::optional<std::string>> notes = world.ExchangeNotes(key, FlightDumpToJson(mine), wait);
+  for (int rank = 0; rank < world.world_size(); ++rank) {
+    if (rank == world.rank()) {
+      parties.push_back(PositionOf(rank, members, mine.entries));
+      continue;
+    }
+    absl::StatusOr<FlightDump> note = absl::NotFoundError("no note");
+    if (rank < static_cast<int>(notes.size()) && notes[rank].has_value()) note = ParseFlightDump(*notes[rank]);
+    if (note.ok() && note->rank == rank) {
+      parties.push_back(PositionOf(rank, note->members, note->entries));
+    } else {
+      parties.push_back({.kind = FlightPosition::kSilent, .index = rank});
+    }
+  }
+  return parties;
+}
+
+// Each member's position in `dump`, each a party of one member.
+std::vector<FlightPosition> MemberPositions(const FlightDump& dump, int members) {
+  std::vector<FlightPosition> parties;
+  for (int r = 0; r < members; ++r) {
+    std::vector<FlightDumpEntry> calls = OfMember(dump.entries, r);
+    for (FlightDumpEntry& e : calls) e.member = 0;  // a party of one member
+    parties.push_back(PositionOf(r, 1, calls));
+  }
+  return parties;
+}
+
 }  // namespace
 
 absl::Status CheckFlightRecorder(const GroupOptions& options, const char* what) {
@@ -221,39 +254,24 @@ absl::Status FlightRecorder::Report(const absl::Status& s) {
   const int incident = incidents_++;
   FlightDump dump = Snapshot(/*last_only=*/false);
   dump.reason = s.ToString();
-  std::vector<FlightPosition> parties;
   const bool across = world_ != nullptr && world_->world_size() > 1;
   // Silent peers are waited for only this long: long enough for peers failing the same call at
   // their own deadlines, short against the timeout.
   const auto wait = across ? std::clamp(std::min(timeout_, world_->timeout()) / 2, std::chrono::milliseconds(100),
                                         std::chrono::milliseconds(5000))
                            : std::chrono::milliseconds(0);
-  if (across) {
-    const FlightDump mine = Snapshot(/*last_only=*/true);
-    const std::vector<std::optional<std::string>> notes = world_->ExchangeNotes(
-        absl::StrCat("flight_recorder/group", group_, "/incident", incident), FlightDumpToJson(mine), wait);
-    for (int rank = 0; rank < world_->world_size(); ++rank) {
-      if (rank == world_->rank()) {
-        parties.push_back(PositionOf(rank, members_, mine.entries));
-        continue;
-      }
-      absl::StatusOr<FlightDump> note = absl::NotFoundError("no note");
-      if (rank < static_cast<int>(notes.size()) && notes[rank].has_value()) note = ParseFlightDump(*notes[rank]);
-      if (note.ok() && note->rank == rank) {
-        parties.push_back(PositionOf(rank, note->members, note->entries));
-      } else {
-        parties.push_back({.kind = FlightPosition::kSilent, .index = rank});
-      }
-    }
-  } else {
-    for (int r = 0; r < members_; ++r) {
-      std::vector<FlightDumpEntry> calls = OfMember(dump.entries, r);
-      for (FlightDumpEntry& e : calls) e.member = 0;  // a party of one member
-      parties.push_back(PositionOf(r, 1, calls));
-    }
-  }
+  const std::vector<FlightPosition> parties =
+      across ? RankPositions(*world_, absl::StrCat("flight_recorder/group", group_, "/incident", incident),
+                             Snapshot(/*last_only=*/true), members_, wait)
+             : MemberPositions(dump, members_);
   dump.diagnosis = DiagnoseFlight(parties, across ? "rank" : "member", wait);
   const std::string where = WriteDump(dump);
+  std::fputs(ReportLines(s, dump, where).c_str(), stderr);
+  report_ = absl::Status(s.code(), absl::StrCat(s.message(), "; flight recorder: ", dump.diagnosis, where));
+  return report_;
+}
+
+std::string FlightRecorder::ReportLines(const absl::Status& s, const FlightDump& dump, const std::string& where) const {
   const std::string head =
       absl::StrCat("kiln flight recorder (rank ", dump.rank, " of ", dump.world_size, ", group ", group_, "): ");
   std::string lines = absl::StrCat(head, s.ToString().substr(0, 600), "\n", head, dump.diagnosis, "\n");
@@ -271,9 +289,7 @@ absl::Status FlightRecorder::Report(const absl::Status& s) {
                                                            "tools/flight_recorder ",
                                                            dir_),
                         "\n");
-  std::fputs(lines.c_str(), stderr);
-  report_ = absl::Status(s.code(), absl::StrCat(s.message(), "; flight recorder: ", dump.diagnosis, where));
-  return report_;
+  return lines;
 }
 
 void CollectiveCall::Started() const {

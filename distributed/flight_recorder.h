@@ -81,6 +81,9 @@ class FlightRecorder {
   absl::Status Report(const absl::Status& s);
   FlightDumpEntry Export(int member, const Entry& e) const;
   std::string WriteDump(const FlightDump& dump) const;
+  // The report's lines for stderr: the failure, the diagnosis, each member's last calls (eight
+  // members at most), where the dump went.
+  std::string ReportLines(const absl::Status& s, const FlightDump& dump, const std::string& where) const;
 
   const int members_;
   const int capacity_;

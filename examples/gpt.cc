@@ -270,37 +270,43 @@ std::unique_ptr<distributed::DataParallel<B>> MakeDataParallel(
   return *std::move(dp);
 }
 
+// Where the run stands: a resumed run goes on from its checkpoint's step, batches included.
 template <Backend B>
-int TrainOn(const Config& c, const std::shared_ptr<distributed::DeviceGroup<Autodiff<B>>>& group,
-            const data::TextCorpus& corpus, int rank, int processes, CheckpointPlan& plan) {
-  const auto device = group->devices()[0];
-  const auto [train, val] = SplitCorpus(c, corpus);
-  auto dp = MakeDataParallel<B>(c, group);
-  const bool lead = rank == 0;
-  nn::Module<Autodiff<B>>& model = dp->replica(0);
-  const int64_t tokens_per_step = static_cast<int64_t>(c.batch) * c.model.context;
-  Progress progress(lead && isatty(STDOUT_FILENO), c.steps, 1, "tokens");
-  // Where the run stands: a resumed run goes on from its checkpoint's step, batches included.
-  RunCheckpoints<B> checkpoints(c.checkpoints, std::move(plan), MathSettings(c), *dp, lead);
+TrainPosition Resume(const Config& c, RunCheckpoints<B>& checkpoints, const std::vector<typename B::Device>& devices,
+                     int processes) {
   TrainPosition here;
-  here.members = static_cast<int64_t>(group->devices().size()) * processes;
-  here.devices =
-      absl::StrJoin(group->devices(), ",", [](std::string* out, const auto& d) { out->append(d.ToString()); });
+  here.members = static_cast<int64_t>(devices.size()) * processes;
+  here.devices = absl::StrJoin(devices, ",", [](std::string* out, const auto& d) { out->append(d.ToString()); });
   here.data_generator = Generator(c.seed + 1).state();  // the batches: the same on every rank
-  TrainPosition at = checkpoints.Resume(here, {.min_steps_per_epoch = c.steps,
-                                               .max_steps_per_epoch = c.steps,
-                                               .first_data_generator = here.data_generator,
-                                               .draws_per_step = static_cast<uint64_t>(c.batch)});
-  Generator batches(at.data_generator);
+  return checkpoints.Resume(here, {.min_steps_per_epoch = c.steps,
+                                   .max_steps_per_epoch = c.steps,
+                                   .first_data_generator = here.data_generator,
+                                   .draws_per_step = static_cast<uint64_t>(c.batch)});
+}
+
+// The steps of one run: what every step shares, and what the run adds up as it goes.
+template <Backend B>
+struct Steps {
+  const Config& c;
+  const std::vector<uint8_t>& train;
+  const std::vector<uint8_t>& val;
+  typename B::Device device;
+  distributed::DataParallel<B>& dp;
+  RunCheckpoints<B>& checkpoints;
+  bool lead;
+  int64_t tokens_per_step;
+  Progress progress;
+  std::chrono::steady_clock::time_point start;
   double val_loss = NAN, seconds = 0;
   int64_t steps_run = 0;
-  const auto start = std::chrono::steady_clock::now();
-  for (int64_t step = at.step; step < c.steps; ++step) {
-    for (int r = 0; r < dp->size(); ++r) dp->optimizer(r).set_lr(LearningRate(c, step));
+
+  // Step `step`: the learning rate, a batch drawn from `batches`, the update, `at` moved past it.
+  void Train(int64_t step, Generator& batches, TrainPosition& at) {
+    for (int r = 0; r < dp.size(); ++r) dp.optimizer(r).set_lr(LearningRate(c, step));
     std::vector<int64_t> starts;
     for (int i = 0; i < c.batch; ++i) starts.push_back(batches.NextU64() % (train.size() - c.model.context - 1));
     const auto [x, y] = Windows<B>(train, starts, c.model.context, device);
-    const absl::StatusOr<double> loss = dp->Step(x, y, Loss<B>);
+    const absl::StatusOr<double> loss = dp.Step(x, y, Loss<B>);
     if (!loss.ok()) throw RunFailure{std::string(loss.status().message())};
     if (!std::isfinite(*loss)) {
       throw RunFailure{
@@ -313,17 +319,12 @@ int TrainOn(const Config& c, const std::shared_ptr<distributed::DeviceGroup<Auto
     seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
     if (lead)
       progress.Step(1, step + 1, at.loss_sum / (step + 1), steps_run * tokens_per_step / std::max(seconds, 1e-9));
-    if ((step + 1) % c.eval_every == 0 || step + 1 == c.steps) {
-      if (lead) {
-        val_loss = Validate<B>(model, val, c, device);
-        std::printf("step %lld: train loss %.4f, val loss %.4f (%.3f bits/byte)\n", static_cast<long long>(step + 1),
-                    at.loss_sum / (step + 1), val_loss, val_loss / std::numbers::ln2);
-        std::fflush(stdout);
-        if (!c.checkpoint.empty()) {
-          if (absl::Status s = nn::SaveCheckpoint(c.checkpoint, model); !s.ok())
-            throw RunFailure{std::string(s.message())};
-        }
-      }
+  }
+
+  // After step at.step: the validation and the checkpoints due there.
+  void AfterStep(const TrainPosition& at) {
+    if (at.step % c.eval_every == 0 || at.step == c.steps) {
+      if (lead) Validate(at);
       if (checkpoints.enabled()) {
         if (absl::Status s = checkpoints.Save(at); !s.ok()) throw RunFailure{std::string(s.message())};
       }
@@ -331,18 +332,62 @@ int TrainOn(const Config& c, const std::shared_ptr<distributed::DeviceGroup<Auto
       if (absl::Status s = checkpoints.Save(at); !s.ok()) throw RunFailure{std::string(s.message())};
     }
   }
-  if (absl::Status s = checkpoints.Finish(); !s.ok()) throw RunFailure{std::string(s.message())};
-  if (lead && steps_run == 0) val_loss = Validate<B>(model, val, c, device);  // resumed at the end
-  if (!lead) return 0;
-  if (c.sample > 0) {
-    Generator sampling(c.seed + 2);
-    std::printf("%s%s\n", c.prompt.c_str(), Sample<B>(model, c, sampling, device).c_str());
+
+  // Rank 0: the validation loss printed, the parameters written to --checkpoint.
+  void Validate(const TrainPosition& at) {
+    nn::Module<Autodiff<B>>& model = dp.replica(0);
+    val_loss = kiln::Validate<B>(model, val, c, device);
+    std::printf("step %lld: train loss %.4f, val loss %.4f (%.3f bits/byte)\n", static_cast<long long>(at.step),
+                at.loss_sum / at.step, val_loss, val_loss / std::numbers::ln2);
+    std::fflush(stdout);
+    if (!c.checkpoint.empty()) {
+      if (absl::Status s = nn::SaveCheckpoint(c.checkpoint, model); !s.ok()) throw RunFailure{std::string(s.message())};
+    }
   }
-  const double tokens_per_sec = static_cast<double>(steps_run) * tokens_per_step / std::max(seconds, 1e-9);
-  const std::string extra =
-      absl::StrCat(dp->loss_scaler() ? absl::StrCat(",\"skipped_steps\":", dp->loss_scaler()->skipped_steps()) : "",
-                   checkpoints.JsonFields());
-  PrintResult(c, group->devices(), processes, val_loss, tokens_per_sec, extra);
+
+  // Rank 0's output at the end: the sample asked for, the JSON line.
+  void Report(const std::vector<typename B::Device>& devices, int processes) {
+    if (c.sample > 0) {
+      Generator sampling(c.seed + 2);
+      std::printf("%s%s\n", c.prompt.c_str(), Sample<B>(dp.replica(0), c, sampling, device).c_str());
+    }
+    const double tokens_per_sec = static_cast<double>(steps_run) * tokens_per_step / std::max(seconds, 1e-9);
+    const std::string extra =
+        absl::StrCat(dp.loss_scaler() ? absl::StrCat(",\"skipped_steps\":", dp.loss_scaler()->skipped_steps()) : "",
+                     checkpoints.JsonFields());
+    PrintResult(c, devices, processes, val_loss, tokens_per_sec, extra);
+  }
+};
+
+template <Backend B>
+int TrainOn(const Config& c, const std::shared_ptr<distributed::DeviceGroup<Autodiff<B>>>& group,
+            const data::TextCorpus& corpus, int rank, int processes, CheckpointPlan& plan) {
+  const auto device = group->devices()[0];
+  const auto [train, val] = SplitCorpus(c, corpus);
+  auto dp = MakeDataParallel<B>(c, group);
+  const bool lead = rank == 0;
+  const int64_t tokens_per_step = static_cast<int64_t>(c.batch) * c.model.context;
+  RunCheckpoints<B> checkpoints(c.checkpoints, std::move(plan), MathSettings(c), *dp, lead);
+  TrainPosition at = Resume(c, checkpoints, group->devices(), processes);
+  Generator batches(at.data_generator);
+  Steps<B> steps{.c = c,
+                 .train = train,
+                 .val = val,
+                 .device = device,
+                 .dp = *dp,
+                 .checkpoints = checkpoints,
+                 .lead = lead,
+                 .tokens_per_step = tokens_per_step,
+                 .progress = Progress(lead && isatty(STDOUT_FILENO), c.steps, 1, "tokens"),
+                 .start = std::chrono::steady_clock::now()};
+  for (int64_t step = at.step; step < c.steps; ++step) {
+    steps.Train(step, batches, at);
+    steps.AfterStep(at);
+  }
+  if (absl::Status s = checkpoints.Finish(); !s.ok()) throw RunFailure{std::string(s.message())};
+  if (lead && steps.steps_run == 0) steps.val_loss = Validate<B>(dp->replica(0), val, c, device);  // resumed at the end
+  if (!lead) return 0;
+  steps.Report(group->devices(), processes);
   return 0;
 }
 

@@ -23,15 +23,10 @@
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
 #include "autodiff/autodiff.h"
-#include "backends/cpu/cpu_backend.h"
-#include "backends/dispatch/dispatch_backend.h"
+#include "backends/dispatch/dispatch_device.h"
 #include "data/idx.h"
 #include "distributed/data_parallel.h"
-#include "distributed/gloo/gloo_process_group.h"
 #include "distributed/group.h"
-#include "distributed/own_devices.h"
-#include "distributed/process/launch_env.h"
-#include "distributed/process/settings_agreement.h"
 #include "examples/command_line.h"
 #include "examples/memory_budget.h"
 #include "examples/progress.h"
@@ -197,37 +192,23 @@ void PrintResult(const TrainConfig& c, const std::vector<typename B::Device>& de
       JsonNumber(r.samples_per_sec, 1).c_str(), absl::StrJoin(names, ",").c_str(), extra.c_str());
 }
 
-// Training proper, with backend B's tensors on `devices` (one replica each), one rank of
-// `processes` (the group holds the process group when there are several).
-template <Backend B>
-int TrainOn(const TrainConfig& c, const std::shared_ptr<distributed::DeviceGroup<Autodiff<B>>>& group,
-            CheckpointPlan& plan, int rank, int processes) {
-  using AD = Autodiff<B>;
-  using T = Tensor<AD>;
-  const std::vector<typename B::Device>& devices = group->devices();
-  const auto device = devices[0];
-
-  const auto [train_x, train_y, test_x, test_y] = LoadData<B>(c, device);
-
-  // Every step splits its batch over every device; a last batch smaller than that is left out.
-  const int64_t members = static_cast<int64_t>(devices.size()) * processes;
-  const int64_t n = train_x.size(0);
+// Every step splits its batch over every device; a last batch smaller than that is left out.
+int64_t StepsPerEpoch(const TrainConfig& c, int64_t n, int64_t members) {
   if (n < members) {
     throw UsageError{absl::StrCat("--train_limit=", c.train_limit, " leaves ", n, " training image(s) for ", members,
                                   " devices; each step needs at least one image per device")};
   }
   const int64_t batch = c.batch_size;
-  const int64_t steps_per_epoch = n / batch + (n % batch >= members ? 1 : 0);
+  return n / batch + (n % batch >= members ? 1 : 0);
+}
 
-  Generator gen(c.seed);
-  const auto dp = MakeDataParallel<B>(c, group, gen);
-  const bool lead = rank == 0;  // evaluates, prints and writes the checkpoints
-  nn::Module<AD>& model = dp->replica(0);
-  const auto loss_fn = [](nn::Module<AD>& m, const T& x, const T& y) { return nn::CrossEntropy(m(x), y); };
-
-  // Where the run stands; a resumed run starts where its checkpoint left off, every replica
-  // and random stream as they were.
-  RunCheckpoints<B> checkpoints(c.checkpoints, std::move(plan), MathSettings(c), *dp, lead);
+// Where the run stands; a resumed run starts where its checkpoint left off, every replica
+// and random stream as they were. `gen` continues the position's data stream.
+template <Backend B>
+TrainPosition Resume(const TrainConfig& c, RunCheckpoints<B>& checkpoints,
+                     const std::vector<typename B::Device>& devices, int processes, int64_t members, int64_t n,
+                     Generator& gen) {
+  const int64_t batch = c.batch_size;
   TrainPosition here;
   here.members = members;
   here.devices =
@@ -241,49 +222,73 @@ int TrainOn(const TrainConfig& c, const std::shared_ptr<distributed::DeviceGroup
                                                .first_data_generator = here.data_generator,
                                                .draws_per_epoch = static_cast<uint64_t>(n - 1)});
   gen = Generator(at.data_generator);
+  return at;
+}
 
-  const nn::CosineSchedule schedule{.base_lr = c.lr, .total_steps = steps_per_epoch * c.epochs, .min_lr = c.lr * 0.01};
-  Progress progress(lead && isatty(STDOUT_FILENO), steps_per_epoch, c.epochs);
-  double last_loss = at.last_epoch_loss, accuracy = 0, train_seconds = 0;
+// The epochs of one run: what every step shares, and what the run adds up as it goes.
+template <Backend B>
+struct Epochs {
+  const TrainConfig& c;
+  const Data<B>& data;
+  typename B::Device device;  // the first of this process's
+  distributed::DataParallel<B>& dp;
+  RunCheckpoints<B>& checkpoints;
+  bool lead;  // evaluates, prints and writes the checkpoints
+  int64_t n, steps_per_epoch;
+  nn::CosineSchedule schedule;
+  Progress progress;
+  double last_loss, accuracy = 0, train_seconds = 0;
   int64_t samples = 0;
   bool evaluated = false;
-  for (int64_t epoch = at.epoch; epoch <= c.epochs; ++epoch) {
+
+  // One epoch from `at` on: its shuffle, its steps, its end.
+  absl::Status Run(int64_t epoch, Generator& gen, TrainPosition& at) {
     at.epoch = epoch;
     at.data_generator = gen.state();
     const Tensor<B> order = Shuffle<B>(n, gen, device);
     const auto start = std::chrono::steady_clock::now();
     for (int64_t b = at.step_in_epoch; b < steps_per_epoch; ++b) {
-      if (c.cosine) {
-        for (int r = 0; r < dp->size(); ++r) dp->optimizer(r).set_lr(schedule(at.step));
-      }
-      const Tensor<B> idx = order.slice(0, b * batch, std::min(n, (b + 1) * batch));
-      const absl::StatusOr<double> loss = dp->Step(train_x.index_select(0, idx), train_y.index_select(0, idx), loss_fn);
-      if (!loss.ok()) {
-        std::fprintf(stderr, "train: %s\n", std::string(loss.status().message()).c_str());
-        return 1;
-      }
-      // The loss is the same on every rank (DataParallel sums it over the world), so every
-      // rank stops here together.
-      if (!std::isfinite(*loss)) {
-        std::fprintf(stderr,
-                     "train: the training loss became %g at epoch %lld, step %lld: the run diverged (lower --lr "
-                     "or --weight_decay)\n",
-                     *loss, static_cast<long long>(epoch), static_cast<long long>(at.step + 1));
-        return 1;
-      }
-      samples += idx.size(0);
-      at.loss_sum += *loss;
-      at.step_in_epoch = b + 1;
-      ++at.step;
+      if (absl::Status s = Step(epoch, b, order, at); !s.ok()) return s;
       const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
       if (lead)
         progress.Step(static_cast<int>(epoch), b + 1, at.loss_sum / (b + 1),
-                      std::min(n, (b + 1) * batch) / std::max(seconds, 1e-9));
+                      std::min(n, (b + 1) * c.batch_size) / std::max(seconds, 1e-9));
       if (checkpoints.due(at.step) && b + 1 < steps_per_epoch) {  // an epoch's end has its own
-        if (absl::Status s = checkpoints.Save(at); !s.ok()) return Fail(s);
+        if (absl::Status s = checkpoints.Save(at); !s.ok()) return s;
       }
     }
     train_seconds += std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+    return End(epoch, gen, at);
+  }
+
+  // Step b of the epoch: batch b of `order`, split over every device.
+  absl::Status Step(int64_t epoch, int64_t b, const Tensor<B>& order, TrainPosition& at) {
+    using T = Tensor<Autodiff<B>>;
+    const auto loss_fn = [](nn::Module<Autodiff<B>>& m, const T& x, const T& y) { return nn::CrossEntropy(m(x), y); };
+    if (c.cosine) {
+      for (int r = 0; r < dp.size(); ++r) dp.optimizer(r).set_lr(schedule(at.step));
+    }
+    const int64_t batch = c.batch_size;
+    const Tensor<B> idx = order.slice(0, b * batch, std::min(n, (b + 1) * batch));
+    const absl::StatusOr<double> loss =
+        dp.Step(data.train_x.index_select(0, idx), data.train_y.index_select(0, idx), loss_fn);
+    if (!loss.ok()) return loss.status();
+    // The loss is the same on every rank (DataParallel sums it over the world), so every
+    // rank stops here together.
+    if (!std::isfinite(*loss)) {
+      return absl::InternalError(absl::StrFormat(
+          "the training loss became %g at epoch %lld, step %lld: the run diverged (lower --lr or --weight_decay)",
+          *loss, static_cast<long long>(epoch), static_cast<long long>(at.step + 1)));
+    }
+    samples += idx.size(0);
+    at.loss_sum += *loss;
+    at.step_in_epoch = b + 1;
+    ++at.step;
+    return absl::OkStatus();
+  }
+
+  // The epoch's end: its loss, the next epoch's position, the evaluation and the checkpoints.
+  absl::Status End(int64_t epoch, const Generator& gen, TrainPosition& at) {
     last_loss = at.last_epoch_loss = at.loss_sum / steps_per_epoch;
     // The next epoch begins here: a checkpoint now resumes with its shuffle.
     at.epoch = epoch + 1;
@@ -291,25 +296,60 @@ int TrainOn(const TrainConfig& c, const std::shared_ptr<distributed::DeviceGroup
     at.loss_sum = 0;
     at.data_generator = gen.state();
     if (lead) {
-      accuracy = Evaluate(model, test_x, test_y);
+      accuracy = Evaluate(dp.replica(0), data.test_x, data.test_y);
       evaluated = true;
       progress.EndEpoch(static_cast<int>(epoch), last_loss, accuracy);
       if (!c.checkpoint.empty()) {
-        if (absl::Status s = nn::SaveCheckpoint(c.checkpoint, model); !s.ok()) return Fail(s);
+        if (absl::Status s = nn::SaveCheckpoint(c.checkpoint, dp.replica(0)); !s.ok()) return s;
       }
     }
     if (checkpoints.enabled()) {
-      if (absl::Status s = checkpoints.Save(at); !s.ok()) return Fail(s);
+      if (absl::Status s = checkpoints.Save(at); !s.ok()) return s;
     }
+    return absl::OkStatus();
+  }
+};
+
+// Training proper, with backend B's tensors on `devices` (one replica each), one rank of
+// `processes` (the group holds the process group when there are several).
+template <Backend B>
+int TrainOn(const TrainConfig& c, const std::shared_ptr<distributed::DeviceGroup<Autodiff<B>>>& group,
+            CheckpointPlan& plan, int rank, int processes) {
+  const std::vector<typename B::Device>& devices = group->devices();
+  const Data<B> data = LoadData<B>(c, devices[0]);
+  const int64_t members = static_cast<int64_t>(devices.size()) * processes;
+  const int64_t n = data.train_x.size(0);
+  const int64_t steps_per_epoch = StepsPerEpoch(c, n, members);
+
+  Generator gen(c.seed);
+  const auto dp = MakeDataParallel<B>(c, group, gen);
+  const bool lead = rank == 0;  // evaluates, prints and writes the checkpoints
+  RunCheckpoints<B> checkpoints(c.checkpoints, std::move(plan), MathSettings(c), *dp, lead);
+  TrainPosition at = Resume(c, checkpoints, devices, processes, members, n, gen);
+
+  Epochs<B> epochs{.c = c,
+                   .data = data,
+                   .device = devices[0],
+                   .dp = *dp,
+                   .checkpoints = checkpoints,
+                   .lead = lead,
+                   .n = n,
+                   .steps_per_epoch = steps_per_epoch,
+                   .schedule = {.base_lr = c.lr, .total_steps = steps_per_epoch * c.epochs, .min_lr = c.lr * 0.01},
+                   .progress = Progress(lead && isatty(STDOUT_FILENO), steps_per_epoch, c.epochs),
+                   .last_loss = at.last_epoch_loss};
+  for (int64_t epoch = at.epoch; epoch <= c.epochs; ++epoch) {
+    if (absl::Status s = epochs.Run(epoch, gen, at); !s.ok()) return Fail(s);
   }
   if (absl::Status s = checkpoints.Finish(); !s.ok()) return Fail(s);
   if (!lead) return 0;
-  if (!evaluated) accuracy = Evaluate(model, test_x, test_y);  // resumed after the last epoch
+  if (!epochs.evaluated)
+    epochs.accuracy = Evaluate(dp->replica(0), data.test_x, data.test_y);  // resumed after the last epoch
   PrintResult(c, devices, processes, *dp, checkpoints.JsonFields(),
-              {.accuracy = accuracy,
-               .last_loss = last_loss,
+              {.accuracy = epochs.accuracy,
+               .last_loss = epochs.last_loss,
                .steps = at.step,
-               .samples_per_sec = static_cast<double>(samples) / std::max(train_seconds, 1e-9)});
+               .samples_per_sec = static_cast<double>(epochs.samples) / std::max(epochs.train_seconds, 1e-9)});
   return 0;
 }
 

@@ -100,6 +100,93 @@ Tensor<B> ValueFor(const TensorData& data, const Tensor<Autodiff<B>>& p) {
   return Tensor<B>::from_data(ConvertDType(data, p.dtype()), p.device());
 }
 
+template <Backend B>
+using ByName = std::map<std::string, Tensor<Autodiff<B>>*>;
+
+// Every parameter in the file and fitting it, and no tensor in the file but the parameters and
+// optimizer state; the parameters by name.
+template <Backend B>
+absl::Status CheckParameters(const TensorFile& file, const std::string& path,
+                             const std::vector<std::pair<std::string, Tensor<Autodiff<B>>*>>& params,
+                             const LoadOptions& options, ByName<B>& by_name) {
+  for (auto& [name, p] : params) {
+    by_name.emplace(name, p);
+    const auto it = file.tensors.find(name);
+    if (it == file.tensors.end()) {
+      return absl::NotFoundError(absl::StrCat(path, " has no tensor for parameter ", name));
+    }
+    if (absl::Status s = CheckFits(it->second, path, name, name, *p, options); !s.ok()) return s;
+  }
+  for (const auto& [name, data] : file.tensors) {
+    if (!by_name.contains(name) && name.rfind(kOptimizerPrefix, 0) != 0) {
+      return absl::InvalidArgumentError(
+          absl::StrCat(path, " has tensor ", name, ", which is no parameter of the model"));
+    }
+  }
+  return absl::OkStatus();
+}
+
+// The file's optimizer steps, once its metadata names `optimizer`.
+template <Backend B>
+absl::Status ReadOptimizerSteps(const TensorFile& file, const std::string& path, const Optimizer<B>& optimizer,
+                                int64_t& steps) {
+  const auto name = file.metadata.find("optimizer");
+  if (name == file.metadata.end() || name->second != optimizer.name()) {
+    return absl::InvalidArgumentError(
+        absl::StrCat(path, " holds no state for optimizer ", optimizer.name(),
+                     name == file.metadata.end() ? "" : absl::StrCat(" (it has ", name->second, ")")));
+  }
+  const auto count = file.metadata.find("optimizer.steps");
+  if (count == file.metadata.end() || !ParseOptimizerSteps(count->second, &steps)) {
+    return absl::InvalidArgumentError(
+        absl::StrCat(path, ": optimizer.steps is ",
+                     count == file.metadata.end() ? "missing" : absl::StrCat("\"", count->second, "\""),
+                     ", not a whole number from 0 to 2^53"));
+  }
+  return absl::OkStatus();
+}
+
+// The file's "optimizer/<slot>/<path>" tensors as `optimizer`'s state: each one of its slots
+// for a parameter of the model, fitting that parameter, and each parameter with all its
+// slots or none.
+template <Backend B>
+absl::Status ReadOptimizerState(const TensorFile& file, const std::string& path, const Optimizer<B>& optimizer,
+                                const ByName<B>& by_name, const LoadOptions& options,
+                                typename Optimizer<B>::State& state) {
+  const std::vector<std::string> slots = optimizer.slots();
+  const std::string kept = slots.empty() ? "none" : absl::StrJoin(slots, ", ");
+  std::map<std::string, int> slots_of;  // parameter path -> how many of its slots are here
+  for (const auto& [key, data] : file.tensors) {
+    if (key.rfind(kOptimizerPrefix, 0) != 0) continue;
+    const std::string rest = key.substr(std::strlen(kOptimizerPrefix));
+    const size_t slash = rest.find('/');
+    const std::string slot = rest.substr(0, slash);
+    if (slash == std::string::npos || std::find(slots.begin(), slots.end(), slot) == slots.end()) {
+      return absl::InvalidArgumentError(absl::StrCat(path, " has tensor ", key, ", which is no state of ",
+                                                     optimizer.name(), " (its slots: ", kept, ")"));
+    }
+    const auto param = by_name.find(rest.substr(slash + 1));
+    if (param == by_name.end()) {
+      return absl::InvalidArgumentError(
+          absl::StrCat(path, " has tensor ", key, ", but the model has no parameter ", rest.substr(slash + 1)));
+    }
+    const Tensor<Autodiff<B>>& p = *param->second;
+    if (absl::Status s = CheckFits(data, path, key, param->first, p, options); !s.ok()) return s;
+    ++slots_of[param->first];
+    state.emplace(rest, ValueFor(data, p));
+  }
+  // A parameter with only some slots would step from a zero in the others (AdamW with a
+  // momentum but no variance divides by almost nothing).
+  for (const auto& [param, n] : slots_of) {
+    if (n != static_cast<int>(slots.size())) {
+      return absl::InvalidArgumentError(absl::StrCat(path, ": parameter ", param, " has ", n, " of the ", slots.size(),
+                                                     " optimizer slots (", kept,
+                                                     ") in the file; it needs all of them or none"));
+    }
+  }
+  return absl::OkStatus();
+}
+
 }  // namespace checkpoint_internal
 
 // Every parameter must be in the file with its shape and dtype (or, with
@@ -112,67 +199,15 @@ template <Backend B>
 absl::Status LoadCheckpointFrom(const TensorFile& file, const std::string& path, Module<Autodiff<B>>& module,
                                 Optimizer<B>* optimizer = nullptr, const LoadOptions& options = {}) {
   auto params = module.named_parameters();
-  std::map<std::string, Tensor<Autodiff<B>>*> by_name;
-  for (auto& [name, p] : params) {
-    by_name.emplace(name, p);
-    const auto it = file.tensors.find(name);
-    if (it == file.tensors.end()) {
-      return absl::NotFoundError(absl::StrCat(path, " has no tensor for parameter ", name));
-    }
-    if (absl::Status s = checkpoint_internal::CheckFits(it->second, path, name, name, *p, options); !s.ok()) return s;
-  }
-  for (const auto& [name, data] : file.tensors) {
-    if (!by_name.contains(name) && name.rfind(kOptimizerPrefix, 0) != 0) {
-      return absl::InvalidArgumentError(
-          absl::StrCat(path, " has tensor ", name, ", which is no parameter of the model"));
-    }
-  }
+  checkpoint_internal::ByName<B> by_name;
+  if (absl::Status s = checkpoint_internal::CheckParameters<B>(file, path, params, options, by_name); !s.ok()) return s;
   typename Optimizer<B>::State state;
   int64_t steps = 0;
   if (optimizer != nullptr) {
-    const auto name = file.metadata.find("optimizer");
-    if (name == file.metadata.end() || name->second != optimizer->name()) {
-      return absl::InvalidArgumentError(
-          absl::StrCat(path, " holds no state for optimizer ", optimizer->name(),
-                       name == file.metadata.end() ? "" : absl::StrCat(" (it has ", name->second, ")")));
-    }
-    const auto count = file.metadata.find("optimizer.steps");
-    if (count == file.metadata.end() || !ParseOptimizerSteps(count->second, &steps)) {
-      return absl::InvalidArgumentError(
-          absl::StrCat(path, ": optimizer.steps is ",
-                       count == file.metadata.end() ? "missing" : absl::StrCat("\"", count->second, "\""),
-                       ", not a whole number from 0 to 2^53"));
-    }
-    const std::vector<std::string> slots = optimizer->slots();
-    const std::string kept = slots.empty() ? "none" : absl::StrJoin(slots, ", ");
-    std::map<std::string, int> slots_of;  // parameter path -> how many of its slots are here
-    for (const auto& [key, data] : file.tensors) {
-      if (key.rfind(kOptimizerPrefix, 0) != 0) continue;
-      const std::string rest = key.substr(std::strlen(kOptimizerPrefix));
-      const size_t slash = rest.find('/');
-      const std::string slot = rest.substr(0, slash);
-      if (slash == std::string::npos || std::find(slots.begin(), slots.end(), slot) == slots.end()) {
-        return absl::InvalidArgumentError(absl::StrCat(path, " has tensor ", key, ", which is no state of ",
-                                                       optimizer->name(), " (its slots: ", kept, ")"));
-      }
-      const auto param = by_name.find(rest.substr(slash + 1));
-      if (param == by_name.end()) {
-        return absl::InvalidArgumentError(
-            absl::StrCat(path, " has tensor ", key, ", but the model has no parameter ", rest.substr(slash + 1)));
-      }
-      const Tensor<Autodiff<B>>& p = *param->second;
-      if (absl::Status s = checkpoint_internal::CheckFits(data, path, key, param->first, p, options); !s.ok()) return s;
-      ++slots_of[param->first];
-      state.emplace(rest, checkpoint_internal::ValueFor(data, p));
-    }
-    // A parameter with only some slots would step from a zero in the others (AdamW with a
-    // momentum but no variance divides by almost nothing).
-    for (const auto& [param, n] : slots_of) {
-      if (n != static_cast<int>(slots.size())) {
-        return absl::InvalidArgumentError(absl::StrCat(path, ": parameter ", param, " has ", n, " of the ",
-                                                       slots.size(), " optimizer slots (", kept,
-                                                       ") in the file; it needs all of them or none"));
-      }
+    if (absl::Status s = checkpoint_internal::ReadOptimizerSteps(file, path, *optimizer, steps); !s.ok()) return s;
+    if (absl::Status s = checkpoint_internal::ReadOptimizerState(file, path, *optimizer, by_name, options, state);
+        !s.ok()) {
+      return s;
     }
   }
   std::vector<Tensor<B>> values;

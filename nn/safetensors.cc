@@ -84,66 +84,86 @@ std::string Shown(const std::string& s) {
   return s.size() > kMaxShown ? absl::StrCat("\"", escaped, "...\"") : absl::StrCat("\"", escaped, "\"");
 }
 
-absl::StatusOr<Entry> ParseEntry(const std::string& path, const std::string& name, const Json& json,
-                                 uint64_t data_size) {
-  Entry entry{name, DType::kF32, {}, 0, 0, std::nullopt};
+// The entry's dtype; the bytes per element, 0 for a dtype of unknown size.
+absl::StatusOr<uint64_t> ParseDType(const std::string& path, const Json& json, Entry& entry) {
   const Json* dtype = json.is_object() ? Member(json, "dtype") : nullptr;
   if (dtype == nullptr || !dtype->is_string()) {
-    return Corrupt(path, absl::StrCat("tensor ", name, " has no dtype"));
+    return Corrupt(path, absl::StrCat("tensor ", entry.name, " has no dtype"));
   }
   const std::string& dtype_name = dtype->get_ref<const std::string&>();
   const Format* format = FindFormat(dtype_name);
-  // A dtype the format may gain later has no size we know: its byte range is only checked
-  // to lie in the file (and, with the others, to tile the data).
-  const uint64_t element = format == nullptr ? 0 : static_cast<uint64_t>(format->size);
   if (format != nullptr && format->supported) {
     entry.dtype = format->dtype;
   } else {
     entry.unsupported = format != nullptr ? format->name : Shown(dtype_name);
   }
+  // A dtype the format may gain later has no size we know: its byte range is only checked
+  // to lie in the file (and, with the others, to tile the data).
+  return format == nullptr ? 0 : static_cast<uint64_t>(format->size);
+}
+
+constexpr uint64_t kMaxInt64 = std::numeric_limits<int64_t>::max();
+
+// The entry's dims from `shape`, a JSON array of at most kMaxRank dims.
+absl::Status ParseShape(const std::string& path, const Json& shape, Entry& entry) {
+  if (shape.size() > kMaxRank) {
+    return Corrupt(path,
+                   absl::StrFormat("tensor %s has %d dims, more than kiln's %d", entry.name, shape.size(), kMaxRank));
+  }
+  for (const Json& d : shape) {
+    if (!d.is_number_unsigned() || d.get<uint64_t>() > kMaxInt64) {
+      return Corrupt(
+          path, absl::StrCat("tensor ", entry.name, " has a bad shape (each dim must be an integer in [0, 2^63))"));
+    }
+    entry.dims.push_back(static_cast<int64_t>(d.get<uint64_t>()));
+  }
+  return absl::OkStatus();
+}
+
+// The element count and byte size, checked for overflow. As in Shape, the non-zero dims
+// must multiply within int64 even when another dim is 0. `described`: the entry for messages.
+absl::StatusOr<uint64_t> ByteSize(const std::string& path, const Entry& entry, uint64_t element,
+                                  const std::string& described) {
+  uint64_t product = 1;
+  bool empty = false;
+  for (int64_t d : entry.dims) {
+    if (d == 0) {
+      empty = true;
+    } else if (product > kMaxInt64 / static_cast<uint64_t>(d)) {
+      return Corrupt(path, absl::StrCat("tensor ", entry.name, " is ", described, ", more elements than fit in int64"));
+    } else {
+      product *= static_cast<uint64_t>(d);
+    }
+  }
+  const uint64_t count = empty ? 0 : product;
+  if (element != 0 && count > kMaxInt64 / element) {
+    return Corrupt(path, absl::StrCat("tensor ", entry.name, " is ", described, ", more bytes than fit in int64"));
+  }
+  return count * element;
+}
+
+absl::StatusOr<Entry> ParseEntry(const std::string& path, const std::string& name, const Json& json,
+                                 uint64_t data_size) {
+  Entry entry{name, DType::kF32, {}, 0, 0, std::nullopt};
+  const absl::StatusOr<uint64_t> element = ParseDType(path, json, entry);
+  if (!element.ok()) return element.status();
   const Json* shape = Member(json, "shape");
   const Json* offsets = Member(json, "data_offsets");
   if (shape == nullptr || offsets == nullptr || !shape->is_array() || !offsets->is_array() || offsets->size() != 2 ||
       !(*offsets)[0].is_number_unsigned() || !(*offsets)[1].is_number_unsigned()) {
     return Corrupt(path, absl::StrCat("tensor ", name, " lacks a shape or data_offsets"));
   }
-  if (shape->size() > kMaxRank) {
-    return Corrupt(path, absl::StrFormat("tensor %s has %d dims, more than kiln's %d", name, shape->size(), kMaxRank));
-  }
-  constexpr uint64_t kMax = std::numeric_limits<int64_t>::max();
-  for (const Json& d : *shape) {
-    if (!d.is_number_unsigned() || d.get<uint64_t>() > kMax) {
-      return Corrupt(path,
-                     absl::StrCat("tensor ", name, " has a bad shape (each dim must be an integer in [0, 2^63))"));
-    }
-    entry.dims.push_back(static_cast<int64_t>(d.get<uint64_t>()));
-  }
+  if (absl::Status s = ParseShape(path, *shape, entry); !s.ok()) return s;
   const std::string described = absl::StrCat(entry.unsupported ? *entry.unsupported : DTypeName(entry.dtype), "[",
                                              absl::StrJoin(entry.dims, ","), "]");
-  // The element count and byte size, checked for overflow. As in Shape, the non-zero dims
-  // must multiply within int64 even when another dim is 0.
-  uint64_t product = 1;
-  bool empty = false;
-  for (int64_t d : entry.dims) {
-    if (d == 0) {
-      empty = true;
-    } else if (product > kMax / static_cast<uint64_t>(d)) {
-      return Corrupt(path, absl::StrCat("tensor ", name, " is ", described, ", more elements than fit in int64"));
-    } else {
-      product *= static_cast<uint64_t>(d);
-    }
-  }
-  const uint64_t count = empty ? 0 : product;
-  if (element != 0 && count > kMax / element) {
-    return Corrupt(path, absl::StrCat("tensor ", name, " is ", described, ", more bytes than fit in int64"));
-  }
-  const uint64_t bytes = count * element;
+  const absl::StatusOr<uint64_t> bytes = ByteSize(path, entry, *element, described);
+  if (!bytes.ok()) return bytes.status();
   entry.begin = (*offsets)[0].get<uint64_t>();
   entry.end = (*offsets)[1].get<uint64_t>();
-  if (entry.begin > entry.end || entry.end > data_size || (element != 0 && entry.end - entry.begin != bytes)) {
+  if (entry.begin > entry.end || entry.end > data_size || (*element != 0 && entry.end - entry.begin != *bytes)) {
     return Corrupt(path, absl::StrFormat("tensor %s: bytes [%d, %d) do not hold %s (%d bytes) in %d "
                                          "data bytes (truncated?)",
-                                         name, entry.begin, entry.end, described, bytes, data_size));
+                                         name, entry.begin, entry.end, described, *bytes, data_size));
   }
   return entry;
 }
@@ -173,21 +193,19 @@ absl::StatusOr<TensorData> ReadTensor(const InputFile& in, uint64_t data_start, 
   return data;
 }
 
-// With `metadata_only`, the header's metadata alone: the tensors are neither checked nor read.
-absl::StatusOr<TensorFile> Read(const std::string& path, bool metadata_only) {
-  absl::StatusOr<InputFile> in = InputFile::Open(path);
-  if (!in.ok()) return in.status();
-  const uint64_t size = in->size();
+// The header as JSON; `length`: its length in bytes, after the 8 that give it.
+absl::StatusOr<Json> ReadHeader(const InputFile& in, const std::string& path, uint64_t& length) {
+  const uint64_t size = in.size();
   if (size < 8) return Corrupt(path, absl::StrFormat("only %d bytes, no header length", size));
-  unsigned char length[8];
-  if (absl::Status s = in->ReadAt(0, length, 8); !s.ok()) return s;
+  unsigned char bytes[8];
+  if (absl::Status s = in.ReadAt(0, bytes, 8); !s.ok()) return s;
   uint64_t n = 0;
-  for (int i = 7; i >= 0; --i) n = (n << 8) | length[i];
+  for (int i = 7; i >= 0; --i) n = (n << 8) | bytes[i];
   if (n > kMaxHeader || n > size - 8) {
     return Corrupt(path, absl::StrFormat("header of %d bytes in a file of %d bytes", n, size));
   }
   std::string text(n, '\0');
-  if (absl::Status s = in->ReadAt(8, text.data(), n); !s.ok()) return s;
+  if (absl::Status s = in.ReadAt(8, text.data(), n); !s.ok()) return s;
   Json header;
   try {
     header = Json::parse(text);
@@ -195,12 +213,14 @@ absl::StatusOr<TensorFile> Read(const std::string& path, bool metadata_only) {
     return Corrupt(path, absl::StrCat("header is not JSON (", e.what(), ")"));
   }
   if (!header.is_object()) return Corrupt(path, "header is not a JSON object");
+  length = n;
+  return header;
+}
 
-  // Every entry is checked, and the byte ranges are checked to tile the data exactly, before
-  // any tensor is allocated: what is allocated is then at most the file's own size.
-  const uint64_t data_size = size - 8 - n;
-  TensorFile file;
-  std::vector<Entry> entries;
+// The header's metadata into `file`, and (unless `metadata_only`) its tensors' entries, each
+// checked against the `data_size` bytes of data.
+absl::Status ParseHeader(const std::string& path, const Json& header, uint64_t data_size, bool metadata_only,
+                         TensorFile& file, std::vector<Entry>& entries) {
   for (const auto& [name, json] : header.items()) {
     if (name == "__metadata__") {
       if (!json.is_object()) return Corrupt(path, "__metadata__ is not an object");
@@ -215,7 +235,11 @@ absl::StatusOr<TensorFile> Read(const std::string& path, bool metadata_only) {
     if (!entry.ok()) return entry.status();
     entries.push_back(*std::move(entry));
   }
-  if (metadata_only) return file;
+  return absl::OkStatus();
+}
+
+// The entries' byte ranges tile the data exactly: no overlap, no gap.
+absl::Status CheckTiling(const std::string& path, const std::vector<Entry>& entries, uint64_t data_size) {
   std::vector<std::pair<uint64_t, uint64_t>> ranges;
   for (const Entry& e : entries) ranges.emplace_back(e.begin, e.end);
   std::sort(ranges.begin(), ranges.end());
@@ -227,7 +251,11 @@ absl::StatusOr<TensorFile> Read(const std::string& path, bool metadata_only) {
   if (at != data_size) {
     return Corrupt(path, absl::StrFormat("%d data bytes but the tensors cover %d", data_size, at));
   }
-  // The file is sound; a tensor kiln has no dtype for is the caller's problem, not damage.
+  return absl::OkStatus();
+}
+
+// The file is sound; a tensor kiln has no dtype for is the caller's problem, not damage.
+absl::Status CheckSupported(const std::string& path, const std::vector<Entry>& entries) {
   for (const Entry& e : entries) {
     if (e.unsupported) {
       return absl::InvalidArgumentError(absl::StrCat(path, ": tensor ", e.name, " has dtype ", *e.unsupported,
@@ -235,6 +263,26 @@ absl::StatusOr<TensorFile> Read(const std::string& path, bool metadata_only) {
                                                      "; convert the tensor to one of them before saving)"));
     }
   }
+  return absl::OkStatus();
+}
+
+// With `metadata_only`, the header's metadata alone: the tensors are neither checked nor read.
+absl::StatusOr<TensorFile> Read(const std::string& path, bool metadata_only) {
+  absl::StatusOr<InputFile> in = InputFile::Open(path);
+  if (!in.ok()) return in.status();
+  uint64_t n = 0;
+  const absl::StatusOr<Json> header = ReadHeader(*in, path, n);
+  if (!header.ok()) return header.status();
+
+  // Every entry is checked, and the byte ranges are checked to tile the data exactly, before
+  // any tensor is allocated: what is allocated is then at most the file's own size.
+  const uint64_t data_size = in->size() - 8 - n;
+  TensorFile file;
+  std::vector<Entry> entries;
+  if (absl::Status s = ParseHeader(path, *header, data_size, metadata_only, file, entries); !s.ok()) return s;
+  if (metadata_only) return file;
+  if (absl::Status s = CheckTiling(path, entries, data_size); !s.ok()) return s;
+  if (absl::Status s = CheckSupported(path, entries); !s.ok()) return s;
   for (const Entry& entry : entries) {
     absl::StatusOr<TensorData> data = ReadTensor(*in, 8 + n, entry);
     if (!data.ok()) return data.status();

@@ -64,29 +64,7 @@ absl::Status FlightMerge::Add(const std::string& file, distributed::FlightDumpSo
   };
   std::string dims;
   absl::StatusOr<distributed::FlightDump> head =
-      distributed::ReadFlightDump(read, [&](const FlightDumpEntry& e) -> absl::Status {
-        if (calls_.size() == std::numeric_limits<uint32_t>::max()) {
-          return absl::ResourceExhaustedError(absl::StrCat("more than ", calls_.size(), " calls in all"));
-        }
-        dims.clear();
-        absl::StrAppend(&dims, absl::StrJoin(e.shape, ","));
-        Call c{.seq = e.seq,
-               .enqueued_us = e.enqueued_us,
-               .started_us = e.started_us,
-               .ended_us = e.ended_us,
-               .member = static_cast<uint16_t>(e.member),
-               .state = static_cast<uint8_t>(std::find(std::begin(kStates), std::end(kStates), e.state) -
-                                             std::begin(kStates))};
-        for (const auto& [text, id] :
-             {std::pair{&e.op, &c.op}, std::pair{&e.tag, &c.tag}, std::pair{&e.dtype, &c.dtype},
-              std::pair{static_cast<const std::string*>(&dims), &c.dims}, std::pair{&e.error, &c.error}}) {
-          absl::StatusOr<uint32_t> got = strings_.Intern(*text);
-          if (!got.ok()) return got.status();
-          *id = *got;
-        }
-        calls_.push_back(c);
-        return absl::OkStatus();
-      });
+      distributed::ReadFlightDump(read, [&](const FlightDumpEntry& e) { return AddCall(e, dims); });
   if (!head.ok()) {
     // The reader's own errors say what is wrong with the bytes; the source's and the sink's
     // (a read that failed, too many texts) are not about the format.
@@ -94,27 +72,8 @@ absl::Status FlightMerge::Add(const std::string& file, distributed::FlightDumpSo
     return fail(absl::StrCat(format ? "not a flight recorder dump: " : "", head.status().message()));
   }
   const distributed::FlightDump& d = *head;
-  if (members_ + d.members > kMaxMembers) {
-    return fail(absl::StrCat("more than ", kMaxMembers, " members in all (each dump's rank times its ", d.members,
-                             " member(s)); merge fewer dumps at a time"));
-  }
-  for (const Dump& other : dumps_) {
-    if (other.group != d.group) continue;
-    if (d.world_size != other.world_size || d.members != other.members) {
-      return fail(absl::StrCat("group ", d.group, " of ", d.world_size, " rank(s) x ", d.members, " member(s), but ",
-                               other.file, " has ", other.world_size, " x ", other.members));
-    }
-    if (d.rank == other.rank) {
-      return fail(absl::StrCat("rank ", d.rank, " of group ", d.group, " again (also in ", other.file, ")"));
-    }
-  }
-  const auto first = calls_.begin() + static_cast<std::ptrdiff_t>(begin);
-  std::sort(first, calls_.end(),
-            [](const Call& a, const Call& b) { return a.member != b.member ? a.member < b.member : a.seq < b.seq; });
-  const auto twice = std::adjacent_find(
-      first, calls_.end(), [](const Call& a, const Call& b) { return a.member == b.member && a.seq == b.seq; });
-  if (twice != calls_.end())
-    return fail(absl::StrCat("member ", twice->member, " has seq ", twice->seq, " more than once"));
+  if (absl::Status s = CheckJoins(d); !s.ok()) return fail(s.message());
+  if (absl::Status s = SortCalls(begin); !s.ok()) return fail(s.message());
   members_ += d.members;
   dumps_.push_back({.file = file,
                     .diagnosis = d.diagnosis,
@@ -124,6 +83,64 @@ absl::Status FlightMerge::Add(const std::string& file, distributed::FlightDumpSo
                     .members = d.members,
                     .begin = begin,
                     .end = calls_.size()});
+  return absl::OkStatus();
+}
+
+absl::Status FlightMerge::AddCall(const FlightDumpEntry& e, std::string& dims) {
+  if (calls_.size() == std::numeric_limits<uint32_t>::max()) {
+    return absl::ResourceExhaustedError(absl::StrCat("more than ", calls_.size(), " calls in all"));
+  }
+  dims.clear();
+  absl::StrAppend(&dims, absl::StrJoin(e.shape, ","));
+  Call c{
+      .seq = e.seq,
+      .enqueued_us = e.enqueued_us,
+      .started_us = e.started_us,
+      .ended_us = e.ended_us,
+      .member = static_cast<uint16_t>(e.member),
+      .state = static_cast<uint8_t>(std::find(std::begin(kStates), std::end(kStates), e.state) - std::begin(kStates))};
+  for (const auto& [text, id] :
+       {std::pair{&e.op, &c.op}, std::pair{&e.tag, &c.tag}, std::pair{&e.dtype, &c.dtype},
+        std::pair{static_cast<const std::string*>(&dims), &c.dims}, std::pair{&e.error, &c.error}}) {
+    absl::StatusOr<uint32_t> got = strings_.Intern(*text);
+    if (!got.ok()) return got.status();
+    *id = *got;
+  }
+  calls_.push_back(c);
+  return absl::OkStatus();
+}
+
+absl::Status FlightMerge::CheckJoins(const distributed::FlightDump& d) const {
+  if (members_ + d.members > kMaxMembers) {
+    return absl::InvalidArgumentError(absl::StrCat("more than ", kMaxMembers,
+                                                   " members in all (each dump's rank times its ", d.members,
+                                                   " member(s)); merge fewer dumps at a time"));
+  }
+  for (const Dump& other : dumps_) {
+    if (other.group != d.group) continue;
+    if (d.world_size != other.world_size || d.members != other.members) {
+      return absl::InvalidArgumentError(absl::StrCat("group ", d.group, " of ", d.world_size, " rank(s) x ", d.members,
+                                                     " member(s), but ", other.file, " has ", other.world_size, " x ",
+                                                     other.members));
+    }
+    if (d.rank == other.rank) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("rank ", d.rank, " of group ", d.group, " again (also in ", other.file, ")"));
+    }
+  }
+  return absl::OkStatus();
+}
+
+absl::Status FlightMerge::SortCalls(size_t begin) {
+  const auto first = calls_.begin() + static_cast<std::ptrdiff_t>(begin);
+  std::sort(first, calls_.end(),
+            [](const Call& a, const Call& b) { return a.member != b.member ? a.member < b.member : a.seq < b.seq; });
+  const auto twice = std::adjacent_find(
+      first, calls_.end(), [](const Call& a, const Call& b) { return a.member == b.member && a.seq == b.seq; });
+  if (twice != calls_.end()) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("member ", twice->member, " has seq ", twice->seq, " more than once"));
+  }
   return absl::OkStatus();
 }
 

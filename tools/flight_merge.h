@@ -58,6 +58,13 @@ class FlightMerge {
   struct Member;
   struct Divergence;
 
+  // One call of the dump being added, its texts interned; `dims` is room for its shape's text.
+  absl::Status AddCall(const distributed::FlightDumpEntry& e, std::string& dims);
+  // Why dump `d` cannot join the others (too many members in all, its group's size or its
+  // rank at odds with theirs); OK when it can.
+  absl::Status CheckJoins(const distributed::FlightDump& d) const;
+  // Sorts calls_ from `begin` by member, then seq; why not when a member has a seq twice.
+  absl::Status SortCalls(size_t begin);
   std::string Signature(const Call& c) const;
   bool SameCall(const Call& a, const Call& b) const;
   static std::string MemberName(const Member& m, int per_rank);

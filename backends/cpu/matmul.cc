@@ -54,6 +54,87 @@ constexpr int64_t kMinRowsPerBlock = 16;
 // The bf16 kernels' column blocks are whole 32-column register blocks (gemm_bf16_*.h's kNR).
 constexpr int64_t kBf16ColumnAlign = 32, kMinColsPerBlock = 64;
 
+// One batched product: C[b] (m x n) = A[b] (m x k) B[b] (k x n).
+struct Product {
+  int64_t m, n, k, batches;
+  // Batch offsets of each operand, in row-major order over the batch dims.
+  std::vector<int64_t> offset_a, offset_b;
+};
+
+Product PlanProduct(const Shape& out_shape, int64_t k, const Shape& batch, const Operand& pa, const Operand& pb) {
+  const int64_t r = out_shape.rank();
+  const int64_t batches = batch.numel();
+  Product p{.m = out_shape[r - 2], .n = out_shape[r - 1], .k = k, .batches = batches};
+  p.offset_a.resize(batches);
+  p.offset_b.resize(batches);
+  const cpu::StridedIter<2> iter(batch, {pa.batch_strides, pb.batch_strides});
+  iter.ForSegments(0, batches, [&](int64_t pos, const auto& off, const auto& st, int64_t len) {
+    for (int64_t i = 0; i < len; ++i) {
+      p.offset_a[pos + i] = off[0] + i * st[0];
+      p.offset_b[pos + i] = off[1] + i * st[1];
+    }
+  });
+  return p;
+}
+
+// How the product's work is cut over the device's threads: whole batches, each in row or
+// column blocks when there are fewer batches than threads.
+struct Blocks {
+  bool parallel;
+  int64_t row_blocks = 1, col_blocks = 1;
+  int64_t rows_per_block = 0, cols_per_block = 0, blocks = 0;
+};
+
+Blocks SplitWork(const Product& p, int64_t threads, bool native_bf16) {
+  Blocks s{.parallel = p.batches * p.m * p.n * p.k >= kParallelWork && threads > 1};
+  // Each thread packs all of B for its rows; the bf16 kernels also take column blocks, where each
+  // packs its share of B and all of A (cheaper when C is at least as wide as it is tall).
+  if (s.parallel && p.batches < threads) {
+    const int64_t want = (threads + p.batches - 1) / p.batches;
+    if (native_bf16 && p.n >= p.m) {
+      s.col_blocks = std::clamp<int64_t>(want, 1, std::max<int64_t>(1, p.n / kMinColsPerBlock));
+    } else {
+      s.row_blocks = std::clamp<int64_t>(want, 1, std::max<int64_t>(1, p.m / kMinRowsPerBlock));
+    }
+  }
+  s.rows_per_block = (p.m + s.row_blocks - 1) / s.row_blocks;
+  s.cols_per_block =
+      ((p.n + s.col_blocks - 1) / s.col_blocks + kBf16ColumnAlign - 1) / kBf16ColumnAlign * kBf16ColumnAlign;
+  s.blocks = s.row_blocks * s.col_blocks;
+  return s;
+}
+
+// The product into `c` (batches * m * n elements), one single-threaded GEMM per block.
+template <class T>
+void Gemm(const Operand& pa, const Operand& pb, const Product& p, const Blocks& s, T* c, const CpuDevice& device) {
+  if (p.k == 0) {
+    std::fill(c, c + p.batches * p.m * p.n, T{});
+    return;
+  }
+  const T* da = pa.t.template data<T>();
+  const T* db = pb.t.template data<T>();
+  const int64_t m = p.m, n = p.n, k = p.k;
+  auto run = [&](int64_t lo, int64_t hi) {
+    for (int64_t w = lo; w < hi; ++w) {
+      const int64_t bi = w / s.blocks;
+      const int64_t r0 = (w % s.blocks / s.col_blocks) * s.rows_per_block;
+      const int64_t c0 = (w % s.col_blocks) * s.cols_per_block;
+      const int64_t rows = std::min(s.rows_per_block, m - r0), cols = std::min(s.cols_per_block, n - c0);
+      if (rows <= 0 || cols <= 0) continue;
+      if constexpr (std::is_same_v<T, BFloat16>) {
+        cpu::GemmBlock(da + p.offset_a[bi], pa.layout, db + p.offset_b[bi], pb.layout, c + bi * m * n, r0, rows, k, n,
+                       c0, cols);
+      } else {
+        cpu::GemmBlock(da + p.offset_a[bi], pa.layout, db + p.offset_b[bi], pb.layout, c + bi * m * n, r0, rows, k, n);
+      }
+    }
+  };
+  if (s.parallel)
+    cpu::ParallelFor(device, p.batches * s.blocks, 1, run);
+  else
+    run(0, p.batches * s.blocks);
+}
+
 }  // namespace
 
 Cpu::Primitive Cpu::matmul(const Primitive& a, const Primitive& b) {
@@ -61,70 +142,16 @@ Cpu::Primitive Cpu::matmul(const Primitive& a, const Primitive& b) {
   if (IsHalf(a.dtype) && !native_bf16) return HalfInF32<Cpu>::matmul(a, b);
   const Shape out_shape = *MatmulShape(a.shape, b.shape).out;
   const int64_t r = out_shape.rank();
-  const int64_t m = out_shape[r - 2], n = out_shape[r - 1], k = a.shape[a.shape.rank() - 1];
   const Shape batch(out_shape.dims().subspan(0, r - 2));
   StridedTensor out = StridedTensor::Empty(out_shape, a.dtype, a.device);
   const Operand pa = Prepare(a, batch);
   const Operand pb = Prepare(b, batch);
-  const int64_t batches = batch.numel();
-
-  // Batch offsets of each operand, in row-major order over the batch dims.
-  std::vector<int64_t> offset_a(batches), offset_b(batches);
-  const cpu::StridedIter<2> iter(batch, {pa.batch_strides, pb.batch_strides});
-  iter.ForSegments(0, batches, [&](int64_t pos, const auto& off, const auto& st, int64_t len) {
-    for (int64_t i = 0; i < len; ++i) {
-      offset_a[pos + i] = off[0] + i * st[0];
-      offset_b[pos + i] = off[1] + i * st[1];
-    }
-  });
-
-  const int64_t threads = cpu::ThreadsOf(a.device);
-  const bool parallel = batches * m * n * k >= kParallelWork && threads > 1;
-  // Each thread packs all of B for its rows; the bf16 kernels also take column blocks, where each
-  // packs its share of B and all of A (cheaper when C is at least as wide as it is tall).
-  int64_t row_blocks = 1, col_blocks = 1;
-  if (parallel && batches < threads) {
-    const int64_t want = (threads + batches - 1) / batches;
-    if (native_bf16 && n >= m) {
-      col_blocks = std::clamp<int64_t>(want, 1, std::max<int64_t>(1, n / kMinColsPerBlock));
-    } else {
-      row_blocks = std::clamp<int64_t>(want, 1, std::max<int64_t>(1, m / kMinRowsPerBlock));
-    }
-  }
-  const int64_t rows_per_block = (m + row_blocks - 1) / row_blocks;
-  const int64_t cols_per_block =
-      ((n + col_blocks - 1) / col_blocks + kBf16ColumnAlign - 1) / kBf16ColumnAlign * kBf16ColumnAlign;
-  const int64_t blocks = row_blocks * col_blocks;
-
+  const Product p = PlanProduct(out_shape, a.shape[a.shape.rank() - 1], batch, pa, pb);
+  const Blocks blocks = SplitWork(p, cpu::ThreadsOf(a.device), native_bf16);
   auto gemm = [&](auto v) {
     using T = decltype(v);
     if constexpr (std::is_floating_point_v<T> || std::is_same_v<T, BFloat16>) {
-      T* c = out.mutable_data<T>();
-      if (k == 0) {
-        std::fill(c, c + out_shape.numel(), T{});
-        return;
-      }
-      const T* da = pa.t.template data<T>();
-      const T* db = pb.t.template data<T>();
-      auto run = [&](int64_t lo, int64_t hi) {
-        for (int64_t w = lo; w < hi; ++w) {
-          const int64_t bi = w / blocks;
-          const int64_t r0 = (w % blocks / col_blocks) * rows_per_block;
-          const int64_t c0 = (w % col_blocks) * cols_per_block;
-          const int64_t rows = std::min(rows_per_block, m - r0), cols = std::min(cols_per_block, n - c0);
-          if (rows <= 0 || cols <= 0) continue;
-          if constexpr (std::is_same_v<T, BFloat16>) {
-            cpu::GemmBlock(da + offset_a[bi], pa.layout, db + offset_b[bi], pb.layout, c + bi * m * n, r0, rows, k, n,
-                           c0, cols);
-          } else {
-            cpu::GemmBlock(da + offset_a[bi], pa.layout, db + offset_b[bi], pb.layout, c + bi * m * n, r0, rows, k, n);
-          }
-        }
-      };
-      if (parallel)
-        cpu::ParallelFor(a.device, batches * blocks, 1, run);
-      else
-        run(0, batches * blocks);
+      Gemm(pa, pb, p, blocks, out.mutable_data<T>(), a.device);
     }
   };
   if (native_bf16) {

@@ -88,6 +88,78 @@ void CheckFits(int64_t v, const char* what, const Shape& a, const Shape& b) {
   }
 }
 
+constexpr double kOne64 = 1, kZero64 = 0;
+constexpr float kOne32 = 1, kZero32 = 0;
+
+// cuBLAS's types for a dtype: the operands', the accumulation's, and alpha = 1, beta = 0 in the latter.
+struct GemmTypes {
+  cudaDataType_t type;
+  cublasComputeType_t compute;
+  const void* alpha;
+  const void* beta;
+};
+
+GemmTypes TypesOf(DType dtype) {
+  const bool f64 = dtype == DType::kF64;
+  return {.type = CudaType(dtype),
+          .compute = f64 ? CUBLAS_COMPUTE_64F : CUBLAS_COMPUTE_32F,
+          .alpha = f64 ? static_cast<const void*>(&kOne64) : &kOne32,
+          .beta = f64 ? static_cast<const void*>(&kZero64) : &kZero32};
+}
+
+// One batched product C = A B (m x k times k x n per batch) into `c`, row-major.
+struct BatchedGemm {
+  const Operand& a;
+  const Operand& b;
+  int64_t m, n, k, batches;
+  int64_t es;  // bytes per element
+  GemmTypes types;
+  std::byte* c;
+};
+
+// Evenly spaced batches: one strided-batched call.
+void GemmStrided(cuda::DeviceContext& ctx, const BatchedGemm& g, int64_t stride_a, int64_t stride_b,
+                 const CudaDevice& device) {
+  const auto* base_a = static_cast<const std::byte*>(g.a.t.data());
+  const auto* base_b = static_cast<const std::byte*>(g.b.t.data());
+  const cublasStatus_t status = cublasGemmStridedBatchedEx(
+      ctx.blas, g.b.layout.op, g.a.layout.op, static_cast<int>(g.n), static_cast<int>(g.m), static_cast<int>(g.k),
+      g.types.alpha, base_b + g.b.offsets[0] * g.es, g.types.type, static_cast<int>(g.b.layout.ld), stride_b,
+      base_a + g.a.offsets[0] * g.es, g.types.type, static_cast<int>(g.a.layout.ld), stride_a, g.types.beta, g.c,
+      g.types.type, static_cast<int>(g.n), g.m * g.n, static_cast<int>(g.batches), g.types.compute,
+      CUBLAS_GEMM_DEFAULT);
+  // The message only on failure: formatting it on every call cost more than the call's setup.
+  if (status != CUBLAS_STATUS_SUCCESS) {
+    cuda::ThrowIfCublas(status, absl::StrCat(device.ToString(), ": cublasGemmStridedBatchedEx"));
+  }
+}
+
+// Irregular batch offsets: arrays of per-batch pointers, copied to the device (from
+// pageable memory, so the host vector may go as soon as the call returns).
+void GemmPointers(cuda::DeviceContext& ctx, const BatchedGemm& g, const CudaDevice& device) {
+  const auto* base_a = static_cast<const std::byte*>(g.a.t.data());
+  const auto* base_b = static_cast<const std::byte*>(g.b.t.data());
+  const int64_t batches = g.batches;
+  std::vector<const void*> pointers(3 * batches);
+  for (int64_t i = 0; i < batches; ++i) {
+    pointers[i] = base_b + g.b.offsets[i] * g.es;
+    pointers[batches + i] = base_a + g.a.offsets[i] * g.es;
+    pointers[2 * batches + i] = g.c + i * g.m * g.n * g.es;
+  }
+  cuda::DeviceBuffer table(device, static_cast<int64_t>(pointers.size() * sizeof(void*)));
+  cuda::ThrowIfCuda(cudaMemcpyAsync(table.data(), pointers.data(), pointers.size() * sizeof(void*),
+                                    cudaMemcpyHostToDevice, ctx.stream),
+                    "matmul: cudaMemcpyAsync (batch pointers)");
+  auto* const* ptrs = reinterpret_cast<void* const*>(table.data());
+  cuda::ThrowIfCublas(
+      cublasGemmBatchedEx(ctx.blas, g.b.layout.op, g.a.layout.op, static_cast<int>(g.n), static_cast<int>(g.m),
+                          static_cast<int>(g.k), g.types.alpha, const_cast<const void* const*>(ptrs), g.types.type,
+                          static_cast<int>(g.b.layout.ld), const_cast<const void* const*>(ptrs + batches), g.types.type,
+                          static_cast<int>(g.a.layout.ld), g.types.beta, ptrs + 2 * batches, g.types.type,
+                          static_cast<int>(g.n), static_cast<int>(batches), g.types.compute, CUBLAS_GEMM_DEFAULT),
+      absl::StrCat(device.ToString(), ": cublasGemmBatchedEx"));
+}
+
 }  // namespace
 
 Cuda::Primitive Cuda::matmul(const Primitive& a, const Primitive& b) {
@@ -110,53 +182,23 @@ Cuda::Primitive Cuda::matmul(const Primitive& a, const Primitive& b) {
   for (int64_t v : {m, n, k, pa.layout.ld, pb.layout.ld, batches}) {
     CheckFits(v, "a size", a.shape, b.shape);
   }
-  const bool f64 = a.dtype == DType::kF64;
-  const cudaDataType_t type = CudaType(a.dtype);
-  const cublasComputeType_t compute = f64 ? CUBLAS_COMPUTE_64F : CUBLAS_COMPUTE_32F;
-  const double one64 = 1, zero64 = 0;
-  const float one32 = 1, zero32 = 0;
-  const void* alpha = f64 ? static_cast<const void*>(&one64) : &one32;
-  const void* beta = f64 ? static_cast<const void*>(&zero64) : &zero32;
-  const int64_t es = DTypeSize(a.dtype);
-  const auto* base_a = static_cast<const std::byte*>(pa.t.data());
-  const auto* base_b = static_cast<const std::byte*>(pb.t.data());
-  auto* base_c = static_cast<std::byte*>(out.mutable_data());
-
+  const BatchedGemm gemm{.a = pa,
+                         .b = pb,
+                         .m = m,
+                         .n = n,
+                         .k = k,
+                         .batches = batches,
+                         .es = DTypeSize(a.dtype),
+                         .types = TypesOf(a.dtype),
+                         .c = static_cast<std::byte*>(out.mutable_data())};
   const std::optional<int64_t> stride_a = EvenStride(pa.offsets);
   const std::optional<int64_t> stride_b = EvenStride(pb.offsets);
   std::lock_guard lock(c.blas_mu);
   if (stride_a && stride_b) {
-    const cublasStatus_t status = cublasGemmStridedBatchedEx(
-        c.blas, pb.layout.op, pa.layout.op, static_cast<int>(n), static_cast<int>(m), static_cast<int>(k), alpha,
-        base_b + pb.offsets[0] * es, type, static_cast<int>(pb.layout.ld), *stride_b, base_a + pa.offsets[0] * es, type,
-        static_cast<int>(pa.layout.ld), *stride_a, beta, base_c, type, static_cast<int>(n), m * n,
-        static_cast<int>(batches), compute, CUBLAS_GEMM_DEFAULT);
-    // The message only on failure: formatting it on every call cost more than the call's setup.
-    if (status != CUBLAS_STATUS_SUCCESS) {
-      cuda::ThrowIfCublas(status, absl::StrCat(a.device.ToString(), ": cublasGemmStridedBatchedEx"));
-    }
-    return out;
+    GemmStrided(c, gemm, *stride_a, *stride_b, a.device);
+  } else {
+    GemmPointers(c, gemm, a.device);
   }
-  // Irregular batch offsets: arrays of per-batch pointers, copied to the device (from
-  // pageable memory, so the host vector may go as soon as the call returns).
-  std::vector<const void*> pointers(3 * batches);
-  for (int64_t i = 0; i < batches; ++i) {
-    pointers[i] = base_b + pb.offsets[i] * es;
-    pointers[batches + i] = base_a + pa.offsets[i] * es;
-    pointers[2 * batches + i] = base_c + i * m * n * es;
-  }
-  cuda::DeviceBuffer table(a.device, static_cast<int64_t>(pointers.size() * sizeof(void*)));
-  cuda::ThrowIfCuda(
-      cudaMemcpyAsync(table.data(), pointers.data(), pointers.size() * sizeof(void*), cudaMemcpyHostToDevice, c.stream),
-      "matmul: cudaMemcpyAsync (batch pointers)");
-  auto* const* ptrs = reinterpret_cast<void* const*>(table.data());
-  cuda::ThrowIfCublas(
-      cublasGemmBatchedEx(c.blas, pb.layout.op, pa.layout.op, static_cast<int>(n), static_cast<int>(m),
-                          static_cast<int>(k), alpha, const_cast<const void* const*>(ptrs), type,
-                          static_cast<int>(pb.layout.ld), const_cast<const void* const*>(ptrs + batches), type,
-                          static_cast<int>(pa.layout.ld), beta, ptrs + 2 * batches, type, static_cast<int>(n),
-                          static_cast<int>(batches), compute, CUBLAS_GEMM_DEFAULT),
-      absl::StrCat(a.device.ToString(), ": cublasGemmBatchedEx"));
   return out;
 }
 

@@ -35,6 +35,120 @@ const std::unordered_map<std::string, int>& KernelIds() {
   return *ids;
 }
 
+// Unavailable below Vulkan 1.2 or with fewer than kParamsBytes of push constants.
+absl::Status CheckProperties(const VkPhysicalDeviceProperties& props, const std::string& name) {
+  if (props.apiVersion < VK_API_VERSION_1_2) {
+    return absl::UnavailableError(absl::StrCat(name, " supports Vulkan ", VK_API_VERSION_MAJOR(props.apiVersion), ".",
+                                               VK_API_VERSION_MINOR(props.apiVersion), "; kiln needs 1.2"));
+  }
+  if (props.limits.maxPushConstantsSize < kParamsBytes) {
+    return absl::UnavailableError(absl::StrCat(name, " has ", props.limits.maxPushConstantsSize,
+                                               " bytes of push constants; kiln needs ", kParamsBytes));
+  }
+  return absl::OkStatus();
+}
+
+// The optional features kiln turns on where the device has them.
+struct Features {
+  VkBool32 f64, int64_atomics, storage_16bit;
+};
+
+// Unavailable without the features kiln's kernels need (buffer device addresses, 64-bit integers).
+absl::StatusOr<Features> QueryFeatures(const Functions& vk, VkPhysicalDevice physical, const std::string& name) {
+  VkPhysicalDeviceVulkan11Features f11{.sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_VULKAN_1_1_FEATURES};
+  VkPhysicalDeviceVulkan12Features f12{.sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_VULKAN_1_2_FEATURES, .pNext = &f11};
+  VkPhysicalDeviceFeatures2 f2{.sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_FEATURES_2, .pNext = &f12};
+  vk.vkGetPhysicalDeviceFeatures2(physical, &f2);
+  if (!f12.bufferDeviceAddress || !f2.features.shaderInt64) {
+    return absl::UnavailableError(absl::StrCat(name, " lacks ",
+                                               !f12.bufferDeviceAddress ? "bufferDeviceAddress" : "shaderInt64",
+                                               ", which kiln's kernels need"));
+  }
+  return Features{.f64 = f2.features.shaderFloat64,
+                  .int64_atomics = f12.shaderBufferInt64Atomics,
+                  .storage_16bit = f11.storageBuffer16BitAccess};
+}
+
+// The first queue family that computes; Unavailable when none does.
+absl::StatusOr<uint32_t> ComputeFamily(const Functions& vk, VkPhysicalDevice physical, const std::string& name) {
+  uint32_t families = 0;
+  vk.vkGetPhysicalDeviceQueueFamilyProperties(physical, &families, nullptr);
+  std::vector<VkQueueFamilyProperties> family_props(families);
+  vk.vkGetPhysicalDeviceQueueFamilyProperties(physical, &families, family_props.data());
+  for (uint32_t i = 0; i < families; ++i) {
+    if (family_props[i].queueFlags & VK_QUEUE_COMPUTE_BIT) return i;
+  }
+  return absl::UnavailableError(absl::StrCat(name, " has no compute queue"));
+}
+
+// A logical device with `features` on and one queue from `family`.
+absl::Status CreateDevice(const Functions& vk, VkPhysicalDevice physical, const Features& features, uint32_t family,
+                          VkDevice* device) {
+  VkPhysicalDeviceVulkan11Features enable11{.sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_VULKAN_1_1_FEATURES,
+                                            .storageBuffer16BitAccess = features.storage_16bit};
+  VkPhysicalDeviceVulkan12Features enable12{.sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_VULKAN_1_2_FEATURES,
+                                            .pNext = &enable11,
+                                            .shaderBufferInt64Atomics = features.int64_atomics,
+                                            .bufferDeviceAddress = VK_TRUE};
+  VkPhysicalDeviceFeatures2 enable{.sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_FEATURES_2, .pNext = &enable12};
+  enable.features.shaderInt64 = VK_TRUE;
+  enable.features.shaderFloat64 = features.f64;
+  const float priority = 1.0f;
+  VkDeviceQueueCreateInfo queue{.sType = VK_STRUCTURE_TYPE_DEVICE_QUEUE_CREATE_INFO,
+                                .queueFamilyIndex = family,
+                                .queueCount = 1,
+                                .pQueuePriorities = &priority};
+  VkDeviceCreateInfo info{.sType = VK_STRUCTURE_TYPE_DEVICE_CREATE_INFO,
+                          .pNext = &enable,
+                          .queueCreateInfoCount = 1,
+                          .pQueueCreateInfos = &queue};
+  return Check(vk.vkCreateDevice(physical, &info, nullptr, device), "vkCreateDevice");
+}
+
+// The command pool of `family`'s queue and the pipeline layout every kernel shares (push
+// constants only).
+absl::Status CreatePoolAndLayout(const Functions& vk, VkDevice device, uint32_t family, VkCommandPool* command_pool,
+                                 VkPipelineLayout* layout) {
+  VkCommandPoolCreateInfo pool{.sType = VK_STRUCTURE_TYPE_COMMAND_POOL_CREATE_INFO,
+                               .flags = VK_COMMAND_POOL_CREATE_RESET_COMMAND_BUFFER_BIT,
+                               .queueFamilyIndex = family};
+  if (absl::Status s = Check(vk.vkCreateCommandPool(device, &pool, nullptr, command_pool), "vkCreateCommandPool");
+      !s.ok()) {
+    return s;
+  }
+  VkPushConstantRange range{.stageFlags = VK_SHADER_STAGE_COMPUTE_BIT, .offset = 0, .size = kParamsBytes};
+  VkPipelineLayoutCreateInfo info{.sType = VK_STRUCTURE_TYPE_PIPELINE_LAYOUT_CREATE_INFO,
+                                  .pushConstantRangeCount = 1,
+                                  .pPushConstantRanges = &range};
+  return Check(vk.vkCreatePipelineLayout(device, &info, nullptr, layout), "vkCreatePipelineLayout");
+}
+
+// The memory types of the context's two pools, and whether device memory is mapped.
+struct MemoryTypes {
+  uint32_t device, staging;
+  bool mapped;
+};
+
+// Device memory: device-local. On a device that shares memory with the host (an integrated
+// GPU, lavapipe) it is host-visible too, and transfers are plain copies; a discrete GPU goes
+// through host-visible staging memory and copies on the queue.
+absl::StatusOr<MemoryTypes> ChooseMemoryTypes(const Functions& vk, VkPhysicalDevice physical, VkPhysicalDeviceType type,
+                                              bool force_staging, const std::string& name) {
+  VkPhysicalDeviceMemoryProperties memory;
+  vk.vkGetPhysicalDeviceMemoryProperties(physical, &memory);
+  const bool unified = type == VK_PHYSICAL_DEVICE_TYPE_INTEGRATED_GPU || type == VK_PHYSICAL_DEVICE_TYPE_CPU;
+  const VkMemoryPropertyFlags host = VK_MEMORY_PROPERTY_HOST_VISIBLE_BIT | VK_MEMORY_PROPERTY_HOST_COHERENT_BIT;
+  const auto unified_type = FindMemoryType(memory, ~0u, VK_MEMORY_PROPERTY_DEVICE_LOCAL_BIT | host);
+  const auto local_type = FindMemoryType(memory, ~0u, VK_MEMORY_PROPERTY_DEVICE_LOCAL_BIT);
+  auto staging_type = FindMemoryType(memory, ~0u, host | VK_MEMORY_PROPERTY_HOST_CACHED_BIT);
+  if (!staging_type) staging_type = FindMemoryType(memory, ~0u, host);
+  if (!staging_type) return absl::UnavailableError(absl::StrCat(name, " has no host-visible memory"));
+  const bool mapped = unified && unified_type && !force_staging;
+  return MemoryTypes{.device = mapped ? *unified_type : local_type.value_or(*staging_type),
+                     .staging = *staging_type,
+                     .mapped = mapped};
+}
+
 }  // namespace
 
 int KernelId(absl::string_view name) {
@@ -56,101 +170,28 @@ absl::StatusOr<std::unique_ptr<Context>> Context::Create(VkPhysicalDevice physic
   // A GPU needs thousands of invocations per core to hide latency; a CPU implementation
   // (lavapipe) pays per workgroup and wants a few per thread.
   c->fill_groups_ = props.deviceType == VK_PHYSICAL_DEVICE_TYPE_CPU ? 16 : 2048;
-  if (props.apiVersion < VK_API_VERSION_1_2) {
-    return absl::UnavailableError(absl::StrCat(c->name_, " supports Vulkan ", VK_API_VERSION_MAJOR(props.apiVersion),
-                                               ".", VK_API_VERSION_MINOR(props.apiVersion), "; kiln needs 1.2"));
-  }
-  if (props.limits.maxPushConstantsSize < kParamsBytes) {
-    return absl::UnavailableError(absl::StrCat(c->name_, " has ", props.limits.maxPushConstantsSize,
-                                               " bytes of push constants; kiln needs ", kParamsBytes));
-  }
+  if (absl::Status s = CheckProperties(props, c->name_); !s.ok()) return s;
 
-  VkPhysicalDeviceVulkan11Features f11{.sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_VULKAN_1_1_FEATURES};
-  VkPhysicalDeviceVulkan12Features f12{.sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_VULKAN_1_2_FEATURES, .pNext = &f11};
-  VkPhysicalDeviceFeatures2 f2{.sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_FEATURES_2, .pNext = &f12};
-  vk.vkGetPhysicalDeviceFeatures2(physical, &f2);
-  if (!f12.bufferDeviceAddress || !f2.features.shaderInt64) {
-    return absl::UnavailableError(absl::StrCat(c->name_, " lacks ",
-                                               !f12.bufferDeviceAddress ? "bufferDeviceAddress" : "shaderInt64",
-                                               ", which kiln's kernels need"));
-  }
-  c->has_f64_ = f2.features.shaderFloat64;
-  c->has_int64_atomics_ = f12.shaderBufferInt64Atomics;
+  const absl::StatusOr<Features> features = QueryFeatures(vk, physical, c->name_);
+  if (!features.ok()) return features.status();
+  c->has_f64_ = features->f64;
+  c->has_int64_atomics_ = features->int64_atomics;
   // bf16 and f16 tensors are 2-byte elements that kernels load and store as uint16_t.
-  c->has_16bit_storage_ = c->has_16bit_storage_real_ = f11.storageBuffer16BitAccess;
-  VkPhysicalDeviceVulkan11Features enable11{.sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_VULKAN_1_1_FEATURES,
-                                            .storageBuffer16BitAccess = f11.storageBuffer16BitAccess};
-  VkPhysicalDeviceVulkan12Features enable12{.sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_VULKAN_1_2_FEATURES,
-                                            .pNext = &enable11,
-                                            .shaderBufferInt64Atomics = f12.shaderBufferInt64Atomics,
-                                            .bufferDeviceAddress = VK_TRUE};
-  VkPhysicalDeviceFeatures2 enable{.sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_FEATURES_2, .pNext = &enable12};
-  enable.features.shaderInt64 = VK_TRUE;
-  enable.features.shaderFloat64 = f2.features.shaderFloat64;
-
-  uint32_t families = 0;
-  vk.vkGetPhysicalDeviceQueueFamilyProperties(physical, &families, nullptr);
-  std::vector<VkQueueFamilyProperties> family_props(families);
-  vk.vkGetPhysicalDeviceQueueFamilyProperties(physical, &families, family_props.data());
-  std::optional<uint32_t> family;
-  for (uint32_t i = 0; i < families; ++i) {
-    if (family_props[i].queueFlags & VK_QUEUE_COMPUTE_BIT) {
-      family = i;
-      break;
-    }
-  }
-  if (!family) return absl::UnavailableError(absl::StrCat(c->name_, " has no compute queue"));
-  const float priority = 1.0f;
-  VkDeviceQueueCreateInfo queue{.sType = VK_STRUCTURE_TYPE_DEVICE_QUEUE_CREATE_INFO,
-                                .queueFamilyIndex = *family,
-                                .queueCount = 1,
-                                .pQueuePriorities = &priority};
-  VkDeviceCreateInfo info{.sType = VK_STRUCTURE_TYPE_DEVICE_CREATE_INFO,
-                          .pNext = &enable,
-                          .queueCreateInfoCount = 1,
-                          .pQueueCreateInfos = &queue};
-  if (absl::Status s = Check(vk.vkCreateDevice(physical, &info, nullptr, &c->device_), "vkCreateDevice"); !s.ok()) {
-    return s;
-  }
+  c->has_16bit_storage_ = c->has_16bit_storage_real_ = features->storage_16bit;
+  const absl::StatusOr<uint32_t> family = ComputeFamily(vk, physical, c->name_);
+  if (!family.ok()) return family.status();
+  if (absl::Status s = CreateDevice(vk, physical, *features, *family, &c->device_); !s.ok()) return s;
   vk.vkGetDeviceQueue(c->device_, *family, 0, &c->queue_);
-  VkCommandPoolCreateInfo pool{.sType = VK_STRUCTURE_TYPE_COMMAND_POOL_CREATE_INFO,
-                               .flags = VK_COMMAND_POOL_CREATE_RESET_COMMAND_BUFFER_BIT,
-                               .queueFamilyIndex = *family};
-  if (absl::Status s =
-          Check(vk.vkCreateCommandPool(c->device_, &pool, nullptr, &c->command_pool_), "vkCreateCommandPool");
-      !s.ok()) {
-    return s;
-  }
-  VkPushConstantRange range{.stageFlags = VK_SHADER_STAGE_COMPUTE_BIT, .offset = 0, .size = kParamsBytes};
-  VkPipelineLayoutCreateInfo layout{.sType = VK_STRUCTURE_TYPE_PIPELINE_LAYOUT_CREATE_INFO,
-                                    .pushConstantRangeCount = 1,
-                                    .pPushConstantRanges = &range};
-  if (absl::Status s =
-          Check(vk.vkCreatePipelineLayout(c->device_, &layout, nullptr, &c->layout_), "vkCreatePipelineLayout");
-      !s.ok()) {
-    return s;
-  }
+  if (absl::Status s = CreatePoolAndLayout(vk, c->device_, *family, &c->command_pool_, &c->layout_); !s.ok()) return s;
   c->pipelines_.assign(std::size(spirv::kAll), VK_NULL_HANDLE);
 
-  // Device memory: device-local. On a device that shares memory with the host (an integrated
-  // GPU, lavapipe) it is host-visible too, and transfers are plain copies; a discrete GPU goes
-  // through host-visible staging memory and copies on the queue.
-  VkPhysicalDeviceMemoryProperties memory;
-  vk.vkGetPhysicalDeviceMemoryProperties(physical, &memory);
-  const bool unified =
-      props.deviceType == VK_PHYSICAL_DEVICE_TYPE_INTEGRATED_GPU || props.deviceType == VK_PHYSICAL_DEVICE_TYPE_CPU;
-  const VkMemoryPropertyFlags host = VK_MEMORY_PROPERTY_HOST_VISIBLE_BIT | VK_MEMORY_PROPERTY_HOST_COHERENT_BIT;
-  const auto unified_type = FindMemoryType(memory, ~0u, VK_MEMORY_PROPERTY_DEVICE_LOCAL_BIT | host);
-  const auto local_type = FindMemoryType(memory, ~0u, VK_MEMORY_PROPERTY_DEVICE_LOCAL_BIT);
-  auto staging_type = FindMemoryType(memory, ~0u, host | VK_MEMORY_PROPERTY_HOST_CACHED_BIT);
-  if (!staging_type) staging_type = FindMemoryType(memory, ~0u, host);
-  if (!staging_type) return absl::UnavailableError(absl::StrCat(c->name_, " has no host-visible memory"));
-  c->mapped_ = unified && unified_type && !force_staging;
+  const absl::StatusOr<MemoryTypes> types = ChooseMemoryTypes(vk, physical, props.deviceType, force_staging, c->name_);
+  if (!types.ok()) return types.status();
+  c->mapped_ = types->mapped;
   const absl::StatusOr<int64_t> limit = MemoryLimitFromEnv();
   if (!limit.ok()) return limit.status();
-  c->device_pool_ = MemoryPool(c.get(), c->device_, c->mapped_ ? *unified_type : local_type.value_or(*staging_type),
-                               c->mapped_, *limit);
-  c->staging_pool_ = MemoryPool(c.get(), c->device_, *staging_type, /*host_visible=*/true);
+  c->device_pool_ = MemoryPool(c.get(), c->device_, types->device, c->mapped_, *limit);
+  c->staging_pool_ = MemoryPool(c.get(), c->device_, types->staging, /*host_visible=*/true);
   return c;
 }
 

@@ -214,64 +214,68 @@ absl::Status CheckRendezvousAddress(const std::string& address) {
                                                  ": expected file:///absolute/shared/dir or redis://host[:port]"));
 }
 
-absl::StatusOr<std::optional<LaunchEnv>> ReadLaunchEnv(const GetEnv& getenv) {
-  const Family* family = nullptr;
+namespace {
+
+// The launcher that set a rank and a world size; nullptr when none did.
+absl::StatusOr<const Family*> FindFamily(const GetEnv& getenv) {
   for (const Family& f : kFamilies) {
     const bool rank = getenv(f.rank) != nullptr, size = getenv(f.world_size) != nullptr;
     if (rank != size) {
       return absl::InvalidArgumentError(absl::StrCat(rank ? f.rank : f.world_size, " is set but ",
                                                      rank ? f.world_size : f.rank, " is not; a launcher sets both"));
     }
-    if (rank) {
-      family = &f;
-      break;
-    }
+    if (rank) return &f;
   }
-  if (family == nullptr) return std::nullopt;
+  return nullptr;
+}
 
-  LaunchEnv env;
-  env.source = family->source;
-  absl::StatusOr<int64_t> size = Int(getenv, family->world_size, 1);
+// The world size, rank, local world size and local rank, each checked against the others.
+absl::Status ReadRanks(const GetEnv& getenv, const Family& family, LaunchEnv& env) {
+  absl::StatusOr<int64_t> size = Int(getenv, family.world_size, 1);
   if (!size.ok()) return size.status();
   if (*size < 1) {
     return absl::InvalidArgumentError(
-        absl::StrCat(family->world_size, "=", *size, ": the world size must be at least 1"));
+        absl::StrCat(family.world_size, "=", *size, ": the world size must be at least 1"));
   }
   if (*size > kMaxWorldSize) {
     return absl::InvalidArgumentError(
-        absl::StrCat(family->world_size, "=", *size, ": the world size must be at most ", kMaxWorldSize));
+        absl::StrCat(family.world_size, "=", *size, ": the world size must be at most ", kMaxWorldSize));
   }
-  absl::StatusOr<int64_t> rank = Int(getenv, family->rank, 0);
+  absl::StatusOr<int64_t> rank = Int(getenv, family.rank, 0);
   if (!rank.ok()) return rank.status();
   if (*rank < 0 || *rank >= *size) {
-    return absl::InvalidArgumentError(absl::StrCat(family->rank, "=", *rank, " is out of range for ",
-                                                   family->world_size, "=", *size, " (ranks are 0..", *size - 1, ")"));
+    return absl::InvalidArgumentError(absl::StrCat(family.rank, "=", *rank, " is out of range for ", family.world_size,
+                                                   "=", *size, " (ranks are 0..", *size - 1, ")"));
   }
   const char* local_size_name = nullptr;
-  absl::StatusOr<int64_t> local_size = LocalWorldSize(getenv, *family, &local_size_name);
+  absl::StatusOr<int64_t> local_size = LocalWorldSize(getenv, family, &local_size_name);
   if (!local_size.ok()) return local_size.status();
   if (*local_size < 1 || *local_size > *size) {
     return absl::InvalidArgumentError(
-        absl::StrCat(local_size_name, "=", *local_size, " must be in 1..", family->world_size, "=", *size));
+        absl::StrCat(local_size_name, "=", *local_size, " must be in 1..", family.world_size, "=", *size));
   }
   if (*local_size > kMaxLocalWorldSize) {
     return absl::InvalidArgumentError(absl::StrCat(local_size_name, "=", *local_size, " must be at most ",
                                                    kMaxLocalWorldSize, " (ranks on one machine)"));
   }
-  absl::StatusOr<int64_t> local_rank = Int(getenv, family->local_rank, 0);
+  absl::StatusOr<int64_t> local_rank = Int(getenv, family.local_rank, 0);
   if (!local_rank.ok()) return local_rank.status();
   if (*local_rank < 0 || *local_rank >= *local_size) {
-    return absl::InvalidArgumentError(absl::StrCat(family->local_rank, "=", *local_rank, " is out of range for ",
+    return absl::InvalidArgumentError(absl::StrCat(family.local_rank, "=", *local_rank, " is out of range for ",
                                                    *local_size, " rank(s) on this machine (", local_size_name, ")"));
   }
   env.world_size = static_cast<int>(*size);
   env.rank = static_cast<int>(*rank);
   env.local_world_size = static_cast<int>(*local_size);
   env.local_rank = static_cast<int>(*local_rank);
+  return absl::OkStatus();
+}
 
+// KILN_RENDEZVOUS, which a launched process must have.
+absl::Status ReadRendezvous(const GetEnv& getenv, const Family& family, LaunchEnv& env) {
   const char* rendezvous = getenv("KILN_RENDEZVOUS");
   if (rendezvous == nullptr || *rendezvous == '\0') {
-    return absl::InvalidArgumentError(absl::StrCat(family->rank, " and ", family->world_size,
+    return absl::InvalidArgumentError(absl::StrCat(family.rank, " and ", family.world_size,
                                                    " are set but KILN_RENDEZVOUS is not; set it to "
                                                    "file:///shared/dir or redis://host:port, the same for every rank"));
   }
@@ -279,6 +283,11 @@ absl::StatusOr<std::optional<LaunchEnv>> ReadLaunchEnv(const GetEnv& getenv) {
   if (absl::Status s = CheckRendezvousAddress(env.rendezvous); !s.ok()) {
     return absl::InvalidArgumentError(absl::StrCat("KILN_RENDEZVOUS: ", s.message()));
   }
+  return absl::OkStatus();
+}
+
+// The run id: KILN_RUN_ID, else Slurm's job and step; none when neither is set.
+absl::Status ReadRunId(const GetEnv& getenv, LaunchEnv& env) {
   if (const char* id = getenv("KILN_RUN_ID"); id != nullptr) {
     if (absl::Status s = CheckText("KILN_RUN_ID", "=", id, kMaxRunIdLength); !s.ok()) return s;
     env.run_id = id;
@@ -289,8 +298,12 @@ absl::StatusOr<std::optional<LaunchEnv>> ReadLaunchEnv(const GetEnv& getenv) {
     if (absl::Status s = CheckText("SLURM_STEP_ID", "=", step, kMaxSlurmIdLength); !s.ok()) return s;
     env.run_id = absl::StrCat("slurm-", job, ".", step);
   }
-  // The generation: tools/launch's count wins over Slurm's (launch may run inside a requeued
-  // job, whose count then says nothing about launch's own restarts).
+  return absl::OkStatus();
+}
+
+// The generation: tools/launch's count wins over Slurm's (launch may run inside a requeued
+// job, whose count then says nothing about launch's own restarts).
+absl::Status ReadGeneration(const GetEnv& getenv, LaunchEnv& env) {
   for (const char* name : {"KILN_RESTART_COUNT", "SLURM_RESTART_COUNT"}) {
     const char* value = getenv(name);
     if (value == nullptr) continue;
@@ -307,6 +320,22 @@ absl::StatusOr<std::optional<LaunchEnv>> ReadLaunchEnv(const GetEnv& getenv) {
   if (env.restart_count > 0) {
     env.run_id = absl::StrCat(env.run_id, env.run_id.empty() ? "" : ".", "restart-", env.restart_count);
   }
+  return absl::OkStatus();
+}
+
+}  // namespace
+
+absl::StatusOr<std::optional<LaunchEnv>> ReadLaunchEnv(const GetEnv& getenv) {
+  const absl::StatusOr<const Family*> family = FindFamily(getenv);
+  if (!family.ok()) return family.status();
+  if (*family == nullptr) return std::nullopt;
+
+  LaunchEnv env;
+  env.source = (*family)->source;
+  if (absl::Status s = ReadRanks(getenv, **family, env); !s.ok()) return s;
+  if (absl::Status s = ReadRendezvous(getenv, **family, env); !s.ok()) return s;
+  if (absl::Status s = ReadRunId(getenv, env); !s.ok()) return s;
+  if (absl::Status s = ReadGeneration(getenv, env); !s.ok()) return s;
   if (const char* host = getenv("KILN_HOST"); host != nullptr) {
     if (absl::Status s = CheckText("KILN_HOST", "=", host, kMaxHostLength); !s.ok()) return s;
     env.host = host;
