@@ -91,12 +91,13 @@ TEST_P(BackendCollectives, LargeAllReducesExact) { ExpectAllPassed(Run("large"))
 
 TEST_P(BackendCollectives, AutodiffBackwardIsACollectiveOverTheWorld) { ExpectAllPassed(Run("autodiff")); }
 
+// "vulkan_2x2": the backend, then processes x devices per process.
+std::string CaseName(const ::testing::TestParamInfo<OnBackend>& info) {
+  return absl::StrCat(info.param.backend, "_", info.param.shape.processes, "x", info.param.shape.devices);
+}
+
 INSTANTIATE_TEST_SUITE_P(Backends, BackendCollectives,
-                         ::testing::ValuesIn(EveryBackend({{1, 1}, {1, 2}, {2, 1}, {2, 2}, {3, 1}})),
-                         [](const auto& info) {
-                           return absl::StrCat(info.param.backend, "_", info.param.shape.processes, "x",
-                                               info.param.shape.devices);
-                         });
+                         ::testing::ValuesIn(EveryBackend({{1, 1}, {1, 2}, {2, 1}, {2, 2}, {3, 1}})), CaseName);
 
 // Calls that differ across ranks, on every backend: each rank names both calls, and the group
 // goes on.
@@ -133,11 +134,7 @@ TEST_P(BackendErrors, MismatchedDtypesFailOnEveryRank) {
   }
 }
 
-INSTANTIATE_TEST_SUITE_P(Backends, BackendErrors, ::testing::ValuesIn(EveryBackend({{2, 1}, {2, 2}})),
-                         [](const auto& info) {
-                           return absl::StrCat(info.param.backend, "_", info.param.shape.processes, "x",
-                                               info.param.shape.devices);
-                         });
+INSTANTIATE_TEST_SUITE_P(Backends, BackendErrors, ::testing::ValuesIn(EveryBackend({{2, 1}, {2, 2}})), CaseName);
 
 // On the CPU: DataParallel across processes against the same in one process.
 class Collectives : public ::testing::TestWithParam<Shape> {};
