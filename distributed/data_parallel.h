@@ -4,6 +4,10 @@
 // every replica at once, all-reduces the gradients during backward (GradientSync), and steps
 // every replica's optimizer on the same averaged gradients, so the replicas stay identical.
 // With a process group in the device group, the same holds over every device of every process.
+// SyncOptions::sharding splits the optimizer state and update (kOptimizer, ZeRO-1) and the
+// gradients too (kGradients, ZeRO-2) over the members (sharded_update.h): each member then
+// keeps 1/N of them, and the replicas still end every step bit-identical, and identical to
+// an unsharded run's (clipping aside: its norm is summed in another order).
 #ifndef KILN_DISTRIBUTED_DATA_PARALLEL_H_
 #define KILN_DISTRIBUTED_DATA_PARALLEL_H_
 
@@ -14,6 +18,7 @@
 #include "distributed/autodiff_group.h"
 #include "distributed/gradient_sync.h"
 #include "distributed/member_threads.h"
+#include "distributed/sharded_update.h"
 #include "nn/clip.h"
 #include "nn/loss_scaler.h"
 #include "nn/module.h"
@@ -33,23 +38,83 @@ class DataParallel {
                                                               std::shared_ptr<DeviceGroup<AD>> group,
                                                               const OptimizerFactory& make_optimizer,
                                                               SyncOptions options = {}) {
-    std::unique_ptr<DataParallel> dp(new DataParallel(std::move(group)));
+    if (options.sharding == Sharding::kParameters) {
+      return absl::UnimplementedError(
+          "DataParallel: sharding 'parameters' (ZeRO-3) is not built yet; use none, optimizer or gradients");
+    }
+    std::unique_ptr<DataParallel> dp(new DataParallel(std::move(group), make_optimizer, options.sharding));
     const int n = dp->group_->size();
     for (int r = 0; r < n; ++r) {
       dp->replicas_.push_back(model.clone_to(dp->group_->devices()[r]));
       dp->optimizers_.push_back(make_optimizer());
     }
+    if (absl::Status s = dp->CheckShardingAgrees(); !s.ok()) return s;
     if (absl::Status s = dp->BroadcastParameters(); !s.ok()) return s;
     for (int r = 0; r < n; ++r) {
       dp->syncs_.push_back(std::make_unique<GradientSync<B>>(dp->group_->inner(), r, *dp->replicas_[r], options));
+      if (options.sharding == Sharding::kNone) continue;
+      dp->shards_.push_back(
+          std::make_unique<ShardedUpdate<B>>(dp->group_->inner(), r, *dp->replicas_[r], dp->syncs_[r]->buckets()));
     }
     return dp;
   }
 
   int size() const { return group_->size(); }
+  Sharding sharding() const { return sharding_; }
   nn::Module<AD>& replica(int member) { return *replicas_[member]; }
+  // Member r's optimizer; sharded, its state holds only the member's chunks (see FullOptimizer).
   nn::Optimizer<B>& optimizer(int member) { return *optimizers_[member]; }
   GradientSync<B>& sync(int member) { return *syncs_[member]; }
+  // A new optimizer from the factory Create was given (unstepped, empty state).
+  std::unique_ptr<nn::Optimizer<B>> NewOptimizer() const { return make_optimizer_(); }
+
+  // The optimizer as one unsharded member holds it: every slot at its parameter's shape (on
+  // member 0's device), the step count and rate. What a checkpoint saves. Unsharded, member
+  // 0's own; sharded, the members' chunks all-gathered: a collective, which every rank calls at
+  // the same step (from the thread that calls Step: it runs the members itself).
+  absl::StatusOr<std::shared_ptr<const nn::Optimizer<B>>> FullOptimizer() {
+    if (shards_.empty()) return std::shared_ptr<const nn::Optimizer<B>>(std::shared_ptr<void>(), optimizers_[0].get());
+    std::shared_ptr<nn::Optimizer<B>> full = make_optimizer_();
+    typename nn::Optimizer<B>::State state;
+    const absl::Status status = threads_.Run([&](int r) -> absl::Status {
+      for (const std::string& slot : optimizers_[r]->slots()) {
+        std::vector<Tensor<B>> chunks;
+        for (const std::string& path : shards_[r]->paths()) {
+          const auto it = optimizers_[r]->state().find(slot + "/" + path);
+          if (it != optimizers_[r]->state().end()) chunks.push_back(it->second);
+        }
+        if (chunks.empty()) continue;  // not stepped yet
+        if (chunks.size() != shards_[r]->paths().size()) {
+          return absl::InternalError(absl::StrCat("DataParallel: member ", r, " has slot ", slot, " for ",
+                                                  chunks.size(), " of ", shards_[r]->paths().size(), " parameters"));
+        }
+        auto all = shards_[r]->GatherAll(chunks, slot);
+        if (!all.ok()) return all.status();
+        if (r != 0) continue;  // only member 0 writes `state`
+        for (size_t i = 0; i < chunks.size(); ++i) state.emplace(slot + "/" + shards_[r]->paths()[i], (*all)[i]);
+      }
+      return absl::OkStatus();
+    });
+    if (!status.ok()) return status;
+    full->load_state(std::move(state), optimizers_[0]->steps());
+    full->set_lr(optimizers_[0]->lr());
+    return std::shared_ptr<const nn::Optimizer<B>>(std::move(full));
+  }
+
+  // Every member's optimizer from an unsharded one (FullOptimizer's form, as a checkpoint holds
+  // it): its step count, rate and state, each slot cut to the member's chunk when sharded.
+  void LoadFullOptimizer(const nn::Optimizer<B>& full) {
+    for (int r = 0; r < size(); ++r) {
+      typename nn::Optimizer<B>::State state;
+      const auto device = group_->devices()[r];
+      for (const auto& [key, t] : full.state()) {
+        const Tensor<B> here = t.to(device);
+        state.emplace(key, shards_.empty() ? here : ChunkOf(here, group_->global_rank(r), group_->global_size()));
+      }
+      optimizers_[r]->load_state(std::move(state), full.steps());
+      optimizers_[r]->set_lr(full.lr());
+    }
+  }
   // Every member's random streams (its replica's named_generators, in order) over every
   // process, by global member index then stream: what a checkpoint keeps of them. A collective
   // when the model has any: every rank calls it at the same step.
@@ -169,19 +234,9 @@ class DataParallel {
     Tensor<B> share = l.detach().inner().to(DType::kF64);
     if (end - begin != total) share = share * static_cast<double>(end - begin) / static_cast<double>(total);
     const auto local = (weight == 1.0 ? l : l * weight).backward();
-    absl::StatusOr<Gradients<B>> synced = syncs_[r]->Finish(local);
-    if (!synced.ok()) return synced.status();
-    bool skip = false;
-    if (scaler_) {
-      absl::StatusOr<bool> overflow = Overflowed(r, *synced, scale);
-      if (!overflow.ok()) return overflow.status();
-      skip = *overflow;
-    }
-    if (r < static_cast<int>(overflowed_.size())) overflowed_[r] = skip;
-    if (!skip) {
-      if (clip_grad_norm_ > 0) nn::ClipGradNorm(*replicas_[r], *synced, clip_grad_norm_);
-      optimizers_[r]->step(*replicas_[r], *synced);
-    }
+    absl::StatusOr<bool> skipped = shards_.empty() ? ReplicatedUpdate(r, local, scale) : ShardedStep(r, scale);
+    if (!skipped.ok()) return skipped.status();
+    if (r < static_cast<int>(overflowed_.size())) overflowed_[r] = *skipped;
     if (group_->processes() > 1) {  // the other processes' shares of the loss
       auto sum = group_->inner().AllReduce(r, share.reshape({1}), ReduceOp::kSum, "loss");
       if (!sum.ok()) return sum.status();
@@ -197,7 +252,63 @@ class DataParallel {
   double clip_grad_norm() const { return clip_grad_norm_; }
 
  private:
-  explicit DataParallel(std::shared_ptr<DeviceGroup<AD>> group) : group_(std::move(group)), threads_(group_->size()) {}
+  DataParallel(std::shared_ptr<DeviceGroup<AD>> group, OptimizerFactory make_optimizer, Sharding sharding)
+      : group_(std::move(group)),
+        make_optimizer_(std::move(make_optimizer)),
+        sharding_(sharding),
+        threads_(group_->size()) {}
+
+  // Member r's update from its replica's local gradients, every member doing the whole update
+  // on the same all-reduced gradients. Returns whether it skipped (loss-scale overflow).
+  absl::StatusOr<bool> ReplicatedUpdate(int r, const Gradients<B>& local, double scale) {
+    absl::StatusOr<Gradients<B>> synced = syncs_[r]->Finish(local);
+    if (!synced.ok()) return synced.status();
+    if (scaler_) {
+      absl::StatusOr<bool> overflow = Overflowed(r, *synced, scale);
+      if (!overflow.ok() || *overflow) return overflow;
+    }
+    if (clip_grad_norm_ > 0) nn::ClipGradNorm(*replicas_[r], *synced, clip_grad_norm_);
+    optimizers_[r]->step(*replicas_[r], *synced);
+    return false;
+  }
+
+  // The same, sharded: member r updates its chunks, then every member's are gathered.
+  absl::StatusOr<bool> ShardedStep(int r, double scale) {
+    absl::StatusOr<std::vector<Tensor<B>>> chunks = syncs_[r]->FinishShards();
+    if (!chunks.ok()) return chunks.status();
+    ShardedUpdate<B>& shard = *shards_[r];
+    if (scaler_) {
+      absl::StatusOr<bool> overflow = shard.Unscale(*chunks, scale);
+      if (!overflow.ok() || *overflow) return overflow;
+    }
+    if (clip_grad_norm_ > 0) {
+      if (absl::StatusOr<double> norm = shard.Clip(*chunks, clip_grad_norm_); !norm.ok()) return norm.status();
+    }
+    if (absl::Status s = shard.Step(*optimizers_[r], *chunks); !s.ok()) return s;
+    return false;
+  }
+
+  // Across processes, every rank must shard alike (or they would run different collectives):
+  // each learns every rank's stage, so all fail alike, naming the first that differs.
+  absl::Status CheckShardingAgrees() {
+    if (group_->processes() == 1) return absl::OkStatus();
+    return threads_.Run([&](int r) -> absl::Status {
+      const auto mine =
+          Tensor<B>::from_vector(std::vector<int64_t>{static_cast<int64_t>(sharding_)}, {1}, group_->devices()[r]);
+      auto all = group_->inner().AllGather(r, mine, "sharding");
+      if (!all.ok()) return all.status();
+      const TensorData host = all->to_data();
+      const absl::Span<const int64_t> stages = host.values<int64_t>();
+      for (size_t g = 0; g < stages.size(); ++g) {
+        if (stages[g] == stages[0]) continue;
+        return absl::InvalidArgumentError(
+            absl::StrCat("DataParallel: the ranks disagree on sharding: global member 0 shards '",
+                         ShardingName(static_cast<Sharding>(stages[0])), "' but global member ", g, " shards '",
+                         ShardingName(static_cast<Sharding>(stages[g])), "'; pass every rank the same --shard"));
+      }
+      return absl::OkStatus();
+    });
+  }
 
   // Unscales member r's synced gradients; whether any member of any rank found inf or NaN.
   absl::StatusOr<bool> Overflowed(int r, Gradients<B>& synced, double scale) {
@@ -239,6 +350,8 @@ class DataParallel {
   }
 
   std::shared_ptr<DeviceGroup<AD>> group_;
+  OptimizerFactory make_optimizer_;
+  Sharding sharding_;
   std::vector<std::unique_ptr<nn::Module<AD>>> replicas_;
   std::vector<std::unique_ptr<nn::Optimizer<B>>> optimizers_;
   double clip_grad_norm_ = 0;
@@ -246,6 +359,7 @@ class DataParallel {
   std::vector<char> overflowed_;  // per member, in the current step (char: written by each member's thread)
   bool last_step_skipped_ = false;
   std::vector<std::unique_ptr<GradientSync<B>>> syncs_;
+  std::vector<std::unique_ptr<ShardedUpdate<B>>> shards_;  // per member when sharded
   MemberThreads threads_;
 };
 

@@ -6,6 +6,10 @@
 // bucket, so members cannot mix rounds. A parameter a step did not use counts as a zero
 // gradient when the step finishes. With sync turned off, gradients accumulate locally and
 // are all-reduced, summed, on the next step that syncs (micro-batches).
+// Sharded (SyncOptions::sharding, shard_layout.h): each bucket travels member-major and each
+// member keeps only its chunk of every gradient (FinishShards), from an all-reduce
+// (kOptimizer) or, halving the bytes moved and never holding the others' part, a
+// reduce-scatter (kGradients and kParameters).
 #ifndef KILN_DISTRIBUTED_GRADIENT_SYNC_H_
 #define KILN_DISTRIBUTED_GRADIENT_SYNC_H_
 
@@ -20,6 +24,8 @@
 #include "absl/container/flat_hash_map.h"
 #include "autodiff/autodiff.h"
 #include "distributed/device_group.h"
+#include "distributed/shard_layout.h"
+#include "distributed/sharding.h"
 #include "nn/module.h"
 
 namespace kiln::distributed {
@@ -32,6 +38,9 @@ struct SyncOptions {
   // it, the reduction accumulates in f32 and rounds once, and every member widens the same
   // result back, so replicas stay identical.
   std::optional<DType> reduce_dtype;
+  // What data parallelism shards (sharding.h); the gradient sync shards the gradients for
+  // every stage but kNone.
+  Sharding sharding = Sharding::kNone;
 };
 
 template <Backend B>
@@ -89,6 +98,8 @@ class GradientSync {
     state_->enabled = on;
   }
   int bucket_count() const { return static_cast<int>(state_->buckets.size()); }
+  // Each bucket's parameter indices, in the order buckets are reduced.
+  const std::vector<std::vector<int>>& buckets() const { return state_->buckets; }
   // How many buckets of the last finished step were full, and so handed to communication,
   // before Finish: while backward was still running.
   int buckets_started_in_backward() const {
@@ -97,27 +108,35 @@ class GradientSync {
   }
 
   // After backward: the all-reduced gradients of every parameter (those a step left without a
-  // gradient count as zero). With sync off it returns `local` unchanged.
+  // gradient count as zero). With sync off it returns `local` unchanged. Not when sharded.
   absl::StatusOr<Gradients<B>> Finish(const Gradients<B>& local) {
     State& s = *state_;
+    if (s.sharded()) return absl::FailedPreconditionError("gradient sync: sharded; call FinishShards");
     std::unique_lock lock(s.mu);
     if (!s.error.ok()) return s.error;
     if (!s.enabled) return local;
-    s.started_in_backward = 0;
-    for (int left : s.remaining) s.started_in_backward += left == 0;
-    for (size_t i = 0; i < s.names.size(); ++i) {
-      if (!s.grads[i]) {  // unused this step: its accumulated gradient, or zero
-        s.Deliver(static_cast<int>(i),
-                  s.pending[i] ? *s.pending[i] : B::full(s.shapes[i], 0, s.dtypes[i], s.group.devices()[s.member]));
-      }
-    }
-    s.cv.notify_all();
-    s.cv.wait(lock, [&] { return s.done == static_cast<int>(s.buckets.size()) || !s.error.ok(); });
-    if (!s.error.ok()) return s.error;
+    if (absl::Status status = s.WaitForBuckets(lock); !status.ok()) return status;
     Gradients<B> out;
     for (size_t i = 0; i < s.names.size(); ++i) out.Set(s.ids[i], *s.results[i]);
-    ++s.step;
-    s.Reset();
+    s.EndStep();
+    return out;
+  }
+
+  // Sharded: after a backward that syncs, this member's chunk of every parameter's reduced
+  // gradient, in parameter order (shard_layout.h). FailedPrecondition with sync off: the
+  // gradients are kept for the next step that syncs.
+  absl::StatusOr<std::vector<Tensor<B>>> FinishShards() {
+    State& s = *state_;
+    if (!s.sharded()) return absl::FailedPreconditionError("gradient sync: not sharded; call Finish");
+    std::unique_lock lock(s.mu);
+    if (!s.error.ok()) return s.error;
+    if (!s.enabled) {
+      return absl::FailedPreconditionError("gradient sync: sync is off, so there are no shards to finish");
+    }
+    if (absl::Status status = s.WaitForBuckets(lock); !status.ok()) return status;
+    std::vector<Tensor<B>> out;
+    for (size_t i = 0; i < s.names.size(); ++i) out.emplace_back(*s.results[i]);
+    s.EndStep();
     return out;
   }
 
@@ -125,8 +144,31 @@ class GradientSync {
   struct State {
     State(DeviceGroup<B>& g, int r, SyncOptions o) : group(g), member(r), options(o) {}
 
+    bool sharded() const { return options.sharding != Sharding::kNone; }
+
+    // Hands every gradient the step left out to its bucket (its accumulated value, or zero)
+    // and waits for every bucket's reduction. `lock` holds mu.
+    absl::Status WaitForBuckets(std::unique_lock<std::mutex>& lock) {
+      started_in_backward = 0;
+      for (int left : remaining) started_in_backward += left == 0;
+      for (size_t i = 0; i < names.size(); ++i) {
+        if (!grads[i] && !taken[i]) {
+          Deliver(static_cast<int>(i),
+                  pending[i] ? *pending[i] : B::full(shapes[i], 0, dtypes[i], group.devices()[member]));
+        }
+      }
+      cv.notify_all();
+      cv.wait(lock, [&] { return done == static_cast<int>(buckets.size()) || !error.ok(); });
+      return error;
+    }
+    void EndStep() {
+      ++step;
+      Reset();
+    }
+
     void Reset() {
       grads.assign(names.size(), std::nullopt);
+      taken.assign(names.size(), false);
       results.assign(names.size(), std::nullopt);
       pending.resize(names.size());
       remaining.clear();
@@ -141,7 +183,7 @@ class GradientSync {
         pending[i] = pending[i] ? B::binary(BinaryOp::kAdd, *pending[i], g) : g;
         return;
       }
-      if (grads[i]) {
+      if (grads[i] || taken[i]) {
         error = absl::FailedPreconditionError(
             absl::StrCat("gradient sync: parameter ", names[i], " got a second gradient in step ", step,
                          " before Finish; call Finish after every backward that syncs"));
@@ -164,28 +206,22 @@ class GradientSync {
         cv.wait(lock, [&] { return stop || (done < static_cast<int>(buckets.size()) && remaining[done] == 0); });
         if (stop) return;
         const int k = done;
-        if (group.global_size() == 1) {  // an all-reduce over one member is the identity: no copy
-          for (int i : buckets[k]) results[i] = grads[i];
+        if (group.global_size() == 1) {  // a reduction over one member is the identity: no copy
+          for (int i : buckets[k]) results[i] = sharded() ? Tensor<B>(*grads[i]).reshape({-1}).primitive() : *grads[i];
           ++done;
           cv.notify_all();
           continue;
         }
-        std::vector<Tensor<B>> flat;
-        for (int i : buckets[k]) flat.push_back(Tensor<B>(*grads[i]).reshape({-1}));
+        std::vector<Tensor<B>> parts;
+        for (int i : buckets[k]) {
+          parts.push_back(Tensor<B>(*grads[i]));
+          grads[i].reset();  // the bucket holds it now: a sharded step keeps no full gradient
+          taken[i] = true;
+        }
         const uint64_t this_step = step;
         lock.unlock();
-        absl::StatusOr<Tensor<B>> reduced = absl::UnknownError("not run");
-        try {
-          Tensor<B> bucket = Tensor<B>::cat(flat, 0);
-          const DType own = bucket.dtype();
-          if (options.reduce_dtype) bucket = bucket.to(*options.reduce_dtype);
-          reduced = group.AllReduce(member, bucket, options.reduce, absl::StrCat("step ", this_step, " bucket ", k));
-          if (reduced.ok()) reduced = reduced->to(own);
-        } catch (const Error& e) {
-          reduced = e.status();
-        } catch (const std::bad_alloc&) {  // escaping this thread would abort the program
-          reduced = absl::ResourceExhaustedError("out of memory (std::bad_alloc) reducing a gradient bucket");
-        }
+        absl::StatusOr<std::vector<Tensor<B>>> reduced = Reduce(k, parts, this_step);
+        parts.clear();
         lock.lock();
         if (!reduced.ok()) {  // the group is broken: report it and do nothing more
           error = reduced.status();
@@ -193,15 +229,53 @@ class GradientSync {
           cv.wait(lock, [&] { return stop; });
           return;
         }
-        int64_t at = 0;
-        for (int i : buckets[k]) {
-          const int64_t n = shapes[i].numel();
-          results[i] = reduced->slice(0, at, at + n).reshape(shapes[i].dims()).primitive();
-          at += n;
-        }
+        for (size_t j = 0; j < buckets[k].size(); ++j) results[buckets[k][j]] = (*reduced)[j].primitive();
         ++done;
         cv.notify_all();
       }
+    }
+
+    // Bucket k's reduction: each parameter's reduced gradient, or this member's chunk of it.
+    absl::StatusOr<std::vector<Tensor<B>>> Reduce(int k, const std::vector<Tensor<B>>& parts, uint64_t this_step) {
+      const std::string tag = absl::StrCat("step ", this_step, " bucket ", k);
+      const int n = group.global_size(), g = group.global_rank(member);
+      try {
+        Tensor<B> bucket = sharded() ? PackMemberMajor<B>(parts, n) : FlatBucket(parts);
+        const DType own = bucket.dtype();
+        if (options.reduce_dtype) bucket = bucket.to(*options.reduce_dtype);
+        absl::StatusOr<Tensor<B>> reduced = absl::UnknownError("not run");
+        if (options.sharding == Sharding::kNone || options.sharding == Sharding::kOptimizer) {
+          reduced = group.AllReduce(member, std::move(bucket), options.reduce, tag);
+          if (reduced.ok() && sharded())
+            reduced = reduced->slice(0, reduced->numel() / n * g, reduced->numel() / n * (g + 1));
+        } else {
+          reduced = group.ReduceScatter(member, bucket, options.reduce, tag);
+        }
+        if (!reduced.ok()) return reduced.status();
+        const Tensor<B> result = reduced->to(own);
+        if (sharded()) {
+          std::vector<int64_t> chunks;
+          for (int i : buckets[k]) chunks.push_back(ChunkSize(shapes[i].numel(), n));
+          return SplitChunks(result, chunks);
+        }
+        std::vector<Tensor<B>> out;
+        int64_t at = 0;
+        for (int i : buckets[k]) {
+          const int64_t count = shapes[i].numel();
+          out.push_back(result.slice(0, at, at + count).reshape(shapes[i].dims()));
+          at += count;
+        }
+        return out;
+      } catch (const Error& e) {
+        return e.status();
+      } catch (const std::bad_alloc&) {  // escaping this thread would abort the program
+        return absl::ResourceExhaustedError("out of memory (std::bad_alloc) reducing a gradient bucket");
+      }
+    }
+    static Tensor<B> FlatBucket(const std::vector<Tensor<B>>& parts) {
+      std::vector<Tensor<B>> flat;
+      for (const Tensor<B>& p : parts) flat.push_back(p.reshape({-1}));
+      return Tensor<B>::cat(flat, 0);
     }
 
     DeviceGroup<B>& group;
@@ -217,6 +291,7 @@ class GradientSync {
     mutable std::mutex mu;
     std::condition_variable cv;
     std::vector<std::optional<P>> grads, results, pending;
+    std::vector<char> taken;  // handed to its bucket's reduction this step
     std::vector<int> remaining;
     int done = 0, started_in_backward = 0;
     uint64_t step = 0;

@@ -10,6 +10,10 @@
 
 namespace kiln::nn {
 
+// What gradients of global L2 norm `norm` are multiplied by to clip them to max_norm (>= 1:
+// they are left alone).
+inline double ClipFactor(double norm, double max_norm) { return max_norm / (norm + 1e-6); }
+
 // Multiplies every parameter gradient in `grads` by min(1, max_norm / (norm + 1e-6)), where norm
 // is the L2 norm of all of them together, summed in f64 in parameter order (so replicas that
 // hold the same gradients scale by the same factor, to the bit). Returns that norm (before
@@ -30,7 +34,7 @@ double ClipGradNorm(Module<Autodiff<B>>& module, Gradients<B>& grads, double max
   }
   if (!sum) return 0;
   const double norm = std::sqrt(sum->template item<double>());
-  const double factor = max_norm / (norm + 1e-6);
+  const double factor = ClipFactor(norm, max_norm);
   if (factor >= 1) return norm;
   for (auto& [name, p] : module.named_parameters()) {
     const auto g = grads.get(*p);

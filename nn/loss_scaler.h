@@ -90,6 +90,17 @@ class LossScaler {
   int64_t skipped_ = 0;
 };
 
+// g / scale; folds into `bad` (a one-element f32 tensor: 1 when any gradient so far held inf
+// or NaN) whether this one does.
+template <Backend B>
+Tensor<B> UnscaleGradient(const Tensor<B>& g, double scale, std::optional<Tensor<B>>& bad) {
+  const Tensor<B> unscaled = g * (1.0 / scale);
+  // x - x is 0 for every finite x and NaN for inf or NaN, so the sum is 0 exactly when all are finite.
+  const Tensor<B> part = (unscaled - unscaled).to(DType::kF32).sum().ne(0).to(DType::kF32);
+  bad = bad ? bad->maximum(part) : part;
+  return unscaled;
+}
+
 // Divides every gradient of `module` in `grads` by `scale` and returns, as a one-element f32
 // tensor on the gradients' device, 1 when any of them holds inf or NaN and 0 otherwise (not
 // read back, so the caller can agree on it with other members first).
@@ -100,11 +111,7 @@ std::optional<Tensor<B>> UnscaleGradients(Module<Autodiff<B>>& module, Gradients
   for (auto& [name, p] : module.named_parameters()) {
     const auto g = grads.get(*p);
     if (!g) continue;
-    const Tensor<B> unscaled = *g * (1.0 / scale);
-    grads.Set(p->primitive().node->id, unscaled.primitive());
-    // x - x is 0 for every finite x and NaN for inf or NaN, so the sum is 0 exactly when all are finite.
-    const Tensor<B> part = (unscaled - unscaled).to(DType::kF32).sum().ne(0).to(DType::kF32);
-    bad = bad ? bad->maximum(part) : part;
+    grads.Set(p->primitive().node->id, UnscaleGradient(*g, scale, bad).primitive());
   }
   return bad;
 }

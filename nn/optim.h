@@ -11,6 +11,7 @@
 #include <string>
 #include <vector>
 
+#include "absl/types/span.h"
 #include "autodiff/autodiff.h"
 #include "nn/module.h"
 
@@ -33,16 +34,32 @@ class Optimizer {
 
   // One update of every parameter that has a gradient in `grads`.
   void step(Module<Autodiff<B>>& module, const Gradients<B>& grads) {
-    if (steps_ >= kMaxOptimizerSteps) {
-      ThrowOutOfRange("optimizer %s: already %d steps, the most it counts", name(), steps_);
-    }
+    CountStep();
     NoGradScope no_grad;
-    ++steps_;
     for (auto& [path, param] : module.named_parameters()) {
       const auto g = grads.get(*param);
       if (!g) continue;
       *param = param->with_value(Update(path, param->inner(), *g));
     }
+  }
+
+  // One update of pieces of parameters, such as a sharded data-parallel member's chunks
+  // (distributed/shard_layout.h): values[i] and grads[i] are the same elements of the
+  // parameter at paths[i], and its state slots hold just those elements. Returns the pieces'
+  // new values. The updates are element-wise, so a piece ends bit-identical to the same
+  // elements of a whole parameter's step().
+  std::vector<Tensor<B>> step_pieces(absl::Span<const std::string> paths, absl::Span<const Tensor<B>> values,
+                                     absl::Span<const Tensor<B>> grads) {
+    if (paths.size() != values.size() || paths.size() != grads.size()) {
+      ThrowInvalidArgument("optimizer %s: %d paths, %d values and %d gradients", name(), paths.size(), values.size(),
+                           grads.size());
+    }
+    CountStep();
+    NoGradScope no_grad;
+    std::vector<Tensor<B>> out;
+    out.reserve(paths.size());
+    for (size_t i = 0; i < paths.size(); ++i) out.push_back(Update(paths[i], values[i], grads[i]));
+    return out;
   }
 
   // Whether replaying one recorded update (a CUDA graph of a training step) is the next
@@ -51,12 +68,7 @@ class Optimizer {
   // step count, so it is not.
   virtual bool replayable() const { return true; }
   // Counts a step made by replaying a recorded one (the recorded update did the work).
-  void CountReplayedStep() {
-    if (steps_ >= kMaxOptimizerSteps) {
-      ThrowOutOfRange("optimizer %s: already %d steps, the most it counts", name(), steps_);
-    }
-    ++steps_;
-  }
+  void CountReplayedStep() { CountStep(); }
 
   double lr() const { return lr_; }
   void set_lr(double lr) { lr_ = lr; }
@@ -73,6 +85,12 @@ class Optimizer {
   }
 
  protected:
+  void CountStep() {
+    if (steps_ >= kMaxOptimizerSteps) {
+      ThrowOutOfRange("optimizer %s: already %d steps, the most it counts", name(), steps_);
+    }
+    ++steps_;
+  }
   explicit Optimizer(double lr) : lr_(lr) {
     if (!(lr >= 0)) ThrowInvalidArgument("optimizer: learning rate %g must be >= 0", lr);
   }

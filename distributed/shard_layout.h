@@ -1,0 +1,82 @@
+// Where each member's shard of the model state lies. Every parameter is sharded on its own:
+// its n elements, flattened, split into N chunks of c = ceil(n / N); member g holds elements
+// [g*c, min((g+1)*c, n)), zero-padded to c (so N > n works: some members hold only padding).
+// Per parameter rather than one flat buffer, so an optimizer's per-parameter settings (weight
+// decay groups) apply to a chunk as to its parameter, and a checkpoint names each chunk by it.
+// A bucket of parameters travels as one tensor of N*C elements (C: the sum of their chunks),
+// member-major: one reduce-scatter hands each member its chunk of every parameter of the
+// bucket, and one all-gather of the members' chunks rebuilds every parameter.
+#ifndef KILN_DISTRIBUTED_SHARD_LAYOUT_H_
+#define KILN_DISTRIBUTED_SHARD_LAYOUT_H_
+
+#include <cstdint>
+#include <vector>
+
+#include "absl/types/span.h"
+#include "tensor/tensor.h"
+
+namespace kiln::distributed {
+
+inline int64_t ChunkSize(int64_t numel, int members) { return (numel + members - 1) / members; }
+
+// `full` flattened and zero-padded to `members` chunks, as a [members, chunk] matrix.
+template <Backend B>
+Tensor<B> AsChunkRows(const Tensor<B>& full, int members) {
+  const int64_t n = full.numel(), c = ChunkSize(n, members);
+  Tensor<B> flat = full.reshape({-1});
+  if (n < c * members) {
+    const Tensor<B> padding = Tensor<B>::zeros({c * members - n}, full.dtype(), full.device());
+    flat = Tensor<B>::cat(std::vector<Tensor<B>>{flat, padding}, 0);
+  }
+  return flat.reshape({members, c});
+}
+
+// Member g's chunk of `full` (any shape): c elements, zero-padded.
+template <Backend B>
+Tensor<B> ChunkOf(const Tensor<B>& full, int g, int members) {
+  const int64_t n = full.numel(), c = ChunkSize(n, members);
+  const int64_t begin = std::min(n, g * c), end = std::min(n, (g + 1) * c);
+  if (end - begin == c) return full.reshape({-1}).slice(0, begin, end);
+  const Tensor<B> padding = Tensor<B>::zeros({c - (end - begin)}, full.dtype(), full.device());
+  if (end == begin) return padding;
+  return Tensor<B>::cat(std::vector<Tensor<B>>{full.reshape({-1}).slice(0, begin, end), padding}, 0);
+}
+
+// The bucket tensor of `tensors` (one dtype and device): N*C elements, member-major.
+template <Backend B>
+Tensor<B> PackMemberMajor(absl::Span<const Tensor<B>> tensors, int members) {
+  std::vector<Tensor<B>> rows;
+  rows.reserve(tensors.size());
+  for (const Tensor<B>& t : tensors) rows.push_back(AsChunkRows(t, members));
+  return (rows.size() == 1 ? rows[0] : Tensor<B>::cat(rows, 1)).reshape({-1});
+}
+
+// One member's part of a bucket (C elements) cut into its chunk of each parameter.
+template <Backend B>
+std::vector<Tensor<B>> SplitChunks(const Tensor<B>& part, absl::Span<const int64_t> chunks) {
+  std::vector<Tensor<B>> out;
+  int64_t at = 0;
+  for (int64_t c : chunks) {
+    out.push_back(part.slice(0, at, at + c));
+    at += c;
+  }
+  return out;
+}
+
+// The inverse of PackMemberMajor: the N*C gathered elements back into tensors of `shapes`.
+template <Backend B>
+std::vector<Tensor<B>> UnpackMemberMajor(const Tensor<B>& gathered, absl::Span<const Shape> shapes, int members) {
+  const Tensor<B> rows = gathered.reshape({members, -1});
+  std::vector<Tensor<B>> out;
+  int64_t at = 0;
+  for (const Shape& shape : shapes) {
+    const int64_t n = shape.numel(), c = ChunkSize(n, members);
+    out.push_back(rows.slice(1, at, at + c).reshape({-1}).slice(0, 0, n).reshape(shape.dims()));
+    at += c;
+  }
+  return out;
+}
+
+}  // namespace kiln::distributed
+
+#endif  // KILN_DISTRIBUTED_SHARD_LAYOUT_H_
