@@ -74,9 +74,11 @@ struct Autodiff {
     return {std::move(value), leaf.node};
   }
   // Called with the gradient of this leaf the moment it is final during backward.
-  static void register_hook(const Primitive& leaf, typename NodeT::Hook hook) {
+  // `takes`: the hook takes the gradient, so backward's result leaves it out.
+  static void register_hook(const Primitive& leaf, typename NodeT::Hook hook, bool takes = false) {
     if (!is_leaf(leaf)) ThrowInvalidArgument("register_hook: the tensor is not a leaf (use require_grad)");
     leaf.node->hooks.push_back(std::move(hook));
+    leaf.node->hooks_take_gradient = leaf.node->hooks_take_gradient || takes;
   }
   static Gradients backward(const Primitive& root) {
     if (shape(root).numel() != 1) {

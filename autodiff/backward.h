@@ -120,7 +120,7 @@ class BackwardPass {
     const P grad = B::reshape(it->second, B::shape(it->second));
     incoming_.erase(it);
     for (const auto& hook : leaf->hooks) hook(grad);
-    result_.Set(leaf->id, grad);
+    if (!leaf->hooks_take_gradient) result_.Set(leaf->id, grad);
   }
 
   absl::flat_hash_map<N*, int> pending_;

@@ -41,6 +41,9 @@ struct Node {
   absl::InlinedVector<std::shared_ptr<Node>, 3> inputs;  // null where no gradient flows
   Backward backward;
   std::vector<Hook> hooks;  // leaves only: called once the gradient is final
+  // Leaves only: a hook took the gradient, so backward's result leaves it out (a sharded
+  // gradient sync keeps only its chunk of it, and holding the whole would undo that).
+  bool hooks_take_gradient = false;
 };
 
 }  // namespace kiln::autodiff

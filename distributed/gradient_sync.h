@@ -75,9 +75,12 @@ class GradientSync {
     for (size_t i = 0; i < params.size(); ++i) {
       s.ids.push_back(params[i].second->primitive().node->id);
       std::weak_ptr<State> weak = state_;
-      params[i].second->register_hook([weak, i](const Tensor<B>& g) {
-        if (auto st = weak.lock()) st->OnGradient(static_cast<int>(i), g.primitive());
-      });
+      // Sharded, the sync takes each gradient: backward's result would hold every whole one.
+      params[i].second->register_hook(
+          [weak, i](const Tensor<B>& g) {
+            if (auto st = weak.lock()) st->OnGradient(static_cast<int>(i), g.primitive());
+          },
+          /*takes_gradient=*/s.sharded());
     }
     s.comm = std::thread([st = state_] { st->CommLoop(); });
   }

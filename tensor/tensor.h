@@ -266,12 +266,14 @@ class Tensor {
   Tensor with_value(const Tensor<typename X::Inner>& value) const {
     return Tensor(X::with_value(p_, value.primitive()));
   }
-  // Calls hook(gradient) during backward, the moment this leaf's gradient is final.
+  // Calls hook(gradient) during backward, the moment this leaf's gradient is final. When the
+  // hook takes the gradient, backward's result leaves it out.
   template <class F, class X = B>
   requires requires { typename X::Inner; }
-  void register_hook(F hook) const {
+  void register_hook(F hook, bool takes_gradient = false) const {
     X::register_hook(
-        p_, [hook = std::move(hook)](const typename X::Inner::Primitive& g) { hook(Tensor<typename X::Inner>(g)); });
+        p_, [hook = std::move(hook)](const typename X::Inner::Primitive& g) { hook(Tensor<typename X::Inner>(g)); },
+        takes_gradient);
   }
 
   // A rank-0 tensor of this dtype and device holding `v`; a fractional value for an integer

@@ -187,6 +187,46 @@ TYPED_TEST(GradientSyncTest, AccumulatesMicroBatchesAndSyncsOnTheLast) {
   for (size_t i = 0; i < total[0].size(); ++i) EXPECT_NEAR(synced[0][i], total[0][i] + total[1][i], 1e-12);
 }
 
+// Sharded, each member gets its chunk (shard_layout.h) of the reduction of the members' local
+// gradients, accumulated over micro-batches as unsharded; the sync takes every gradient, so
+// backward's own result holds none; Finish refuses a sharded sync.
+TYPED_TEST(GradientSyncTest, ShardedSyncHandsEachMemberItsChunkOfTheReduction) {
+  using B = TypeParam;
+  using AD = Tensor<Autodiff<B>>;
+  const auto d = TestDevices<B>::Provide(2);
+  for (Sharding stage : {Sharding::kOptimizer, Sharding::kGradients}) {
+    SCOPED_TRACE(ShardingName(stage));
+    Generator gen(3);
+    const Probe<B> model(gen, Graphs<B>()[1].second, d[0]);
+    Replicas<B> replicas(model, d, SyncOptions{.bucket_bytes = 1, .reduce = ReduceOp::kSum, .sharding = stage});
+    std::vector<std::optional<Tensor<B>>> local(2);  // each member's summed micro-batch gradients of w
+    std::vector<std::vector<Tensor<B>>> chunks(2);
+    OnBothMembers([&](int r) {
+      auto& m = replicas.probe(r);
+      auto plain = model.clone_to(d[r]);  // the same values, no sync on its leaves
+      for (int micro = 0; micro < 3; ++micro) {
+        replicas.syncs[r]->set_sync_enabled(micro == 2);
+        Generator data(10 * r + micro);
+        const AD x = AD::uniform({3, 3}, -1, 1, data, DType::kF64, d[r]);
+        EXPECT_EQ(m(x).sum().backward().size(), 0) << "the sync takes the gradients";
+        const Tensor<B> g = *(*plain)(x).sum().backward().get(*plain->named_parameters()[0].second);
+        local[r] = local[r] ? *local[r] + g : g;
+      }
+      auto s = replicas.syncs[r]->FinishShards();
+      ASSERT_TRUE(s.ok()) << s.status();
+      chunks[r] = *s;
+      EXPECT_EQ(replicas.syncs[r]->Finish(Gradients<B>()).status().message(),
+                "gradient sync: sharded; call FinishShards");
+    });
+    const Tensor<B> total = *local[0] + local[1]->to(d[0]);
+    for (int r = 0; r < 2; ++r) {
+      ASSERT_EQ(chunks[r].size(), 2u);  // w [3, 3]: chunks of 5; unused [2]: chunks of 1
+      EXPECT_EQ(chunks[r][0].to_data().ToDoubles(), ChunkOf(total, r, 2).to_data().ToDoubles()) << "member " << r;
+      EXPECT_EQ(chunks[r][1].to_data().ToDoubles(), std::vector<double>{0.0}) << "member " << r;
+    }
+  }
+}
+
 TYPED_TEST(GradientSyncTest, AnExtraBackwardCannotMixRounds) {
   using B = TypeParam;
   using AD = Tensor<Autodiff<B>>;
