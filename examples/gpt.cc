@@ -29,6 +29,7 @@
 #include "examples/progress.h"
 #include "examples/run_checkpoints.h"
 #include "examples/run_setup.h"
+#include "examples/shard_flag.h"
 #include "examples/train_position.h"
 #include "nn/checkpoint.h"
 #include "nn/functional.h"
@@ -72,6 +73,7 @@ struct Config {
   std::string data_dir, devices, checkpoint, prompt, flight_recorder_dir;
   CheckpointFlags checkpoints;
   PrecisionFlags precision;
+  distributed::Sharding shard;
 };
 
 // Every value checked: a bad one is a UsageError naming the flag.
@@ -126,6 +128,9 @@ Config ConfigFromFlags() {
   auto precision = PrecisionFlagsFromFlags();
   if (!precision.ok()) throw UsageError{std::string(precision.status().message())};
   c.precision = *precision;
+  auto shard = ShardingFromFlag();
+  if (!shard.ok()) throw UsageError{std::string(shard.status().message())};
+  c.shard = *shard;
   return c;
 }
 
@@ -232,6 +237,7 @@ void PrintResult(const Config& c, const std::vector<Device>& devices, int proces
   auto number = [](double v, int decimals) { return std::isfinite(v) ? absl::StrFormat("%.*f", decimals, v) : "null"; };
   std::string fields = absl::StrCat(",\"precision\":\"", nn::PrecisionName(c.precision.precision), "\"");
   if (c.precision.grad_sync) absl::StrAppend(&fields, ",\"grad_sync\":\"bf16\"");
+  absl::StrAppend(&fields, ",\"shard\":\"", distributed::ShardingName(c.shard), "\"");
   std::printf("{\"val_loss\":%s,\"val_bits_per_byte\":%s,\"tokens_per_sec\":%s,\"steps\":%d,\"devices\":[%s]%s%s%s}\n",
               number(val_loss, 4).c_str(), number(val_loss / std::numbers::ln2, 4).c_str(),
               number(tokens_per_sec, 1).c_str(), c.steps, absl::StrJoin(names, ",").c_str(),
@@ -263,7 +269,7 @@ std::unique_ptr<distributed::DataParallel<B>> MakeDataParallel(
         return std::make_unique<nn::AdamW<B>>(
             c.lr, nn::AdamWOptions{.beta2 = 0.99, .weight_decay = c.weight_decay, .decays = nn::DecayOnlyMatrices});
       },
-      {.reduce_dtype = c.precision.grad_sync});
+      {.reduce_dtype = c.precision.grad_sync, .sharding = c.shard});
   if (!dp.ok()) throw RunFailure{std::string(dp.status().message())};
   if (c.precision.loss_scaling()) (*dp)->set_loss_scaler(nn::LossScalerOptions{});
   if (c.clip > 0) (*dp)->set_clip_grad_norm(c.clip);
@@ -394,6 +400,7 @@ int TrainOn(const Config& c, const std::shared_ptr<distributed::DeviceGroup<Auto
 int Main(Config c) {
   distributed::Settings agreed = MathSettings(c);
   for (auto& setting : CheckpointAgreement(c.checkpoints)) agreed.push_back(std::move(setting));
+  agreed.emplace_back("--shard", distributed::ShardingName(c.shard));  // not the math: resumable under any
   const Run run = SetUpRun({.devices = c.devices,
                             .threads = c.threads,
                             .collective_timeout_s = c.timeout_s,

@@ -72,11 +72,7 @@ class RunCheckpoints {
     if (absl::Status s = dp_.CheckGeneratorStates(at->generators, members); !s.ok()) {
       throw UsageError{absl::StrCat("--resume=", path, ": ", s.message())};
     }
-    for (int r = 0; r < dp_.size(); ++r) {
-      if (absl::Status s = nn::RestoreTraining(checkpoint, path, dp_.replica(r), dp_.optimizer(r)); !s.ok()) {
-        throw UsageError{absl::StrCat("--resume: ", s.message())};
-      }
-    }
+    RestoreModelAndOptimizer(checkpoint, path);
     if (nn::LossScaler* scaler = dp_.mutable_loss_scaler(); scaler != nullptr) {
       try {
         scaler->Restore(at->loss_scale, at->loss_scale_good_steps);
@@ -106,14 +102,16 @@ class RunCheckpoints {
     const auto begin = std::chrono::steady_clock::now();
     auto states = dp_.GeneratorStates();
     if (!states.ok()) return states.status();
+    auto optimizer = dp_.FullOptimizer();  // sharded: gathered from every member
+    if (!optimizer.ok()) return optimizer.status();
     if (!writer_) return absl::OkStatus();
     at.generators = *std::move(states);
     if (const nn::LossScaler* scaler = dp_.loss_scaler()) {
       at.loss_scale = scaler->scale();
       at.loss_scale_good_steps = scaler->good_steps();
     }
-    const absl::Status s = writer_->Write(
-        at.step, nn::SnapshotTraining(dp_.replica(0), dp_.optimizer(0), PositionMetadata(at, settings_)));
+    const absl::Status s =
+        writer_->Write(at.step, nn::SnapshotTraining(dp_.replica(0), **optimizer, PositionMetadata(at, settings_)));
     stall_seconds_ += std::chrono::duration<double>(std::chrono::steady_clock::now() - begin).count();
     ++written_;
     return s;
@@ -133,6 +131,21 @@ class RunCheckpoints {
   }
 
  private:
+  // Every replica and optimizer from the checkpoint (nothing changes unless all of it fits).
+  // The checkpoint holds the whole optimizer, whatever stage wrote it: sharded, it is read
+  // whole and each member keeps its chunks.
+  void RestoreModelAndOptimizer(const nn::TrainingCheckpoint& checkpoint, const std::string& path) {
+    const bool sharded = dp_.sharding() != distributed::Sharding::kNone;
+    std::unique_ptr<nn::Optimizer<B>> full = sharded ? dp_.NewOptimizer() : nullptr;
+    for (int r = 0; r < dp_.size(); ++r) {
+      nn::Optimizer<B>& optimizer = sharded ? *full : dp_.optimizer(r);
+      if (absl::Status s = nn::RestoreTraining(checkpoint, path, dp_.replica(r), optimizer); !s.ok()) {
+        throw UsageError{absl::StrCat("--resume: ", s.message())};
+      }
+    }
+    if (sharded) dp_.LoadFullOptimizer(*full);
+  }
+
   const CheckpointFlags flags_;
   CheckpointPlan plan_;  // before writer_: the lock outlives the last write
   const distributed::Settings settings_;

@@ -153,8 +153,8 @@ std::unique_ptr<distributed::DataParallel<B>> MakeDataParallel(
     }
     return std::make_unique<nn::AdamW<B>>(c.lr, nn::AdamWOptions{.weight_decay = c.weight_decay});
   };
-  auto dp =
-      distributed::DataParallel<B>::Create(*initial, group, make_optimizer, {.reduce_dtype = c.precision.grad_sync});
+  auto dp = distributed::DataParallel<B>::Create(*initial, group, make_optimizer,
+                                                 {.reduce_dtype = c.precision.grad_sync, .sharding = c.shard});
   if (!dp.ok()) {
     // The first broadcast already crosses processes: a peer that fails there is no usage error.
     if (dp.status().code() != absl::StatusCode::kInvalidArgument) throw RunFailure{std::string(dp.status().message())};
@@ -179,6 +179,7 @@ void PrintResult(const TrainConfig& c, const std::vector<typename B::Device>& de
   std::string extra;
   if (processes > 1) absl::StrAppend(&extra, ",\"processes\":", processes);
   absl::StrAppend(&extra, ",\"precision\":\"", nn::PrecisionName(c.precision.precision), "\"");
+  absl::StrAppend(&extra, ",\"shard\":\"", distributed::ShardingName(c.shard), "\"");
   if (c.precision.grad_sync) absl::StrAppend(&extra, ",\"grad_sync\":\"bf16\"");
   if (const nn::LossScaler* scaler = dp.loss_scaler()) {
     absl::StrAppend(&extra, ",\"loss_scale\":", JsonNumber(scaler->scale(), 0),
@@ -356,6 +357,7 @@ int TrainOn(const TrainConfig& c, const std::shared_ptr<distributed::DeviceGroup
 int Train(TrainConfig c) {
   std::vector<std::pair<std::string, std::string>> agreed = MathSettings(c);
   for (auto& setting : CheckpointAgreement(c.checkpoints)) agreed.push_back(std::move(setting));
+  agreed.emplace_back("--shard", distributed::ShardingName(c.shard));  // not the math: resumable under any
   const Run run = SetUpRun({.devices = c.devices,
                             .threads = c.threads,
                             .collective_timeout_s = c.collective_timeout_s,

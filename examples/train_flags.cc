@@ -75,6 +75,9 @@ absl::StatusOr<TrainConfig> TrainConfigFromFlags() {
   auto precision = PrecisionFlagsFromFlags();
   if (!precision.ok()) return precision.status();
   c.precision = *precision;
+  auto shard = ShardingFromFlag();
+  if (!shard.ok()) return shard.status();
+  c.shard = *shard;
   c.train_limit = absl::GetFlag(FLAGS_train_limit);
   if (c.train_limit < 0) return Bad("train_limit", absl::StrCat(c.train_limit), "expected >= 0 (0: all images)");
   c.cosine = absl::GetFlag(FLAGS_cosine);

@@ -12,6 +12,7 @@
 #include "absl/status/statusor.h"
 #include "examples/checkpoint_flags.h"
 #include "examples/precision_flags.h"
+#include "examples/shard_flag.h"
 
 namespace kiln {
 
@@ -29,6 +30,7 @@ struct TrainConfig {
   std::string checkpoint;  // parameters after every epoch ("": none)
   CheckpointFlags checkpoints;
   PrecisionFlags precision;
+  distributed::Sharding shard = distributed::Sharding::kNone;
   int train_limit = 0;  // 0: all
   bool cosine = true;
   double collective_timeout_s = 60;  // in (0, kMaxTimeoutSeconds]
