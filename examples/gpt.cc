@@ -237,7 +237,9 @@ void PrintResult(const Config& c, const std::vector<Device>& devices, int proces
   auto number = [](double v, int decimals) { return std::isfinite(v) ? absl::StrFormat("%.*f", decimals, v) : "null"; };
   std::string fields = absl::StrCat(",\"precision\":\"", nn::PrecisionName(c.precision.precision), "\"");
   if (c.precision.grad_sync) absl::StrAppend(&fields, ",\"grad_sync\":\"bf16\"");
-  absl::StrAppend(&fields, ",\"shard\":\"", distributed::ShardingName(c.shard), "\"");
+  if (c.shard != distributed::Sharding::kNone) {
+    absl::StrAppend(&fields, ",\"shard\":\"", distributed::ShardingName(c.shard), "\"");
+  }
   std::printf("{\"val_loss\":%s,\"val_bits_per_byte\":%s,\"tokens_per_sec\":%s,\"steps\":%d,\"devices\":[%s]%s%s%s}\n",
               number(val_loss, 4).c_str(), number(val_loss / std::numbers::ln2, 4).c_str(),
               number(tokens_per_sec, 1).c_str(), c.steps, absl::StrJoin(names, ",").c_str(),

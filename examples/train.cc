@@ -179,7 +179,9 @@ void PrintResult(const TrainConfig& c, const std::vector<typename B::Device>& de
   std::string extra;
   if (processes > 1) absl::StrAppend(&extra, ",\"processes\":", processes);
   absl::StrAppend(&extra, ",\"precision\":\"", nn::PrecisionName(c.precision.precision), "\"");
-  absl::StrAppend(&extra, ",\"shard\":\"", distributed::ShardingName(c.shard), "\"");
+  if (c.shard != distributed::Sharding::kNone) {
+    absl::StrAppend(&extra, ",\"shard\":\"", distributed::ShardingName(c.shard), "\"");
+  }
   if (c.precision.grad_sync) absl::StrAppend(&extra, ",\"grad_sync\":\"bf16\"");
   if (const nn::LossScaler* scaler = dp.loss_scaler()) {
     absl::StrAppend(&extra, ",\"loss_scale\":", JsonNumber(scaler->scale(), 0),

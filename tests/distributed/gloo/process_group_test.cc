@@ -152,6 +152,16 @@ TEST_P(Collectives, DataParallelWithBf16GradientsMatchesOneProcess) {
   ExpectAllPassed(ranks.WaitAll(milliseconds(60000)));
 }
 
+// Sharded (ZeRO-1 and ZeRO-2) across processes: the same parameters as the unsharded run in
+// one process (bit-identical with 2 members, as unsharded).
+TEST_P(Collectives, ShardedDataParallelMatchesOneProcess) {
+  for (const char* stage : {"data_parallel_optimizer", "data_parallel_gradients"}) {
+    RankProcesses ranks(worker, GetParam().processes, FreshStore());
+    ranks.StartAll({stage, absl::StrCat(GetParam().devices), "20000", "6"});
+    ExpectAllPassed(ranks.WaitAll(milliseconds(60000)));
+  }
+}
+
 INSTANTIATE_TEST_SUITE_P(Shapes, Collectives, ::testing::Values(Shape{1, 2}, Shape{2, 1}, Shape{2, 2}, Shape{3, 1}),
                          [](const auto& info) { return absl::StrCat(info.param.processes, "x", info.param.devices); });
 
@@ -283,6 +293,41 @@ TEST(ProcessGroupFaults, KilledRankFailsTheOthersWithinTheTimeout) {
                 absl::StrContains(result.output, "STATUS DEADLINE_EXCEEDED: process group (gloo, rank "))
         << result.output;
     EXPECT_TRUE(absl::StrContains(result.output, "the process group is unusable from now on")) << result.output;
+  }
+  EXPECT_EQ(ranks.Wait(2, milliseconds(1000)).signal, SIGKILL);
+}
+
+// Ranks that disagree on the sharding stage all fail at Create, naming the difference.
+TEST(ProcessGroupErrors, RanksThatDisagreeOnShardingAllFail) {
+  RankProcesses ranks(worker, 2, FreshStore());
+  ranks.StartAll({"shard_disagree"});
+  for (const RankResult& r : ranks.WaitAll(milliseconds(30000))) {
+    EXPECT_EQ(r.exit_code, 3) << r.output;
+    EXPECT_TRUE(
+        absl::StrContains(r.output,
+                          "STATUS INVALID_ARGUMENT: DataParallel: the ranks disagree on sharding: global member "
+                          "0 shards 'none' but global member 1 shards 'gradients'; pass every rank the same "
+                          "--shard\n"))
+        << r.output;
+  }
+}
+
+// A rank killed during sharded training (its reduce-scatters and all-gathers): every other
+// rank fails within the timeout, naming a process-group failure; no hang.
+TEST(ProcessGroupFaults, KilledRankFailsShardedTrainingWithinTheTimeout) {
+  RankProcesses ranks(worker, 3, FreshStore());
+  ranks.StartAll({"sharded_loop", "1", "4000"});
+  ASSERT_TRUE(ranks.WaitForOutput(2, "ITERATION 40 ok", milliseconds(60000))) << ranks.Output(2);
+  const auto killed_at = std::chrono::steady_clock::now();
+  kill(ranks.pid(2), SIGKILL);
+  for (int r = 0; r < 2; ++r) {
+    const RankResult result = ranks.Wait(r, milliseconds(15000));
+    const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - killed_at).count();
+    EXPECT_EQ(result.exit_code, 3) << result.output;
+    EXPECT_LT(seconds, 4.0 + 3.0) << result.output;
+    EXPECT_TRUE(absl::StrContains(result.output, "STATUS UNAVAILABLE: process group (gloo, rank ") ||
+                absl::StrContains(result.output, "STATUS DEADLINE_EXCEEDED: process group (gloo, rank "))
+        << result.output;
   }
   EXPECT_EQ(ranks.Wait(2, milliseconds(1000)).signal, SIGKILL);
 }

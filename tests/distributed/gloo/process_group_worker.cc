@@ -5,7 +5,8 @@
 // the fault scenarios; the test reads the status line).
 //
 //   process_group_worker <scenario> [local devices] [timeout ms] [iterations]
-//   scenarios: collectives, large, autodiff, data_parallel, data_parallel_bf16, mismatch_shape,
+//   scenarios: collectives, large, autodiff, data_parallel, data_parallel_bf16,
+//   data_parallel_optimizer, data_parallel_gradients, shard_disagree, sharded_loop, mismatch_shape,
 //   mismatch_dtype, mismatch_large, repeated, loop, tagged_loop, join, on CPU devices;
 //   <backend>_collectives, <backend>_large, <backend>_autodiff, <backend>_mismatch_shape,
 //   <backend>_mismatch_dtype
@@ -97,9 +98,11 @@ std::unique_ptr<nn::Sequential<ADB>> Model(Generator& gen) {
 }
 
 // DataParallel over the world ends where DataParallel over the same number of devices in one
-// process ends (this process computes that reference itself, on devices of its own), with
-// gradients all-reduced in their own dtype or in `reduce_dtype` (bf16 compression).
-int DataParallelScenario(const Setup<Cpu>& s, int steps, std::optional<DType> reduce_dtype) {
+// process ends (this process computes that reference itself, on devices of its own, unsharded),
+// with gradients all-reduced in their own dtype or in `reduce_dtype` (bf16 compression), and
+// the world's run sharded as `sharding` says (which changes no bit).
+int DataParallelScenario(const Setup<Cpu>& s, int steps, std::optional<DType> reduce_dtype,
+                         Sharding sharding = Sharding::kNone) {
   const int G = s.local * s.world->world_size();
   Generator gen(3);
   auto model = Model(gen);
@@ -109,7 +112,7 @@ int DataParallelScenario(const Setup<Cpu>& s, int steps, std::optional<DType> re
   auto loss = [](nn::Module<ADB>& m, const AD& a, const AD& b) { return nn::CrossEntropy(m(a), b); };
   auto world = DataParallel<Cpu>::Create(
       *model, std::make_shared<DeviceGroup<ADB>>(s.devices, GroupOptions{.process_group = s.world}), sgd,
-      {.bucket_bytes = 256, .reduce_dtype = reduce_dtype});
+      {.bucket_bytes = 256, .reduce_dtype = reduce_dtype, .sharding = sharding});
   if (!world.ok()) return Status(world.status());
   std::vector<CpuDevice> local;
   for (int r = 0; r < G; ++r) local.push_back(CpuDevice(s.local + r));
@@ -144,6 +147,44 @@ int DataParallelScenario(const Setup<Cpu>& s, int steps, std::optional<DType> re
   }
   Check(worst <= tolerance, absl::StrCat("parameters differ by at most ", worst, " (tolerance ", tolerance, ")"));
   return failures ? 1 : 0;
+}
+
+// Ranks that disagree on the stage: every rank's Create fails, naming the first that differs.
+int ShardingDisagreement(const Setup<Cpu>& s) {
+  Generator gen(3);
+  auto model = Model(gen);
+  auto sgd = [] { return std::make_unique<nn::Sgd<Cpu>>(0.1); };
+  auto world = DataParallel<Cpu>::Create(
+      *model, std::make_shared<DeviceGroup<ADB>>(s.devices, GroupOptions{.process_group = s.world}), sgd,
+      {.sharding = s.world->rank() == 0 ? Sharding::kNone : Sharding::kGradients});
+  if (!world.ok()) return Status(world.status());
+  Check(false, "ranks that disagree on sharding made a DataParallel");
+  return 1;
+}
+
+// ZeRO-2 steps in a loop (a reduce-scatter per bucket in backward, an all-gather per bucket
+// after the update), printing every 20th; ends with the first failure's status.
+int ShardedLoop(const Setup<Cpu>& s, int iterations) {
+  const int G = s.local * s.world->world_size();
+  Generator gen(3);
+  auto model = Model(gen);
+  const auto x = T::uniform({8 * G, 6}, -1, 1, gen);
+  const auto y = T::uniform({8 * G}, 0, 4, gen).to(DType::kI64);
+  auto sgd = [] { return std::make_unique<nn::Sgd<Cpu>>(0.01); };
+  auto loss = [](nn::Module<ADB>& m, const AD& a, const AD& b) { return nn::CrossEntropy(m(a), b); };
+  auto dp = DataParallel<Cpu>::Create(
+      *model, std::make_shared<DeviceGroup<ADB>>(s.devices, GroupOptions{.process_group = s.world}), sgd,
+      {.bucket_bytes = 256, .sharding = Sharding::kGradients});
+  if (!dp.ok()) return Status(dp.status());
+  for (int i = 0; iterations <= 0 || i < iterations; ++i) {
+    auto step = (*dp)->Step(x, y, loss);
+    if (!step.ok()) return Status(step.status());
+    if (i % 20 == 0) {
+      std::printf("ITERATION %d ok\n", i);
+      std::fflush(stdout);
+    }
+  }
+  return 0;
 }
 
 // A training loop's all-reduce, repeated: 40 calls of 1 MiB back to back, consuming their
@@ -298,6 +339,14 @@ int Main(int argc, char** argv) {
   if (scenario == "autodiff") return AutodiffScenario(s);
   if (scenario == "data_parallel") return DataParallelScenario(s, iterations > 0 ? iterations : 5, std::nullopt);
   if (scenario == "data_parallel_bf16") return DataParallelScenario(s, iterations > 0 ? iterations : 5, DType::kBF16);
+  if (scenario == "data_parallel_optimizer") {
+    return DataParallelScenario(s, iterations > 0 ? iterations : 5, std::nullopt, Sharding::kOptimizer);
+  }
+  if (scenario == "data_parallel_gradients") {
+    return DataParallelScenario(s, iterations > 0 ? iterations : 5, std::nullopt, Sharding::kGradients);
+  }
+  if (scenario == "shard_disagree") return ShardingDisagreement(s);
+  if (scenario == "sharded_loop") return ShardedLoop(s, iterations);
   if (scenario == "mismatch_shape") return Mismatch(s, false);
   if (scenario == "mismatch_dtype") return Mismatch(s, true);
   if (scenario == "mismatch_large") return MismatchLarge(s);
