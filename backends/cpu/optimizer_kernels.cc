@@ -26,6 +26,39 @@ void Chunks(const CpuDevice& device, int64_t n, F body) {
   cpu::ParallelFor(device, n, 1 << 14, [&](int64_t begin, int64_t end) { body(begin, end - begin); });
 }
 
+template <class T>
+struct AdamWConstants {
+  T b1, b2, one_b1, one_b2, keep, step, eps, c2;
+};
+template <class T>
+struct AdamWArrays {
+  const T *p, *g, *m0, *v0;
+  T *m, *v, *out;
+};
+
+// A plain loop, not Eigen: Eigen's vector sqrt of floats is an approximation its scalar tail
+// does not share, which would make an element's update depend on its position (so a sharded
+// member's chunk would differ from the whole parameter's step). The compiler vectorises this
+// with exact sqrt and division, and its scalar tail computes alike.
+template <class T, bool kFirst, bool kDecays>
+void AdamWLoop(const AdamWArrays<T>& a, const AdamWConstants<T> k, int64_t n) {  // k by value: no aliasing
+  const T* __restrict p = a.p;
+  const T* __restrict g = a.g;
+  const T* __restrict m0 = a.m0;
+  const T* __restrict v0 = a.v0;
+  T* __restrict m = a.m;
+  T* __restrict v = a.v;
+  T* __restrict out = a.out;
+  for (int64_t i = 0; i < n; ++i) {
+    const T gi = g[i];
+    const T mi = kFirst ? k.one_b1 * gi : k.b1 * m0[i] + k.one_b1 * gi;
+    const T vi = kFirst ? k.one_b2 * gi * gi : k.b2 * v0[i] + k.one_b2 * gi * gi;
+    m[i] = mi;
+    v[i] = vi;
+    out[i] = (kDecays ? p[i] * k.keep : p[i]) - k.step * mi / (std::sqrt(vi / k.c2) + k.eps);
+  }
+}
+
 }  // namespace
 
 SgdStep<Cpu::Primitive> Cpu::sgd_update(const Primitive& p, const Primitive& g, const Primitive* velocity, double lr,
@@ -81,24 +114,21 @@ AdamWStep<Cpu::Primitive> Cpu::adamw_update(const Primitive& p, const Primitive&
                            StridedTensor::Empty(p.shape, p.dtype, p.device)};
   ForFloat(p.dtype, [&](auto t) {
     using T = decltype(t);
-    const T b1 = T(beta1), b2 = T(beta2), keep = T(1 - lr * weight_decay), step = T(lr / c1), e = T(eps);
-    const T one_b1 = T(1 - beta1), one_b2 = T(1 - beta2), c2t = T(c2);
+    const AdamWConstants<T> k{T(beta1),   T(beta2), T(1 - beta1), T(1 - beta2), T(1 - lr * weight_decay),
+                              T(lr / c1), T(eps),   T(c2)};
     Chunks(p.device, p.shape.numel(), [&](int64_t at, int64_t n) {
-      const ConstVec<T> pv(pc.data<T>() + at, n), gv(gc.data<T>() + at, n);
-      Vec<T> m(out.exp_avg.mutable_data<T>() + at, n), v(out.exp_avg_sq.mutable_data<T>() + at, n);
-      if (exp_avg) {
-        m = b1 * ConstVec<T>(mc.data<T>() + at, n) + one_b1 * gv;
-        v = b2 * ConstVec<T>(vc.data<T>() + at, n) + one_b2 * gv * gv;
-      } else {
-        m = one_b1 * gv;
-        v = one_b2 * gv * gv;
-      }
-      Vec<T> param(out.param.mutable_data<T>() + at, n);
-      if (weight_decay != 0) {
-        param = pv * keep - step * m / ((v / c2t).sqrt() + e);
-      } else {
-        param = pv - step * m / ((v / c2t).sqrt() + e);
-      }
+      const AdamWArrays<T> a{pc.data<T>() + at,
+                             gc.data<T>() + at,
+                             exp_avg ? mc.data<T>() + at : nullptr,
+                             exp_avg_sq ? vc.data<T>() + at : nullptr,
+                             out.exp_avg.mutable_data<T>() + at,
+                             out.exp_avg_sq.mutable_data<T>() + at,
+                             out.param.mutable_data<T>() + at};
+      const bool first = exp_avg == nullptr, decays = weight_decay != 0;
+      if (first && decays) AdamWLoop<T, true, true>(a, k, n);
+      if (first && !decays) AdamWLoop<T, true, false>(a, k, n);
+      if (!first && decays) AdamWLoop<T, false, true>(a, k, n);
+      if (!first && !decays) AdamWLoop<T, false, false>(a, k, n);
     });
   });
   return out;
