@@ -1,0 +1,107 @@
+// Model-state bytes per member under each sharding stage (distributed/sharding.h): a GPT of
+// about 25M parameters trained data-parallel over N = 2 and 4 logical CPU devices, one step
+// per configuration. For each stage and N it measures what member 0 holds after a step: its
+// replica's parameters, its optimizer state (every slot tensor), and the gradients its sync
+// hands it (whole, or its chunks), and compares their sum with DDP's and with the bounds of
+// ZeRO's stages: optimizer (4 + 4 + 8/N)/16 of DDP's, gradients (4 + 12/N)/16, each plus 5%.
+// Prints a table and one JSON line; exits 1 when a bound is missed.
+//
+//   ./bazelw run //bench:shard_memory [-- --layers=8 --width=512]
+#include <cstdio>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "absl/flags/flag.h"
+#include "absl/flags/parse.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "absl/strings/str_join.h"
+#include "backends/cpu/cpu_backend.h"
+#include "backends/cpu/cpu_device.h"
+#include "distributed/data_parallel.h"
+#include "nn/functional.h"
+#include "nn/gpt.h"
+
+ABSL_FLAG(int, layers, 8, "transformer blocks");
+ABSL_FLAG(int, width, 512, "model width (8 heads)");
+
+namespace kiln {
+namespace {
+
+using ADB = Autodiff<Cpu>;
+using distributed::Sharding;
+
+struct Held {
+  double parameters = 0, gradients = 0, optimizer = 0;
+  double total() const { return parameters + gradients + optimizer; }
+};
+
+// What member 0 of a `members`-member run of `stage` holds after one step.
+Held MeasureOneStep(const nn::Gpt<ADB>& model, int members, Sharding stage) {
+  std::vector<CpuDevice> devices;
+  for (int r = 0; r < members; ++r) devices.push_back(CpuDevice(r));
+  auto dp = distributed::DataParallel<Cpu>::Create(model, std::make_shared<distributed::DeviceGroup<ADB>>(devices),
+                                                   [] { return std::make_unique<nn::AdamW<Cpu>>(1e-3); },
+                                                   {.sharding = stage});
+  ThrowIfError(dp.status());
+  Generator gen(2);
+  const int64_t context = 64;
+  const auto x = Tensor<Cpu>::uniform({members, context}, 0, 256, gen, DType::kF32, devices[0]).to(DType::kI64);
+  const auto loss = [](nn::Module<ADB>& m, const Tensor<ADB>& in, const Tensor<ADB>& y) {
+    return nn::functional::cross_entropy(m(in).reshape({-1, 256}), y.reshape({-1}));
+  };
+  ThrowIfError((*dp)->Step(x, x, loss).status());
+  Held held;
+  for (auto& [name, p] : (*dp)->replica(0).named_parameters()) {
+    held.parameters += static_cast<double>(p->numel()) * 4;
+    // The sync's layout: whole gradients unsharded, each parameter's chunk sharded.
+    const int64_t kept = stage == Sharding::kNone ? p->numel() : distributed::ChunkSize(p->numel(), members);
+    held.gradients += static_cast<double>(kept) * 4;
+  }
+  for (const auto& [key, t] : (*dp)->optimizer(0).state()) {
+    held.optimizer += static_cast<double>(t.numel()) * DTypeSize(t.dtype());
+  }
+  return held;
+}
+
+int Main() {
+  const nn::GptConfig config{
+      .context = 64, .layers = absl::GetFlag(FLAGS_layers), .heads = 8, .width = absl::GetFlag(FLAGS_width)};
+  ThrowIfError(cpu::Configure({.devices = 4, .threads_per_device = 1}));
+  Generator gen(1);
+  const nn::Gpt<ADB> model(config, gen, CpuDevice(0));
+  const int64_t params = const_cast<nn::Gpt<ADB>&>(model).parameter_count();
+  std::printf("GPT of %lld parameters (%d blocks, width %lld), AdamW, f32; bytes member 0 holds after a step\n",
+              static_cast<long long>(params), static_cast<int>(config.layers), static_cast<long long>(config.width));
+  std::printf("%-3s %-10s %12s %12s %12s %12s %8s %8s\n", "N", "stage", "parameters", "gradients", "optimizer", "total",
+              "of DDP", "bound");
+  bool ok = true;
+  std::vector<std::string> json;
+  for (int n : {2, 4}) {
+    const Held ddp = MeasureOneStep(model, n, Sharding::kNone);
+    for (Sharding stage : {Sharding::kNone, Sharding::kOptimizer, Sharding::kGradients}) {
+      const Held h = stage == Sharding::kNone ? ddp : MeasureOneStep(model, n, stage);
+      const double ratio = h.total() / ddp.total();
+      const double bound = stage == Sharding::kNone        ? 1.0
+                           : stage == Sharding::kOptimizer ? (4 + 4 + 8.0 / n) / 16 + 0.05
+                                                           : (4 + 12.0 / n) / 16 + 0.05;
+      ok = ok && ratio <= bound;
+      std::printf("%-3d %-10s %12.0f %12.0f %12.0f %12.0f %8.3f %8.3f\n", n, distributed::ShardingName(stage),
+                  h.parameters, h.gradients, h.optimizer, h.total(), ratio, bound);
+      json.push_back(absl::StrFormat("{\"members\":%d,\"stage\":\"%s\",\"bytes\":%.0f,\"of_ddp\":%.4f}", n,
+                                     distributed::ShardingName(stage), h.total(), ratio));
+    }
+  }
+  std::printf("{\"parameters\":%lld,\"runs\":[%s],\"within_bounds\":%s}\n", static_cast<long long>(params),
+              absl::StrJoin(json, ",").c_str(), ok ? "true" : "false");
+  return ok ? 0 : 1;
+}
+
+}  // namespace
+}  // namespace kiln
+
+int main(int argc, char** argv) {
+  absl::ParseCommandLine(argc, argv);
+  return kiln::Main();
+}
