@@ -33,7 +33,8 @@ absl::StatusOr<ConsolidatedModel> ConsolidateShardedCheckpoint(
   if (!tensors.ok()) return tensors.status();
   absl::StatusOr<std::string> header = EncodeSafetensorsHeader(out, *tensors, {{"format", "pt"}});
   if (!header.ok()) return header.status();
-  ConsolidatedModel model{static_cast<int64_t>(tensors->size()), 0, header->size()};
+  ConsolidatedModel model{index->plan.world, index->plan.stage, static_cast<int64_t>(tensors->size()), 0,
+                          header->size()};
   std::vector<absl::string_view> pieces = {*header};
   for (const auto& [name, data] : *tensors) {
     pieces.emplace_back(static_cast<const char*>(data.raw()), static_cast<size_t>(data.nbytes()));

@@ -13,6 +13,8 @@
 namespace kiln::nn {
 
 struct ConsolidatedModel {
+  int64_t world = 0;     // the checkpoint's members
+  std::string stage;     // and its stage, as its index records them
   int64_t tensors = 0;   // parameters written
   int64_t elements = 0;  // their elements
   uint64_t bytes = 0;    // the file's size
