@@ -4,6 +4,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
@@ -15,6 +16,7 @@
 #include "absl/strings/str_format.h"
 #include "gtest/gtest.h"
 #include "nlohmann/json.hpp"
+#include "nn/file_io.h"
 #include "nn/safetensors.h"
 #include "nn/shard_consolidate.h"
 #include "nn/shard_index.h"
@@ -256,6 +258,26 @@ TEST_F(ShardedCheckpointTest, TheIndexIsNeverReplaced) {
   EXPECT_EQ(WriteShardIndex(dir_, plan, infos),
             absl::AlreadyExistsError(dir_ + "/index.json exists already, and nothing is overwritten"));
   EXPECT_EQ(FileBytes(dir_ + "/index.json"), before);
+}
+
+// The index's write: a new file or nothing; a file or a link already there stays as it was.
+TEST_F(ShardedCheckpointTest, WriteNewFileAtomicallyReplacesNothing) {
+  const absl::string_view hello[] = {"hel", "lo"};
+  ASSERT_TRUE(WriteNewFileAtomically(dir_ + "/a", hello).ok());
+  EXPECT_EQ(FileBytes(dir_ + "/a"), "hello");
+  const absl::string_view bye[] = {"bye"};
+  EXPECT_EQ(WriteNewFileAtomically(dir_ + "/a", bye),
+            absl::AlreadyExistsError(dir_ + "/a exists already, and nothing is overwritten"));
+  EXPECT_EQ(FileBytes(dir_ + "/a"), "hello");
+  fs::create_symlink(dir_ + "/target", dir_ + "/link");  // dangling: a write through it would create target
+  EXPECT_EQ(WriteNewFileAtomically(dir_ + "/link", bye),
+            absl::AlreadyExistsError(dir_ + "/link exists already, and nothing is overwritten"));
+  EXPECT_FALSE(fs::exists(dir_ + "/target"));
+  EXPECT_TRUE(fs::is_symlink(dir_ + "/link"));
+  std::vector<std::string> names;
+  for (const auto& e : fs::directory_iterator(dir_)) names.push_back(e.path().filename().string());
+  std::sort(names.begin(), names.end());
+  EXPECT_EQ(names, (std::vector<std::string>{"a", "link"}));  // no temporary file left behind
 }
 
 TEST_F(ShardedCheckpointTest, ALinkIsNotFollowed) {
