@@ -43,7 +43,12 @@ struct Target {
   std::string dir() const { return prefix.empty() ? "." : prefix; }
 };
 
-absl::StatusOr<Target> CheckTarget(const std::string& path) {
+absl::Status Exists(const std::string& path) {
+  return absl::AlreadyExistsError(absl::StrCat(path, " exists already, and nothing is overwritten"));
+}
+
+// Without `replace`, anything at `path` (a link included) is refused.
+absl::StatusOr<Target> CheckTarget(const std::string& path, bool replace = true) {
   if (path.empty()) return absl::InvalidArgumentError("cannot write a file at an empty path");
   const size_t slash = path.find_last_of('/');
   Target target;
@@ -56,6 +61,7 @@ absl::StatusOr<Target> CheckTarget(const std::string& path) {
   // fine (it is replaced, its target untouched), but a directory or device is not.
   struct stat st;
   if (lstat(path.c_str(), &st) == 0) {
+    if (!replace) return Exists(path);
     if (S_ISDIR(st.st_mode)) {
       return absl::FailedPreconditionError(absl::StrCat(path, " is a directory, not a file"));
     }
@@ -154,8 +160,27 @@ absl::Status InputFile::ReadAt(uint64_t offset, void* out, uint64_t n) const {
   return absl::OkStatus();
 }
 
-absl::Status WriteFileAtomically(const std::string& path, absl::Span<const absl::string_view> pieces) {
-  absl::StatusOr<Target> target = CheckTarget(path);
+namespace {
+
+// Renames the finished temporary file onto `path`: replacing what is there, or (without
+// `replace`) only where nothing is, atomically, so two writers cannot both succeed.
+absl::Status MoveIntoPlace(const std::string& temp, const std::string& path, bool replace) {
+  if (replace) {
+    if (rename(temp.c_str(), path.c_str()) == 0) return absl::OkStatus();
+    return Errno(absl::StrCat("cannot rename ", temp, " onto ", path));
+  }
+  int rc = renameat2(AT_FDCWD, temp.c_str(), AT_FDCWD, path.c_str(), RENAME_NOREPLACE);
+  if (rc != 0 && (errno == EINVAL || errno == ENOSYS)) {  // a file system without it: a hard link is exclusive too
+    rc = link(temp.c_str(), path.c_str());
+    if (rc == 0) unlink(temp.c_str());
+  }
+  if (rc == 0) return absl::OkStatus();
+  if (errno == EEXIST) return Exists(path);
+  return Errno(absl::StrCat("cannot rename ", temp, " onto ", path));
+}
+
+absl::Status WriteThroughTemp(const std::string& path, absl::Span<const absl::string_view> pieces, bool replace) {
+  absl::StatusOr<Target> target = CheckTarget(path, replace);
   if (!target.ok()) return target.status();
   absl::StatusOr<TempFile> tmp = CreateTemp(*target, path);
   if (!tmp.ok()) return tmp.status();
@@ -170,9 +195,7 @@ absl::Status WriteFileAtomically(const std::string& path, absl::Span<const absl:
   if (fsync(tmp->fd) != 0) return Errno(absl::StrCat("cannot flush ", what));
   const int closed = close(std::exchange(tmp->fd, -1));
   if (closed != 0) return Errno(absl::StrCat("cannot close ", what));
-  if (rename(tmp->path.c_str(), path.c_str()) != 0) {
-    return Errno(absl::StrCat("cannot rename ", tmp->path, " onto ", path));
-  }
+  if (absl::Status s = MoveIntoPlace(tmp->path, path, replace); !s.ok()) return s;
   std::move(remove).Cancel();
 
   // Without this the rename itself may not survive a crash.
@@ -186,6 +209,16 @@ absl::Status WriteFileAtomically(const std::string& path, absl::Span<const absl:
   }
   close(dir_fd);
   return absl::OkStatus();
+}
+
+}  // namespace
+
+absl::Status WriteFileAtomically(const std::string& path, absl::Span<const absl::string_view> pieces) {
+  return WriteThroughTemp(path, pieces, /*replace=*/true);
+}
+
+absl::Status WriteNewFileAtomically(const std::string& path, absl::Span<const absl::string_view> pieces) {
+  return WriteThroughTemp(path, pieces, /*replace=*/false);
 }
 
 absl::Status CheckWritableFile(const std::string& path) {

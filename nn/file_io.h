@@ -43,6 +43,11 @@ class InputFile {
 // file at `path` is untouched. A link at `path` is replaced, never written through.
 absl::Status WriteFileAtomically(const std::string& path, absl::Span<const absl::string_view> pieces);
 
+// WriteFileAtomically, but only where nothing is at `path`: AlreadyExists "<path> exists
+// already, and nothing is overwritten" otherwise (a link there included), also when another
+// writer gets there first (the final rename refuses to replace).
+absl::Status WriteNewFileAtomically(const std::string& path, absl::Span<const absl::string_view> pieces);
+
 // Whether WriteFileAtomically(path, ...) can succeed, checked by creating and removing a
 // temporary file beside `path`: a missing or unwritable directory, or a path that is a
 // directory, FIFO or device, is an error naming it. Leaves nothing behind.

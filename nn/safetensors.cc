@@ -266,25 +266,35 @@ absl::Status CheckSupported(const std::string& path, const std::vector<Entry>& e
   return absl::OkStatus();
 }
 
-// With `metadata_only`, the header's metadata alone: the tensors are neither checked nor read.
-absl::StatusOr<TensorFile> Read(const std::string& path, bool metadata_only) {
-  absl::StatusOr<InputFile> in = InputFile::Open(path);
-  if (!in.ok()) return in.status();
+// The header of `in` parsed and checked; with `metadata_only`, its metadata alone (the tensors
+// neither checked nor listed). `data_start`: where the data begins.
+absl::Status ReadLayout(const InputFile& in, bool metadata_only, TensorFile& file, std::vector<Entry>& entries,
+                        uint64_t& data_start) {
+  const std::string& path = in.path();
   uint64_t n = 0;
-  const absl::StatusOr<Json> header = ReadHeader(*in, path, n);
+  const absl::StatusOr<Json> header = ReadHeader(in, path, n);
   if (!header.ok()) return header.status();
 
   // Every entry is checked, and the byte ranges are checked to tile the data exactly, before
   // any tensor is allocated: what is allocated is then at most the file's own size.
-  const uint64_t data_size = in->size() - 8 - n;
+  const uint64_t data_size = in.size() - 8 - n;
+  data_start = 8 + n;
+  if (absl::Status s = ParseHeader(path, *header, data_size, metadata_only, file, entries); !s.ok()) return s;
+  if (metadata_only) return absl::OkStatus();
+  if (absl::Status s = CheckTiling(path, entries, data_size); !s.ok()) return s;
+  return CheckSupported(path, entries);
+}
+
+// With `metadata_only`, the header's metadata alone: the tensors are neither checked nor read.
+absl::StatusOr<TensorFile> Read(const std::string& path, bool metadata_only) {
+  absl::StatusOr<InputFile> in = InputFile::Open(path);
+  if (!in.ok()) return in.status();
   TensorFile file;
   std::vector<Entry> entries;
-  if (absl::Status s = ParseHeader(path, *header, data_size, metadata_only, file, entries); !s.ok()) return s;
-  if (metadata_only) return file;
-  if (absl::Status s = CheckTiling(path, entries, data_size); !s.ok()) return s;
-  if (absl::Status s = CheckSupported(path, entries); !s.ok()) return s;
+  uint64_t data_start = 0;
+  if (absl::Status s = ReadLayout(*in, metadata_only, file, entries, data_start); !s.ok()) return s;
   for (const Entry& entry : entries) {
-    absl::StatusOr<TensorData> data = ReadTensor(*in, 8 + n, entry);
+    absl::StatusOr<TensorData> data = ReadTensor(*in, data_start, entry);
     if (!data.ok()) return data.status();
     file.tensors.emplace(entry.name, *std::move(data));
   }
@@ -293,12 +303,22 @@ absl::StatusOr<TensorFile> Read(const std::string& path, bool metadata_only) {
 
 }  // namespace
 
-absl::Status WriteSafetensors(const std::string& path, const TensorFile& file) {
+const char* SafetensorsDTypeName(DType dtype) { return FormatName(dtype); }
+
+std::optional<DType> DTypeOfSafetensorsName(absl::string_view name) {
+  for (const Format& f : kFormats) {
+    if (f.supported && name == f.name) return f.dtype;
+  }
+  return std::nullopt;
+}
+
+absl::StatusOr<std::string> EncodeSafetensorsHeader(const std::string& path,
+                                                    const std::map<std::string, TensorData>& tensors,
+                                                    const std::map<std::string, std::string>& metadata) {
   Json header = Json::object();
-  if (!file.metadata.empty()) header["__metadata__"] = file.metadata;
+  if (!metadata.empty()) header["__metadata__"] = metadata;
   uint64_t offset = 0;
-  std::vector<absl::string_view> pieces(2);  // the length and the header, then the data
-  for (const auto& [name, data] : file.tensors) {
+  for (const auto& [name, data] : tensors) {
     if (name == "__metadata__") return absl::InvalidArgumentError("a tensor may not be named __metadata__");
     const char* format = FormatName(data.dtype());
     if (format == nullptr) {  // every kiln dtype has one; a new one must be added to kFormats
@@ -309,7 +329,6 @@ absl::Status WriteSafetensors(const std::string& path, const TensorFile& file) {
                     {"shape", std::vector<int64_t>(data.shape().dims().begin(), data.shape().dims().end())},
                     {"data_offsets", {offset, offset + data.nbytes()}}};
     offset += data.nbytes();
-    pieces.emplace_back(static_cast<const char*>(data.raw()), static_cast<size_t>(data.nbytes()));
   }
   std::string text;
   try {
@@ -318,11 +337,35 @@ absl::Status WriteSafetensors(const std::string& path, const TensorFile& file) {
     return absl::InvalidArgumentError(absl::StrCat("cannot write ", path, ": ", e.what()));
   }
   text.append((8 - text.size() % 8) % 8, ' ');  // data starts 8-byte aligned
-  char length[8];
-  for (int i = 0; i < 8; ++i) length[i] = static_cast<char>(static_cast<uint64_t>(text.size()) >> (8 * i));
-  pieces[0] = absl::string_view(length, 8);
-  pieces[1] = text;
+  std::string out(8, '\0');
+  for (int i = 0; i < 8; ++i) out[i] = static_cast<char>(static_cast<uint64_t>(text.size()) >> (8 * i));
+  return out + text;
+}
+
+absl::Status WriteSafetensors(const std::string& path, const TensorFile& file) {
+  absl::StatusOr<std::string> header = EncodeSafetensorsHeader(path, file.tensors, file.metadata);
+  if (!header.ok()) return header.status();
+  std::vector<absl::string_view> pieces = {*header};  // the header, then the data in name order
+  for (const auto& [name, data] : file.tensors) {
+    pieces.emplace_back(static_cast<const char*>(data.raw()), static_cast<size_t>(data.nbytes()));
+  }
   return WriteFileAtomically(path, pieces);
+}
+
+absl::StatusOr<TensorDirectory> ReadSafetensorsDirectory(const InputFile& in) {
+  try {
+    TensorFile file;
+    std::vector<Entry> entries;
+    TensorDirectory out;
+    if (absl::Status s = ReadLayout(in, /*metadata_only=*/false, file, entries, out.data_start); !s.ok()) return s;
+    out.metadata = std::move(file.metadata);
+    for (const Entry& e : entries) {
+      out.tensors.emplace(e.name, TensorLocation{e.dtype, e.dims, out.data_start + e.begin, e.end - e.begin});
+    }
+    return out;
+  } catch (const std::bad_alloc&) {
+    return absl::ResourceExhaustedError(absl::StrCat("not enough memory to read ", in.path()));
+  }
 }
 
 absl::Status CheckWritable(const std::string& path) { return CheckWritableFile(path); }

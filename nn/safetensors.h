@@ -4,10 +4,14 @@
 #ifndef KILN_NN_SAFETENSORS_H_
 #define KILN_NN_SAFETENSORS_H_
 
+#include <cstdint>
 #include <map>
+#include <optional>
 #include <string>
 
 #include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
+#include "nn/file_io.h"
 #include "tensor/tensor_data.h"
 
 namespace kiln::nn {
@@ -37,6 +41,36 @@ absl::StatusOr<TensorFile> ReadSafetensors(const std::string& path);
 // neither checked nor read): cheap enough to look at every checkpoint in a folder. Errors as
 // ReadSafetensors.
 absl::StatusOr<std::map<std::string, std::string>> ReadSafetensorsMetadata(const std::string& path);
+
+// The safetensors name of a kiln dtype ("F32", "BF16", ...), and the kiln dtype of a name
+// kiln reads (nullopt for any other).
+const char* SafetensorsDTypeName(DType dtype);
+std::optional<DType> DTypeOfSafetensorsName(absl::string_view name);
+
+// What a file of `tensors` begins with: the 8-byte header length and the header (with
+// `metadata`), padded so that the data starts 8-byte aligned. The tensors' bytes follow in
+// name order (the map's). WriteSafetensors writes this; `path` names the file in errors.
+absl::StatusOr<std::string> EncodeSafetensorsHeader(const std::string& path,
+                                                    const std::map<std::string, TensorData>& tensors,
+                                                    const std::map<std::string, std::string>& metadata);
+
+// Where a tensor lies in a file: `nbytes` bytes from byte `offset` of the file.
+struct TensorLocation {
+  DType dtype;
+  Dims dims;
+  uint64_t offset;
+  uint64_t nbytes;
+};
+struct TensorDirectory {
+  std::map<std::string, TensorLocation> tensors;
+  std::map<std::string, std::string> metadata;
+  uint64_t data_start = 0;  // where the data begins: the header's end
+};
+
+// The header of `in` alone, checked as ReadSafetensors checks it (the ranges lie in the file
+// and tile its data, the dtypes are kiln's), so a reader can read just the tensors, or the
+// parts of them, that it needs. Errors as ReadSafetensors.
+absl::StatusOr<TensorDirectory> ReadSafetensorsDirectory(const InputFile& in);
 
 }  // namespace kiln::nn
 
