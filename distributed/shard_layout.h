@@ -1,7 +1,6 @@
-// Where each member's shard of the model state lies. Every parameter is sharded on its own:
-// its n elements, flattened, split into N chunks of c = ceil(n / N); member g holds elements
-// [g*c, min((g+1)*c, n)), zero-padded to c (so N > n works: some members hold only padding).
-// Per parameter rather than one flat buffer, so an optimizer's per-parameter settings (weight
+// Shards of the model state as tensors. Every parameter is sharded on its own, as
+// nn/shard_layout.h says (N chunks of c = ceil(n / N) flat elements, zero-padded): per
+// parameter rather than one flat buffer, so an optimizer's per-parameter settings (weight
 // decay groups) apply to a chunk as to its parameter, and a checkpoint names each chunk by it.
 // A bucket of parameters travels as one tensor of N*C elements (C: the sum of their chunks),
 // member-major: one reduce-scatter hands each member its chunk of every parameter of the
@@ -13,11 +12,12 @@
 #include <vector>
 
 #include "absl/types/span.h"
+#include "nn/shard_layout.h"
 #include "tensor/tensor.h"
 
 namespace kiln::distributed {
 
-inline int64_t ChunkSize(int64_t numel, int members) { return (numel + members - 1) / members; }
+inline int64_t ChunkSize(int64_t numel, int members) { return nn::ShardChunkSize(numel, members); }
 
 // `full` flattened and zero-padded to `members` chunks, as a [members, chunk] matrix.
 template <Backend B>
@@ -34,8 +34,8 @@ Tensor<B> AsChunkRows(const Tensor<B>& full, int members) {
 // Member g's chunk of `full` (any shape): c elements, zero-padded.
 template <Backend B>
 Tensor<B> ChunkOf(const Tensor<B>& full, int g, int members) {
-  const int64_t n = full.numel(), c = ChunkSize(n, members);
-  const int64_t begin = std::min(n, g * c), end = std::min(n, (g + 1) * c);
+  const int64_t c = ChunkSize(full.numel(), members);
+  const auto [begin, end] = nn::ShardRangeOf(full.numel(), members, g);
   if (end - begin == c) return full.reshape({-1}).slice(0, begin, end);
   const Tensor<B> padding = Tensor<B>::zeros({c - (end - begin)}, full.dtype(), full.device());
   if (end == begin) return padding;
