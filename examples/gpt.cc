@@ -422,6 +422,7 @@ int Main(Config c) {
                                  .sample = c.sample > 0 ? c.sample + static_cast<int64_t>(c.prompt.size()) : 0,
                                  .devices = static_cast<int64_t>(run.devices.size()),
                                  .members = members,
+                                 .sharded = c.shard != distributed::Sharding::kNone,
                                  .precision = c.precision.precision,
                                  .corpus_bytes = CorpusBytes(c.data_dir)}));
   // After the memory check: rank 0 reads the checkpoint it chooses.

@@ -99,7 +99,11 @@ double ProcessShare(int64_t batch, int64_t devices, int64_t members) {
 
 // Parameter-sized copies: the initial model (1) and, per device, its replica, gradients,
 // AdamW's two moments, the gradient-sync bucket and the optimizer's temporaries (6.5, fitted).
-double ParameterCopies(int64_t devices) { return 1 + 6.5 * static_cast<double>(std::max<int64_t>(devices, 1)); }
+// Sharded over `members`, a device keeps 1/members of the gradients and the moments.
+double ParameterCopies(int64_t devices, int64_t members, bool sharded) {
+  const double per_device = sharded ? 3.5 + 3.0 / static_cast<double>(std::max<int64_t>(members, 1)) : 6.5;
+  return 1 + per_device * static_cast<double>(std::max<int64_t>(devices, 1));
+}
 
 // The program, its libraries, thread stacks and the allocator's own (measured: 15 MiB for a
 // tiny gpt, 20 MiB for train's without its data).
@@ -251,7 +255,7 @@ MemoryEstimate EstimateGptMemory(const GptMemoryConfig& c) {
   MemoryEstimate e;
   Add(e.parts, "the program", kProgramBytes);
   Add(e.parts, absl::StrFormat("parameters, gradients and AdamW moments (%.0f parameters)", params),
-      params * 4 * ParameterCopies(c.devices));
+      params * 4 * ParameterCopies(c.devices, c.members, c.sharded));
   // What autograd keeps per block: ~30 width-sized values per token (norms, qkv and its
   // heads, the MLP's 4x width twice, residuals) and 3.5 attention maps of heads x context.
   Add(e.parts, "activations kept for backward", tokens * layers * (30 * d + 3.5 * h * s) * act);
@@ -292,7 +296,8 @@ MemoryEstimate EstimateTrainMemory(const TrainMemoryConfig& c) {
   // freed part way: 2.5).
   Add(e.parts, "Fashion-MNIST in memory",
       2.5 * (kTrainImages + kTestImages) * kPixels * 4 + 2 * (kTrainImages + kTestImages) * 8);
-  Add(e.parts, "parameters, gradients and optimizer state", params * 4 * ParameterCopies(c.devices));
+  Add(e.parts, "parameters, gradients and optimizer state",
+      params * 4 * ParameterCopies(c.devices, c.members, c.sharded));
   Add(e.parts, "a step's activations (batch x per-image activations)",
       ProcessShare(batch, c.devices, c.members) * per_image);
   Add(e.parts, "evaluation", 1000 * per_eval_image);
