@@ -243,17 +243,20 @@ double RuntimeFootprint() {
 }
 
 // One step and one validation of a small GPT (~16 MiB), one whose attention maps dominate
-// (~0.9 GiB; also in bf16), one whose parameters and AdamW state dominate (~0.55 GiB), and
-// one with many tokens over two devices (~0.9 GiB).
+// (~0.9 GiB; also in bf16), one whose parameters and AdamW state dominate (~0.55 GiB; also
+// over 4 devices, sharded: ZeRO-2 keeps 1/4 of the gradients and moments), and one with many
+// tokens over two devices (~0.9 GiB).
 TEST(MemoryBudget, GptEstimateBoundsTheMeasuredPeak) {
   if (kSanitized) GTEST_SKIP() << "a sanitizer's shadow memory is not the program's";
   struct Case {
     int64_t batch, context, layers, heads, width;
     int64_t devices = 1;
     nn::Precision precision = nn::Precision::kF32;
+    bool sharded = false;
   };
   for (const Case& k : {Case{4, 16, 1, 2, 16}, Case{64, 256, 2, 4, 64}, Case{8, 64, 1, 4, 1024},
-                        Case{256, 64, 2, 4, 128, 2}, Case{64, 256, 2, 4, 64, 1, nn::Precision::kBF16}}) {
+                        Case{8, 64, 1, 4, 1024, 4, nn::Precision::kF32, true}, Case{256, 64, 2, 4, 128, 2},
+                        Case{64, 256, 2, 4, 64, 1, nn::Precision::kBF16}}) {
     const GptMemoryConfig c{.context = k.context,
                             .layers = k.layers,
                             .heads = k.heads,
@@ -262,6 +265,7 @@ TEST(MemoryBudget, GptEstimateBoundsTheMeasuredPeak) {
                             .eval_batches = 1,
                             .devices = k.devices,
                             .members = k.devices,
+                            .sharded = k.sharded,
                             .precision = k.precision,
                             .corpus_bytes = CorpusBytes(data::kFortunesDir)};
     const std::vector<std::string> args = {"--steps=1",
@@ -273,6 +277,7 @@ TEST(MemoryBudget, GptEstimateBoundsTheMeasuredPeak) {
                                            absl::StrCat("--heads=", k.heads),
                                            absl::StrCat("--width=", k.width),
                                            absl::StrCat("--precision=", nn::PrecisionName(k.precision)),
+                                           absl::StrCat("--shard=", k.sharded ? "gradients" : "none"),
                                            absl::StrCat("--devices=", k.devices == 1   ? "cpu:0"
                                                                       : k.devices == 2 ? "cpu:0,cpu:1"
                                                                                        : "cpu:0,cpu:1,cpu:2,cpu:3")};
