@@ -34,6 +34,7 @@ class DeviceGroup<Autodiff<B>> {
   const FlightRecorder& flight_recorder() const { return inner_->flight_recorder(); }
   // The same devices without gradients (gradient sync runs its buckets here).
   DeviceGroup<B>& inner() { return *inner_; }
+  const DeviceGroup<B>& inner() const { return *inner_; }
 
   absl::StatusOr<Tensor<AD>> AllReduce(int member, const Tensor<AD>& t, ReduceOp kind, absl::string_view tag = "") {
     auto out = inner_->AllReduce(member, t.inner(), kind, tag);

@@ -24,6 +24,7 @@ tests=(
   tests/autodiff/gradcheck_test
   tests/distributed/autodiff_collectives_test tests/distributed/collectives_test
   tests/distributed/data_parallel_test tests/distributed/gradient_sync_test tests/distributed/group_test
+  tests/distributed/sharded_data_parallel_test
   tests/distributed/gloo/process_group_test tests/distributed/nccl/nccl_test
 )
 if [[ "${1:-}" == --list-tests ]]; then printf '%s\n' "${tests[@]}"; exit 0; fi

@@ -9,6 +9,8 @@
 #include <memory>
 #include <vector>
 
+#include "absl/strings/match.h"
+
 #include "distributed/data_parallel.h"
 #include "nn/activation.h"
 #include "nn/gpt.h"
@@ -64,12 +66,12 @@ std::unique_ptr<nn::Optimizer<B>> MakeAdamW() {
 
 template <class B>
 std::unique_ptr<DataParallel<B>> Make(nn::Module<Autodiff<B>>& model, int devices, Sharding sharding,
-                                      int64_t bucket_bytes = 200) {
+                                      int64_t bucket_bytes = 200, std::optional<DType> reduce_dtype = std::nullopt) {
   // The first `devices` of 4: asking for fewer could drop devices an older group still uses.
   auto d = TestDevices<B>::Provide(4);
   d.resize(devices);
   auto dp = DataParallel<B>::Create(model, std::make_shared<DeviceGroup<Autodiff<B>>>(d), MakeAdamW<B>,
-                                    {.bucket_bytes = bucket_bytes, .sharding = sharding});
+                                    {.bucket_bytes = bucket_bytes, .reduce_dtype = reduce_dtype, .sharding = sharding});
   EXPECT_TRUE(dp.ok()) << dp.status();
   return dp.ok() ? *std::move(dp) : nullptr;
 }
@@ -227,6 +229,44 @@ TYPED_TEST(ShardedDataParallelTest, OptimizerStateMovesBetweenStagesAndWorldSize
     from = &next->replica(0);
     sharded = std::move(next);  // keeps `from` alive
   }
+}
+
+// Buckets reduced in bf16 (half the bytes): each member rounds its packed bucket, the
+// reduction accumulates in f32 and rounds once, as unsharded, so still DDP's bits.
+TYPED_TEST(ShardedDataParallelTest, Bf16ReductionEqualsDdpsToTheBit) {
+  using B = TypeParam;
+  const auto d = TestDevices<B>::Provide(3);
+  Generator gen(11);
+  Net<B> model(gen, d[0]);
+  auto reference = Make<B>(model, 3, Sharding::kNone, 200, DType::kBF16);
+  auto sharded = Make<B>(model, 3, Sharding::kGradients, 200, DType::kBF16);
+  auto exact = Make<B>(model, 3, Sharding::kGradients);
+  Train(*reference, 0, 3);
+  Train(*sharded, 0, 3);
+  Train(*exact, 0, 3);
+  EXPECT_EQ(Flat<B>(sharded->replica(0)), Flat<B>(reference->replica(0)));
+  EXPECT_NE(Flat<B>(exact->replica(0)), Flat<B>(sharded->replica(0))) << "bf16 must have rounded something";
+}
+
+// The flight recorder sees the sharded collectives: each bucket's reduce-scatter, tagged with
+// its step, and the all-gathers of the updated parameters.
+TYPED_TEST(ShardedDataParallelTest, TheFlightRecorderSeesReduceScattersAndAllGathers) {
+  using B = TypeParam;
+  const auto d = TestDevices<B>::Provide(2);
+  Generator gen(12);
+  Net<B> model(gen, d[0]);
+  auto dp = Make<B>(model, 2, Sharding::kGradients);
+  Train(*dp, 0, 1);
+  int scatters = 0, gathers = 0;
+  for (const FlightDumpEntry& e : dp->group().inner().flight_recorder().Snapshot(false).entries) {
+    EXPECT_EQ(e.state, "completed") << e.op << " " << e.tag;
+    if (e.op == "reduce_scatter(mean)" && absl::StartsWith(e.tag, "step 0 bucket ")) ++scatters;
+    if (e.op == "all_gather" && absl::StartsWith(e.tag, "gather parameters bucket ")) ++gathers;
+  }
+  const int buckets = dp->sync(0).bucket_count();
+  EXPECT_GT(buckets, 1);
+  EXPECT_EQ(scatters, 2 * buckets);  // per member
+  EXPECT_EQ(gathers, 2 * buckets);
 }
 
 TYPED_TEST(ShardedDataParallelTest, ParameterShardingIsRefusedByName) {
