@@ -38,8 +38,8 @@ void AppendGrads(Module<Autodiff<B>>& model, const Gradients<B>& grads, const st
   }
 }
 
-// Two forward/backward rounds of a TransformerBlock with dropout (the second round's masks
-// come from where the first left the random streams), recording every gradient.
+// Two rounds of a TransformerBlock with dropout (the second round's masks come from where the
+// first left the random streams), recording every gradient.
 template <class B>
 Record BlockRun(bool recompute, std::optional<DType> compute) {
   using T = Tensor<Autodiff<B>>;
@@ -51,12 +51,16 @@ Record BlockRun(bool recompute, std::optional<DType> compute) {
   for (int round = 0; round < 2; ++round) {
     Generator data(40 + round);
     const T x = T::normal({2, 5, 8}, 0, 1, data).require_grad();
+    const T x2 = T::normal({2, 5, 8}, 0, 1, data).require_grad();
     const T w = T::normal({2, 5, 8}, 0, 1, data);
-    const T y = block(x);
-    const auto grads = (y * w).sum().backward();
+    // Two forwards before one backward (as gradient accumulation without sync does): each
+    // recompute must replay its own masks and leave the streams where the second forward did.
+    const T y = block(x), y2 = block(x2);
+    const auto grads = (y * w + y2).sum().backward();
     const std::string r = std::to_string(round) + ":";
     out.emplace_back(r + "output", y.to_data().ToDoubles());
     out.emplace_back(r + "input", grads.get(x)->to_data().ToDoubles());
+    out.emplace_back(r + "input2", grads.get(x2)->to_data().ToDoubles());
     AppendGrads<B>(block, grads, r, out);
   }
   return out;
@@ -195,8 +199,19 @@ TEST(Recompute, AParameterUsedTwiceGetsOneSummedGradient) {
 int64_t Live() { return autodiff::LiveNodes().load(); }
 
 // The graph a forward leaves for backward: one node per recomputed block (it keeps the block's
-// input alone), against every op of the block when stored; nothing left after backward.
+// input alone), against every op of the block when stored; nothing left after backward. And
+// the recomputed forward records nothing inside a block: one node made per block.
 TEST(Recompute, KeepsOneGraphNodePerBlock) {
+  auto nodes_made_in_forward = [](int64_t layers, bool recompute) {
+    Generator gen(13);
+    Gpt<AD> gpt({.vocab = 13, .context = 6, .layers = layers, .heads = 2, .width = 8, .recompute = recompute}, gen);
+    const T ids = T::from_inner(Tensor<Cpu>::from_vector(std::vector<int64_t>{1, 2, 3, 4, 5, 6}, {1, 6}));
+    const uint64_t first = autodiff::NextNodeId();
+    const T logits = gpt(ids);
+    return static_cast<int64_t>(autodiff::NextNodeId() - first - 1);
+  };
+  EXPECT_EQ(nodes_made_in_forward(3, true) - nodes_made_in_forward(1, true), 2);
+  EXPECT_GT(nodes_made_in_forward(3, false) - nodes_made_in_forward(1, false), 2 * 20);
   auto nodes_after_forward = [](int64_t layers, bool recompute) {
     Generator gen(13);
     Gpt<AD> gpt({.vocab = 13, .context = 6, .layers = layers, .heads = 2, .width = 8, .recompute = recompute}, gen);
@@ -283,6 +298,20 @@ TEST(Recompute, RecordsNothingAndRecomputesNothingWithoutGradients) {
   EXPECT_FALSE(y.requires_grad());
   EXPECT_EQ(y.to_data().ToDoubles(), wrapped.inner()(x).to_data().ToDoubles());
   EXPECT_EQ(calls, 0);
+}
+
+// Backward may run where recording is off (the recompute turns it on for itself).
+TEST(Recompute, BackwardUnderNoGradScopeStillRecomputes) {
+  auto stored = SmallMlp(53);
+  Recompute<AD> wrapped(SmallMlp(53));
+  Generator gen(54);
+  const T x = T::uniform({2, 3}, -1, 1, gen, DType::kF64).require_grad();
+  const auto want = (*stored)(x).sum().backward();
+  const T loss = wrapped(x).sum();
+  NoGradScope no_grad;
+  const auto got = loss.backward();
+  ASSERT_TRUE(got.get(x).has_value());
+  EXPECT_EQ(got.get(x)->to_data().ToDoubles(), want.get(x)->to_data().ToDoubles());
 }
 
 // Sequential's segments: dropout inside a segment replays its masks; gradients bit-equal.
