@@ -89,6 +89,7 @@ struct GptMemoryConfig {
   int64_t devices = 1, members = 1;
   nn::Precision precision = nn::Precision::kF32;
   int64_t corpus_bytes = 0;  // CorpusBytes(--data_dir)
+  bool recompute = false;    // --recompute: each block keeps only its input
 };
 MemoryEstimate EstimateGptMemory(const GptMemoryConfig& c);
 
