@@ -17,8 +17,9 @@
 // for the recompute, so the masks are the same, and then put back where they were.
 //
 // Requirements: the modules outlive the backward pass, every parameter and random stream the
-// forward uses belongs to them, and their parameters keep their values between this forward
-// and its backward (the recompute reads them then).
+// forward uses belongs to them (backward throws InvalidArgument when another tensor that takes
+// gradients got one), and their parameters keep their values between this forward and its
+// backward (the recompute reads them then).
 #ifndef KILN_NN_RECOMPUTE_H_
 #define KILN_NN_RECOMPUTE_H_
 
@@ -114,13 +115,22 @@ typename Autodiff<I>::Grads Recompute(const Saved<I>& s, const typename I::Primi
   }
   const Gradients<I> grads = out.backward(Tensor<I>(grad));
   typename AD::Grads result;
+  int64_t found = 0;  // gradients of the fresh leaves
   auto gradient_of = [&](const T& leaf) -> std::optional<typename I::Primitive> {
     const std::optional<Tensor<I>> g = grads.get(leaf);
     if (!g.has_value()) return std::nullopt;
+    ++found;
     return g->primitive();
   };
   result.push_back(gradient_of(input));
   for (T* p : s.params) result.push_back(gradient_of(*p));
+  // Any other gradient went to a tensor the recompute cannot hand on: it would be lost.
+  if (grads.size() > found) {
+    ThrowInvalidArgument(
+        "recompute: the forward used %d tensor(s) that take gradients and are neither its input nor a parameter of "
+        "the recomputed modules; register them as parameters there",
+        grads.size() - found);
+  }
   return result;
 }
 

@@ -300,6 +300,25 @@ TEST(Recompute, RecordsNothingAndRecomputesNothingWithoutGradients) {
   EXPECT_EQ(calls, 0);
 }
 
+// A tensor the forward uses that takes gradients but is no parameter of the wrapped modules
+// would lose its gradient: backward says so.
+TEST(Recompute, ATensorOutsideTheModulesIsAnError) {
+  Generator gen(57);
+  const T outside = T::uniform({2, 3}, -1, 1, gen, DType::kF64).require_grad();
+  Recompute<AD> wrapped(SmallMlp(58));
+  const T x = T::uniform({2, 3}, -1, 1, gen, DType::kF64);
+  const T y = RecomputeForward<AD>({&wrapped}, x, [&](const T& in) { return wrapped.inner()(in * outside); });
+  try {
+    (void)y.sum().backward();
+    FAIL() << "no error";
+  } catch (const Error& e) {
+    EXPECT_EQ(e.code(), absl::StatusCode::kInvalidArgument);
+    EXPECT_EQ(e.status().message(),
+              "recompute: the forward used 1 tensor(s) that take gradients and are neither its input nor a "
+              "parameter of the recomputed modules; register them as parameters there");
+  }
+}
+
 // Backward may run where recording is off (the recompute turns it on for itself).
 TEST(Recompute, BackwardUnderNoGradScopeStillRecomputes) {
   auto stored = SmallMlp(53);
