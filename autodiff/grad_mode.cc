@@ -14,6 +14,8 @@ bool GradEnabled() { return grad_enabled; }
 
 NoGradScope::NoGradScope() : previous_(grad_enabled) { grad_enabled = false; }
 NoGradScope::~NoGradScope() { grad_enabled = previous_; }
+EnableGradScope::EnableGradScope() : previous_(grad_enabled) { grad_enabled = true; }
+EnableGradScope::~EnableGradScope() { grad_enabled = previous_; }
 
 namespace autodiff {
 

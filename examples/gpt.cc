@@ -43,6 +43,7 @@ ABSL_FLAG(int, layers, 4, "transformer blocks");
 ABSL_FLAG(int, heads, 4, "attention heads per block");
 ABSL_FLAG(int, width, 128, "model width");
 ABSL_FLAG(double, dropout, 0, "dropout on attention weights and block outputs");
+ABSL_FLAG(bool, recompute, false, "keep no activations inside the blocks; recompute each block's forward in backward");
 ABSL_FLAG(double, lr, 1e-3, "peak learning rate (AdamW)");
 ABSL_FLAG(int, warmup, 100, "steps of linear warm-up before the cosine decay to lr/10");
 ABSL_FLAG(double, weight_decay, 0.1, "AdamW weight decay, on the linear layers' weights only");
@@ -103,6 +104,7 @@ Config ConfigFromFlags() {
     bad("heads", absl::StrCat(c.model.heads), absl::StrCat("must divide --width=", c.model.width));
   }
   c.model.dropout = real("dropout", absl::GetFlag(FLAGS_dropout), 0, 0.99);
+  c.model.recompute = absl::GetFlag(FLAGS_recompute);
   c.lr = real("lr", absl::GetFlag(FLAGS_lr), 0, 10, true);
   c.warmup = in("warmup", absl::GetFlag(FLAGS_warmup), 0, 10000000);
   c.weight_decay = real("weight_decay", absl::GetFlag(FLAGS_weight_decay), 0, 10);
@@ -240,6 +242,7 @@ void PrintResult(const Config& c, const std::vector<Device>& devices, int proces
   if (c.shard != distributed::Sharding::kNone) {
     absl::StrAppend(&fields, ",\"shard\":\"", distributed::ShardingName(c.shard), "\"");
   }
+  if (c.model.recompute) absl::StrAppend(&fields, ",\"recompute\":true");
   std::printf("{\"val_loss\":%s,\"val_bits_per_byte\":%s,\"tokens_per_sec\":%s,\"steps\":%d,\"devices\":[%s]%s%s%s}\n",
               number(val_loss, 4).c_str(), number(val_loss / std::numbers::ln2, 4).c_str(),
               number(tokens_per_sec, 1).c_str(), c.steps, absl::StrJoin(names, ",").c_str(),
@@ -424,7 +427,8 @@ int Main(Config c) {
                                  .members = members,
                                  .sharded = c.shard != distributed::Sharding::kNone,
                                  .precision = c.precision.precision,
-                                 .corpus_bytes = CorpusBytes(c.data_dir)}));
+                                 .corpus_bytes = CorpusBytes(c.data_dir),
+                                 .recompute = c.model.recompute}));
   // After the memory check: rank 0 reads the checkpoint it chooses.
   CheckpointPlan plan = PlanCheckpoints(c.checkpoints, MathSettings(c), run.group_options.process_group.get(), "gpt");
   const auto corpus = data::LoadTextCorpus(c.data_dir);

@@ -258,7 +258,13 @@ MemoryEstimate EstimateGptMemory(const GptMemoryConfig& c) {
       params * 4 * ParameterCopies(c.devices, c.members, c.sharded));
   // What autograd keeps per block: ~30 width-sized values per token (norms, qkv and its
   // heads, the MLP's 4x width twice, residuals) and 3.5 attention maps of heads x context.
-  Add(e.parts, "activations kept for backward", tokens * layers * (30 * d + 3.5 * h * s) * act);
+  const double block_activations = tokens * (30 * d + 3.5 * h * s) * act;
+  if (c.recompute) {
+    // Each block's input, and one block's activations while its forward is recomputed.
+    Add(e.parts, "activations kept for backward", tokens * layers * d * 4 + (c.layers > 0 ? block_activations : 0));
+  } else {
+    Add(e.parts, "activations kept for backward", layers * block_activations);
+  }
   Add(e.parts, "embeddings, logits and loss (batch x context x vocab)", tokens * (5 * d + 3 * v) * act);
   // One block's backward at a time: its attention maps' gradients, and each device's weight
   // gradients of one block before they join the others.

@@ -90,6 +90,7 @@ struct GptMemoryConfig {
   bool sharded = false;  // --shard=optimizer|gradients: the optimizer state and gradients split over members
   nn::Precision precision = nn::Precision::kF32;
   int64_t corpus_bytes = 0;  // CorpusBytes(--data_dir)
+  bool recompute = false;    // --recompute: each block keeps only its input
 };
 MemoryEstimate EstimateGptMemory(const GptMemoryConfig& c);
 

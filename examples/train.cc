@@ -147,6 +147,9 @@ std::unique_ptr<distributed::DataParallel<B>> MakeDataParallel(
     const TrainConfig& c, const std::shared_ptr<distributed::DeviceGroup<Autodiff<B>>>& group, Generator& gen) {
   const auto initial = BuildModel<B>(c.model, gen, group->devices()[0]);
   nn::SetPrecision(*initial, c.precision.precision);
+  // Runs of 3 layers: the cnn's conv-relu-pool stages (their conv outputs are the big
+  // activations), the mlp's flatten-linear-relu and linear-relu-linear.
+  if (c.recompute) initial->set_recompute(3);
   auto make_optimizer = [&]() -> std::unique_ptr<nn::Optimizer<B>> {
     if (c.optimizer == "sgd") {
       return std::make_unique<nn::Sgd<B>>(c.lr, nn::SgdOptions{.momentum = 0.9, .weight_decay = c.weight_decay});
@@ -183,6 +186,7 @@ void PrintResult(const TrainConfig& c, const std::vector<typename B::Device>& de
     absl::StrAppend(&extra, ",\"shard\":\"", distributed::ShardingName(c.shard), "\"");
   }
   if (c.precision.grad_sync) absl::StrAppend(&extra, ",\"grad_sync\":\"bf16\"");
+  if (c.recompute) absl::StrAppend(&extra, ",\"recompute\":true");
   if (const nn::LossScaler* scaler = dp.loss_scaler()) {
     absl::StrAppend(&extra, ",\"loss_scale\":", JsonNumber(scaler->scale(), 0),
                     ",\"skipped_steps\":", scaler->skipped_steps());

@@ -21,6 +21,8 @@ ABSL_FLAG(int, threads, 0, "threads per device (0: the cores shared fairly)");
 ABSL_FLAG(std::string, checkpoint, "", "safetensors file of the parameters written after every epoch");
 ABSL_FLAG(int, train_limit, 0, "use only the first N training images (0: all)");
 ABSL_FLAG(bool, cosine, true, "cosine learning-rate decay over the run");
+ABSL_FLAG(bool, recompute, false,
+          "keep only the input of every run of 3 layers (cnn: each conv-relu-pool) and recompute in backward");
 ABSL_FLAG(double, collective_timeout, 60,
           "seconds a collective (and the rendezvous) may wait for the other devices and processes");
 ABSL_FLAG(std::string, flight_recorder_dir, "",
@@ -81,6 +83,7 @@ absl::StatusOr<TrainConfig> TrainConfigFromFlags() {
   c.train_limit = absl::GetFlag(FLAGS_train_limit);
   if (c.train_limit < 0) return Bad("train_limit", absl::StrCat(c.train_limit), "expected >= 0 (0: all images)");
   c.cosine = absl::GetFlag(FLAGS_cosine);
+  c.recompute = absl::GetFlag(FLAGS_recompute);
   c.collective_timeout_s = absl::GetFlag(FLAGS_collective_timeout);
   if (!(c.collective_timeout_s > 0 && c.collective_timeout_s <= kMaxTimeoutSeconds)) {
     return Bad("collective_timeout", Number(c.collective_timeout_s),

@@ -33,6 +33,7 @@ struct TrainConfig {
   distributed::Sharding shard = distributed::Sharding::kNone;
   int train_limit = 0;  // 0: all
   bool cosine = true;
+  bool recompute = false;            // activation checkpointing over runs of 3 layers
   double collective_timeout_s = 60;  // in (0, kMaxTimeoutSeconds]
   std::string flight_recorder_dir;   // "": $KILN_FLIGHT_RECORDER_DIR
 };

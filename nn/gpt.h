@@ -27,6 +27,7 @@ struct GptConfig {
   int64_t width = 128;
   double dropout = 0;
   DType dtype = DType::kF32;
+  bool recompute = false;  // activation checkpointing of every block (names and math unchanged)
 };
 
 template <Backend B>
@@ -50,6 +51,7 @@ class Gpt : public Module<B> {
                                      .residual_init_std = 0.02 / std::sqrt(2.0 * std::max<int64_t>(c.layers, 1))},
               device)));
     }
+    set_recompute(c.recompute);
     ln_f_ =
         this->add_child("ln_f", std::make_unique<LayerNorm<B>>(Dims{c.width}, NormOptions{.dtype = c.dtype}, device));
   }
@@ -73,6 +75,11 @@ class Gpt : public Module<B> {
   std::unique_ptr<Module<B>> clone() const override { return this->template CloneAs<Gpt>(); }
 
   const GptConfig& config() const { return config_; }
+  // Turns activation checkpointing of every block on or off (TransformerBlock::set_recompute).
+  void set_recompute(bool on, const RecomputeHooks& hooks = {}) {
+    config_.recompute = on;
+    for (size_t i : blocks_) static_cast<TransformerBlock<B>&>(this->child(i)).set_recompute(on, hooks);
+  }
   const Tensor<B>& token_embedding() { return static_cast<Embedding<B>&>(this->child(wte_)).weight(); }
 
  private:

@@ -137,6 +137,8 @@ class Module {
   }
   Generator& generator(size_t i) { return generators_[i].second; }
 
+  // A child named "" is transparent: its parameters and random streams are named as if they
+  // were this module's own (a wrapper such as nn::Recompute leaves checkpoints unchanged).
   size_t add_child(std::string name, std::unique_ptr<Module> child) {
     children_.emplace_back(std::move(name), std::move(child));
     return children_.size() - 1;
@@ -153,12 +155,15 @@ class Module {
  private:
   void Collect(const std::string& prefix, std::vector<std::pair<std::string, Tensor<B>*>>& out) {
     for (auto& [name, p] : params_) out.emplace_back(prefix + name, &p);
-    for (auto& [name, child] : children_) child->Collect(prefix + name + ".", out);
+    for (auto& [name, child] : children_) child->Collect(ChildPrefix(prefix, name), out);
   }
 
   void CollectGenerators(const std::string& prefix, std::vector<std::pair<std::string, Generator*>>& out) {
     for (auto& [name, g] : generators_) out.emplace_back(prefix + name, &g);
-    for (auto& [name, child] : children_) child->CollectGenerators(prefix + name + ".", out);
+    for (auto& [name, child] : children_) child->CollectGenerators(ChildPrefix(prefix, name), out);
+  }
+  static std::string ChildPrefix(const std::string& prefix, const std::string& name) {
+    return name.empty() ? prefix : prefix + name + ".";
   }
 
   std::vector<std::pair<std::string, Tensor<B>>> params_;

@@ -1,5 +1,7 @@
 // TransformerBlock: GPT-2's pre-LN block over [batch, seq, dim]:
 //   x + attention(ln_1(x)), then + mlp(ln_2(x)) with mlp = fc (dim -> 4 dim), GELU (tanh), proj.
+// set_recompute(true): activation checkpointing (nn/recompute.h) over the whole block; the
+// parameters' names and the gradients stay exactly the same.
 #ifndef KILN_NN_TRANSFORMER_BLOCK_H_
 #define KILN_NN_TRANSFORMER_BLOCK_H_
 
@@ -7,6 +9,7 @@
 #include "nn/functional.h"
 #include "nn/linear.h"
 #include "nn/norm.h"
+#include "nn/recompute.h"
 
 namespace kiln::nn {
 
@@ -27,6 +30,22 @@ class TransformerBlock : public Module<B> {
   }
 
   Tensor<B> forward(const Tensor<B>& x) override {
+    if (!recompute_) return Compute(x);
+    return RecomputeForward<B>(
+        {this}, x, [this](const Tensor<B>& in) { return Compute(in); }, hooks_);
+  }
+  std::unique_ptr<Module<B>> clone() const override { return this->template CloneAs<TransformerBlock>(); }
+
+  // Keeps no activations in forward and recomputes them in backward; `hooks` run around each
+  // recompute (nn/recompute.h).
+  void set_recompute(bool on, RecomputeHooks hooks = {}) {
+    recompute_ = on;
+    hooks_ = std::move(hooks);
+  }
+  bool recompute() const { return recompute_; }
+
+ private:
+  Tensor<B> Compute(const Tensor<B>& x) {
     // The residual stream keeps x's dtype (f32 under mixed precision); the branches may compute
     // in a half type.
     const Tensor<B> h = x + this->child(attn_)(this->child(ln_1_)(x)).to(x.dtype());
@@ -34,12 +53,12 @@ class TransformerBlock : public Module<B> {
         functional::gelu(this->child(fc_)(this->child(ln_2_)(h)), functional::GeluApproximation::kTanh));
     return h + functional::dropout(m, dropout_, this->is_training(), this->generator(gen_)).to(x.dtype());
   }
-  std::unique_ptr<Module<B>> clone() const override { return this->template CloneAs<TransformerBlock>(); }
 
- private:
   double dropout_;
   size_t gen_;  // generator(gen_): the dropout masks
   size_t ln_1_ = 0, attn_ = 0, ln_2_ = 0, fc_ = 0, proj_ = 0;
+  bool recompute_ = false;
+  RecomputeHooks hooks_;
 };
 
 }  // namespace kiln::nn

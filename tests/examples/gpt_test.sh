@@ -76,6 +76,17 @@ grep -q '"checkpoints":4,' "$tmp/ck.out" || fail "checkpoints at 20, 30, 40, 60 
   >"$tmp/resumed.out" 2>&1 || fail "resumed run: $(cat "$tmp/resumed.out")"
 grep -q '"resumed_from_step":40' "$tmp/resumed.out" || fail "resume summary: $(tail -n 1 "$tmp/resumed.out")"
 cmp -s "$tmp/full.safetensors" "$tmp/resumed.safetensors" || fail "resumed gpt differs from the uninterrupted run"
+# --recompute (activation checkpointing) changes no number, with dropout on: the same parameters
+# byte for byte, also resumed from the checkpoint of a run without it, and the summary says so.
+"$gpt" "${tiny[@]}" --dropout=0.1 --recompute --checkpoint="$tmp/recompute.safetensors" >"$tmp/recompute.out" 2>&1 ||
+  fail "--recompute run: $(cat "$tmp/recompute.out")"
+cmp -s "$tmp/full.safetensors" "$tmp/recompute.safetensors" || fail "--recompute changed the trained parameters"
+[[ "$(tail -n 1 "$tmp/recompute.out")" == *'"precision":"f32","recompute":true}' ]] ||
+  fail "--recompute summary: $(tail -n 1 "$tmp/recompute.out")"
+"$gpt" "${tiny[@]}" --dropout=0.1 --recompute --resume="$tmp/ck/step-000000000040" \
+  --checkpoint="$tmp/resumed_recompute.safetensors" >"$tmp/resumed_recompute.out" 2>&1 ||
+  fail "--recompute resumed run: $(cat "$tmp/resumed_recompute.out")"
+cmp -s "$tmp/full.safetensors" "$tmp/resumed_recompute.safetensors" || fail "--recompute resumed differs"
 expect_error "was written by a run with --dropout=0.10000000000000001; this run has --dropout=0" \
   "${tiny[@]}" --resume="$tmp/ck/step-000000000040"
 "$gpt" "${tiny[@]}" --checkpoint="$tmp/plain.safetensors" >/dev/null 2>&1 || fail "tiny run without dropout"

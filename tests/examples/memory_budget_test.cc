@@ -162,6 +162,14 @@ TEST(MemoryBudget, RefusesWhatDoesNotFitNamingTheBiggestParts) {
   EXPECT_NO_THROW(CheckMemory(need, LeastAvailable({})));  // nothing known: nothing refused
 }
 
+// --recompute keeps one block's activations instead of every block's.
+TEST(MemoryBudget, RecomputeLowersTheActivationEstimate) {
+  GptMemoryConfig c{.layers = 8, .batch = 64};
+  const double stored = EstimateGptMemory(c).total();
+  c.recompute = true;
+  EXPECT_LT(EstimateGptMemory(c).total(), stored * 0.5);
+}
+
 TEST(MemoryBudget, EstimatesGrowWithEverySize) {
   const GptMemoryConfig base;
   const double at_base = EstimateGptMemory(base).total();
@@ -243,9 +251,9 @@ double RuntimeFootprint() {
 }
 
 // One step and one validation of a small GPT (~16 MiB), one whose attention maps dominate
-// (~0.9 GiB; also in bf16), one whose parameters and AdamW state dominate (~0.55 GiB; also
-// over 4 devices, sharded: ZeRO-2 keeps 1/4 of the gradients and moments), and one with many
-// tokens over two devices (~0.9 GiB).
+// (~0.9 GiB; also in bf16 and with --recompute), one whose parameters and AdamW state
+// dominate (~0.55 GiB; also over 4 devices, sharded: ZeRO-2 keeps 1/4 of the gradients and
+// moments), and one with many tokens over two devices (~0.9 GiB).
 TEST(MemoryBudget, GptEstimateBoundsTheMeasuredPeak) {
   if (kSanitized) GTEST_SKIP() << "a sanitizer's shadow memory is not the program's";
   struct Case {
@@ -253,10 +261,12 @@ TEST(MemoryBudget, GptEstimateBoundsTheMeasuredPeak) {
     int64_t devices = 1;
     nn::Precision precision = nn::Precision::kF32;
     bool sharded = false;
+    bool recompute = false;
   };
   for (const Case& k : {Case{4, 16, 1, 2, 16}, Case{64, 256, 2, 4, 64}, Case{8, 64, 1, 4, 1024},
                         Case{8, 64, 1, 4, 1024, 4, nn::Precision::kF32, true}, Case{256, 64, 2, 4, 128, 2},
-                        Case{64, 256, 2, 4, 64, 1, nn::Precision::kBF16}}) {
+                        Case{64, 256, 2, 4, 64, 1, nn::Precision::kBF16},
+                        Case{64, 256, 2, 4, 64, 1, nn::Precision::kF32, false, true}}) {
     const GptMemoryConfig c{.context = k.context,
                             .layers = k.layers,
                             .heads = k.heads,
@@ -267,8 +277,10 @@ TEST(MemoryBudget, GptEstimateBoundsTheMeasuredPeak) {
                             .members = k.devices,
                             .sharded = k.sharded,
                             .precision = k.precision,
-                            .corpus_bytes = CorpusBytes(data::kFortunesDir)};
-    const std::vector<std::string> args = {"--steps=1",
+                            .corpus_bytes = CorpusBytes(data::kFortunesDir),
+                            .recompute = k.recompute};
+    const std::vector<std::string> args = {absl::StrCat("--recompute=", k.recompute),
+                                           "--steps=1",
                                            "--eval_batches=1",
                                            "--threads=2",
                                            absl::StrCat("--batch_size=", k.batch),

@@ -77,6 +77,11 @@ done
 out2=$(run)
 strip() { echo "$1" | tail -n 1 | sed 's/"samples_per_sec":[0-9.]*,//'; }
 [[ "$(strip "$out1")" == "$(strip "$out2")" ]] || fail "same seed, different results: $(strip "$out1") vs $(strip "$out2")"
+# --recompute (runs of 3 layers recomputed in backward) trains to the same parameters.
+out_rc=$(run --recompute --checkpoint="$tmp/recompute.safetensors") || fail "--recompute run exited $?: $out_rc"
+cmp -s "$tmp/model.safetensors" "$tmp/recompute.safetensors" || fail "--recompute changed the trained parameters"
+[[ "$(strip "$out_rc")" == "$(strip "$out1" | sed 's/}$/,"recompute":true}/')" ]] ||
+  fail "--recompute summary: $(strip "$out_rc") vs $(strip "$out1")"
 out3=$(run --seed=2)
 [[ "$(strip "$out1")" != "$(strip "$out3")" ]] || fail "another seed gave the very same result"
 # Data-parallel over two devices trains too, and says so.
