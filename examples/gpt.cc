@@ -374,17 +374,17 @@ int TrainOn(const Config& c, const std::shared_ptr<distributed::DeviceGroup<Auto
   RunCheckpoints<B> checkpoints(c.checkpoints, std::move(plan), MathSettings(c), *dp, lead);
   TrainPosition at = Resume(c, checkpoints, group->devices(), processes);
   Generator batches(at.data_generator);
-  Steps<B> steps{
-      .c = c,
-      .train = train,
-      .val = val,
-      .device = device,
-      .dp = *dp,
-      .checkpoints = checkpoints,
-      .lead = lead,
-      .tokens_per_step = tokens_per_step,
-      .progress = Progress(lead && isatty(STDOUT_FILENO), c.steps, 1, "tokens", MemoryStatus<B>(group->devices())),
-      .start = std::chrono::steady_clock::now()};
+  auto memory = MemoryStatus<B>(group->devices());  // the progress line's device and process memory
+  Steps<B> steps{.c = c,
+                 .train = train,
+                 .val = val,
+                 .device = device,
+                 .dp = *dp,
+                 .checkpoints = checkpoints,
+                 .lead = lead,
+                 .tokens_per_step = tokens_per_step,
+                 .progress = Progress(lead && isatty(STDOUT_FILENO), c.steps, 1, "tokens", std::move(memory)),
+                 .start = std::chrono::steady_clock::now()};
   for (int64_t step = at.step; step < c.steps; ++step) {
     steps.Train(step, batches, at);
     steps.AfterStep(at);
