@@ -19,6 +19,7 @@
 #include "autodiff/gradients.h"
 #include "autodiff/node.h"
 #include "tensor/backend.h"
+#include "tensor/memory_usage.h"
 #include "tensor/shape_rules.h"
 #include "tensor/tensor.h"
 
@@ -47,6 +48,9 @@ struct Autodiff {
   static const Shape& shape(const Primitive& p) { return B::shape(p.value); }
   static DType dtype(const Primitive& p) { return B::dtype(p.value); }
   static Device device(const Primitive& p) { return B::device(p.value); }
+  // B's counts: the graph's saved tensors are B's tensors on the same device.
+  static MemoryUsage memory_usage(const Device& d) { return B::memory_usage(d); }
+  static void reset_peak_memory(const Device& d) { B::reset_peak_memory(d); }
 
   // ---- Autodiff's own operations (reached through Tensor<Autodiff<B>>) ---------------------
   static Primitive require_grad(const Primitive& p) {

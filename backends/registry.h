@@ -15,6 +15,9 @@
 //                                                 // the backend can (logical devices)
 //   static constexpr bool kDeviceOwnsAProcess;    // a device serves one process (a GPU)
 //   static constexpr bool kHalfTypes;             // bf16 and f16 run (the typed tests add them)
+//   static MemoryUsage memory_usage(const Device&);  // current and peak bytes of the device's
+//                                                 // tensor buffers (tensor/memory_usage.h)
+//   static void reset_peak_memory(const Device&);   // the peak restarts from the current bytes
 #ifndef KILN_BACKENDS_REGISTRY_H_
 #define KILN_BACKENDS_REGISTRY_H_
 
@@ -29,6 +32,7 @@
 #include "absl/status/statusor.h"
 #include "backends/cpu/collective_kernels.h"
 #include "backends/cpu/cpu_backend.h"
+#include "tensor/memory_usage.h"
 #ifdef KILN_WITH_VULKAN
 #include "backends/vulkan/collective_kernels.h"
 #include "backends/vulkan/vulkan_backend.h"
@@ -48,6 +52,8 @@ concept RegisteredBackend = requires(const typename B::Device& d) {
   { B::EnsureDevices(1) } -> std::same_as<absl::StatusOr<std::vector<typename B::Device>>>;
   { B::kDeviceOwnsAProcess } -> std::convertible_to<bool>;
   { B::kHalfTypes } -> std::convertible_to<bool>;
+  { B::memory_usage(d) } -> std::same_as<MemoryUsage>;
+  { B::reset_peak_memory(d) } -> std::same_as<void>;
   typename B::Device;
   requires std::constructible_from<typename B::Device, int>;
 };

@@ -1,8 +1,8 @@
 // The second main job: a byte-level GPT trained on Debian's fortunes (the plain files of
 // /usr/share/games/fortunes, sorted and joined; the first 90% trains, the last 10%
 // validates), data-parallel over --devices and across processes exactly like examples/train.
-// Ends with one JSON line: val_loss (nats per byte), val_bits_per_byte, tokens_per_sec, steps,
-// devices.
+// Ends with one JSON line: val_loss (nats per byte), val_bits_per_byte, tokens_per_sec,
+// peak_bytes (each local device's peak tensor bytes), peak_rss_bytes, steps, devices.
 //
 //   ./bazelw run //examples:gpt -- --steps=2000 --sample=200 --prompt="Q: "
 #include <unistd.h>
@@ -25,6 +25,7 @@
 #include "examples/checkpoint_flags.h"
 #include "examples/command_line.h"
 #include "examples/memory_budget.h"
+#include "examples/memory_report.h"
 #include "examples/precision_flags.h"
 #include "examples/progress.h"
 #include "examples/run_checkpoints.h"
@@ -230,10 +231,11 @@ std::string Sample(nn::Module<Autodiff<B>>& model, const Config& c, Generator& g
   return out;
 }
 
-// The run's one JSON line; `extra`: fields only some runs have (",\"skipped_steps\":3").
+// The run's one JSON line; `memory`: MemoryJsonFields; `extra`: fields only some runs have
+// (",\"skipped_steps\":3").
 template <class Device>
 void PrintResult(const Config& c, const std::vector<Device>& devices, int processes, double val_loss,
-                 double tokens_per_sec, const std::string& extra) {
+                 double tokens_per_sec, const std::string& memory, const std::string& extra) {
   std::vector<std::string> names;
   for (const auto& d : devices) names.push_back(absl::StrCat("\"", d.ToString(), "\""));
   auto number = [](double v, int decimals) { return std::isfinite(v) ? absl::StrFormat("%.*f", decimals, v) : "null"; };
@@ -243,10 +245,11 @@ void PrintResult(const Config& c, const std::vector<Device>& devices, int proces
     absl::StrAppend(&fields, ",\"shard\":\"", distributed::ShardingName(c.shard), "\"");
   }
   if (c.model.recompute) absl::StrAppend(&fields, ",\"recompute\":true");
-  std::printf("{\"val_loss\":%s,\"val_bits_per_byte\":%s,\"tokens_per_sec\":%s,\"steps\":%d,\"devices\":[%s]%s%s%s}\n",
-              number(val_loss, 4).c_str(), number(val_loss / std::numbers::ln2, 4).c_str(),
-              number(tokens_per_sec, 1).c_str(), c.steps, absl::StrJoin(names, ",").c_str(),
-              processes > 1 ? absl::StrCat(",\"processes\":", processes).c_str() : "", fields.c_str(), extra.c_str());
+  std::printf(
+      "{\"val_loss\":%s,\"val_bits_per_byte\":%s,\"tokens_per_sec\":%s%s,\"steps\":%d,\"devices\":[%s]%s%s%s}\n",
+      number(val_loss, 4).c_str(), number(val_loss / std::numbers::ln2, 4).c_str(), number(tokens_per_sec, 1).c_str(),
+      memory.c_str(), c.steps, absl::StrJoin(names, ",").c_str(),
+      processes > 1 ? absl::StrCat(",\"processes\":", processes).c_str() : "", fields.c_str(), extra.c_str());
 }
 
 // The corpus's first 90% to train on, the rest to validate; UsageError when too short.
@@ -366,7 +369,8 @@ struct Steps {
     const std::string extra =
         absl::StrCat(dp.loss_scaler() ? absl::StrCat(",\"skipped_steps\":", dp.loss_scaler()->skipped_steps()) : "",
                      checkpoints.JsonFields());
-    PrintResult(c, devices, processes, val_loss, tokens_per_sec, extra);
+    const std::string memory = MemoryJsonFields(DeviceMemory<B>(devices), ReadProcessMemory());
+    PrintResult(c, devices, processes, val_loss, tokens_per_sec, memory, extra);
   }
 };
 
@@ -381,6 +385,7 @@ int TrainOn(const Config& c, const std::shared_ptr<distributed::DeviceGroup<Auto
   RunCheckpoints<B> checkpoints(c.checkpoints, std::move(plan), MathSettings(c), *dp, lead);
   TrainPosition at = Resume(c, checkpoints, group->devices(), processes);
   Generator batches(at.data_generator);
+  auto memory = MemoryStatus<B>(group->devices());  // the progress line's device and process memory
   Steps<B> steps{.c = c,
                  .train = train,
                  .val = val,
@@ -389,7 +394,7 @@ int TrainOn(const Config& c, const std::shared_ptr<distributed::DeviceGroup<Auto
                  .checkpoints = checkpoints,
                  .lead = lead,
                  .tokens_per_step = tokens_per_step,
-                 .progress = Progress(lead && isatty(STDOUT_FILENO), c.steps, 1, "tokens"),
+                 .progress = Progress(lead && isatty(STDOUT_FILENO), c.steps, 1, "tokens", std::move(memory)),
                  .start = std::chrono::steady_clock::now()};
   for (int64_t step = at.step; step < c.steps; ++step) {
     steps.Train(step, batches, at);

@@ -6,8 +6,6 @@
 
 #include <algorithm>
 #include <cmath>
-#include <fstream>
-#include <sstream>
 
 #include "absl/strings/ascii.h"
 #include "absl/strings/match.h"
@@ -18,36 +16,13 @@
 #include "absl/strings/str_split.h"
 #include "absl/strings/strip.h"
 #include "distributed/process/launch_env.h"
+#include "examples/process_memory.h"
 #include "examples/run_setup.h"
 
 namespace kiln {
 namespace {
 
 constexpr double kKiB = 1024, kMiB = kKiB * 1024, kGiB = kMiB * 1024;
-
-// "Key:   123 kB" lines (/proc/meminfo, /proc/self/status): the value in bytes.
-std::optional<int64_t> KibField(absl::string_view text, absl::string_view key) {
-  for (absl::string_view line : absl::StrSplit(text, '\n')) {
-    if (!absl::ConsumePrefix(&line, key) || !absl::ConsumePrefix(&line, ":")) continue;
-    line = absl::StripAsciiWhitespace(line);
-    if (!absl::ConsumeSuffix(&line, "kB")) return std::nullopt;
-    uint64_t kib = 0;
-    if (!absl::SimpleAtoi(absl::StripAsciiWhitespace(line), &kib) || kib > uint64_t{INT64_MAX} / 1024) {
-      return std::nullopt;
-    }
-    return static_cast<int64_t>(kib * 1024);
-  }
-  return std::nullopt;
-}
-
-std::optional<std::string> ReadSmallFile(const std::string& path) {
-  std::ifstream in(path);
-  if (!in) return std::nullopt;
-  std::string text(64 * 1024, '\0');  // every file read here is a few KiB at most
-  in.read(text.data(), static_cast<std::streamsize>(text.size()));
-  text.resize(static_cast<size_t>(in.gcount()));
-  return text;
-}
 
 // A cgroup path as the kernel writes it: absolute, without "." or ".." parts.
 std::optional<std::string> CleanCgroupPath(absl::string_view path) {
@@ -66,14 +41,14 @@ void AddCgroupLimits(const std::string& root, const std::string& path, const cha
   std::string dir = path == "/" ? "" : path;
   while (true) {
     const std::string folder = root + dir;
-    const auto limit_text = ReadSmallFile(folder + "/" + limit_file);
+    const auto limit_text = ReadKernelFile(folder + "/" + limit_file);
     const auto limit = limit_text ? ParseCgroupBytes(*limit_text) : std::nullopt;
     if (limit && *limit != kUnlimited) {
-      const auto usage_text = ReadSmallFile(folder + "/" + usage_file);
+      const auto usage_text = ReadKernelFile(folder + "/" + usage_file);
       int64_t used = usage_text ? ParseCgroupBytes(*usage_text).value_or(0) : 0;
       if (used == kUnlimited) used = 0;
       // The page cache counts as usage but is given back under pressure.
-      if (const auto stat = ReadSmallFile(folder + "/memory.stat")) {
+      if (const auto stat = ReadKernelFile(folder + "/memory.stat")) {
         used -= std::min(used, ParseStatField(*stat, inactive_key).value_or(0));
       }
       out.push_back({.what = absl::StrCat("cgroup ", folder, "/", limit_file), .limit = *limit, .used = used});
@@ -111,8 +86,8 @@ constexpr double kProgramBytes = 20 * kMiB;
 
 }  // namespace
 
-std::optional<int64_t> ParseMemAvailable(absl::string_view meminfo) { return KibField(meminfo, "MemAvailable"); }
-std::optional<int64_t> ParseVmSize(absl::string_view status) { return KibField(status, "VmSize"); }
+std::optional<int64_t> ParseMemAvailable(absl::string_view meminfo) { return ParseKibField(meminfo, "MemAvailable"); }
+std::optional<int64_t> ParseVmSize(absl::string_view status) { return ParseKibField(status, "VmSize"); }
 
 std::optional<int64_t> ParseStatField(absl::string_view stat, absl::string_view key) {
   for (absl::string_view line : absl::StrSplit(stat, '\n')) {
@@ -157,17 +132,17 @@ CgroupPaths ParseProcCgroup(absl::string_view text) {
 
 std::vector<MemoryLimit> ReadMemoryLimits(const std::string& proc, const std::string& cgroup_root) {
   std::vector<MemoryLimit> limits;
-  if (const auto meminfo = ReadSmallFile(proc + "/meminfo")) {
+  if (const auto meminfo = ReadKernelFile(proc + "/meminfo")) {
     if (const auto available = ParseMemAvailable(*meminfo)) {
       limits.push_back({.what = "MemAvailable", .limit = *available});
     }
   }
-  const CgroupPaths paths = ParseProcCgroup(ReadSmallFile(proc + "/self/cgroup").value_or(""));
+  const CgroupPaths paths = ParseProcCgroup(ReadKernelFile(proc + "/self/cgroup").value_or(""));
   // cgroup v2 where its hierarchy has the memory controller (mounted at the root, or at
   // unified/ beside v1's); v1's memory hierarchy otherwise.
   std::string v2_root = cgroup_root;
-  auto controllers = ReadSmallFile(v2_root + "/cgroup.controllers");
-  if (!controllers) controllers = ReadSmallFile((v2_root = cgroup_root + "/unified") + "/cgroup.controllers");
+  auto controllers = ReadKernelFile(v2_root + "/cgroup.controllers");
+  if (!controllers) controllers = ReadKernelFile((v2_root = cgroup_root + "/unified") + "/cgroup.controllers");
   const bool v2 = paths.unified && controllers &&
                   absl::StrContains(absl::StrCat(" ", absl::StripAsciiWhitespace(*controllers), " "), " memory ");
   if (v2) {
@@ -178,7 +153,7 @@ std::vector<MemoryLimit> ReadMemoryLimits(const std::string& proc, const std::st
   }
   rlimit as{};
   if (getrlimit(RLIMIT_AS, &as) == 0 && as.rlim_cur != RLIM_INFINITY && as.rlim_cur < uint64_t{INT64_MAX}) {
-    const auto status = ReadSmallFile(proc + "/self/status");
+    const auto status = ReadKernelFile(proc + "/self/status");
     limits.push_back({.what = "ulimit -v (RLIMIT_AS)",
                       .limit = static_cast<int64_t>(as.rlim_cur),
                       .used = status ? ParseVmSize(*status).value_or(0) : 0,

@@ -29,6 +29,7 @@
 #include "distributed/group.h"
 #include "examples/command_line.h"
 #include "examples/memory_budget.h"
+#include "examples/memory_report.h"
 #include "examples/progress.h"
 #include "examples/run_checkpoints.h"
 #include "examples/run_setup.h"
@@ -194,9 +195,10 @@ void PrintResult(const TrainConfig& c, const std::vector<typename B::Device>& de
   absl::StrAppend(&extra, checkpoint_fields);
   std::printf(
       "{\"test_accuracy\":%s,\"train_loss\":%s,\"epochs\":%d,\"steps\":%lld,"
-      "\"samples_per_sec\":%s,\"devices\":[%s]%s}\n",
+      "\"samples_per_sec\":%s%s,\"devices\":[%s]%s}\n",
       JsonNumber(r.accuracy, 4).c_str(), JsonNumber(r.last_loss, 4).c_str(), c.epochs, static_cast<long long>(r.steps),
-      JsonNumber(r.samples_per_sec, 1).c_str(), absl::StrJoin(names, ",").c_str(), extra.c_str());
+      JsonNumber(r.samples_per_sec, 1).c_str(), MemoryJsonFields(DeviceMemory<B>(devices), ReadProcessMemory()).c_str(),
+      absl::StrJoin(names, ",").c_str(), extra.c_str());
 }
 
 // Every step splits its batch over every device; a last batch smaller than that is left out.
@@ -343,7 +345,8 @@ int TrainOn(const TrainConfig& c, const std::shared_ptr<distributed::DeviceGroup
                    .n = n,
                    .steps_per_epoch = steps_per_epoch,
                    .schedule = {.base_lr = c.lr, .total_steps = steps_per_epoch * c.epochs, .min_lr = c.lr * 0.01},
-                   .progress = Progress(lead && isatty(STDOUT_FILENO), steps_per_epoch, c.epochs),
+                   .progress = Progress(lead && isatty(STDOUT_FILENO), steps_per_epoch, c.epochs, "samples",
+                                        MemoryStatus<B>(devices)),
                    .last_loss = at.last_epoch_loss};
   for (int64_t epoch = at.epoch; epoch <= c.epochs; ++epoch) {
     if (absl::Status s = epochs.Run(epoch, gen, at); !s.ok()) return Fail(s);

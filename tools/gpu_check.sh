@@ -20,7 +20,7 @@ tests=(
   tests/backends/cuda/scalar_ops_test tests/backends/cuda/strided_index_test
   tests/backends/cuda/captured_step_gpu_test tests/backends/cuda/half_cast_gpu_test
   tests/tensor/creation_test tests/tensor/elementwise_test tests/tensor/errors_test tests/tensor/integer_test
-  tests/tensor/layout_test tests/tensor/matmul_test tests/tensor/reduce_test
+  tests/tensor/layout_test tests/tensor/matmul_test tests/tensor/reduce_test tests/tensor/memory_usage_test
   tests/autodiff/gradcheck_test
   tests/distributed/autodiff_collectives_test tests/distributed/collectives_test
   tests/distributed/data_parallel_test tests/distributed/gradient_sync_test tests/distributed/group_test

@@ -69,6 +69,16 @@ Cpu::Primitive Cpu::slice(const Primitive& p, int64_t dim, int64_t start, int64_
   return strided::Slice(p, dim, start, end, step);
 }
 
+MemoryUsage Cpu::memory_usage(const Device& d) {
+  cpu::RequireDevice(d);
+  return cpu::TensorMemory(d).usage();
+}
+
+void Cpu::reset_peak_memory(const Device& d) {
+  cpu::RequireDevice(d);
+  cpu::TensorMemory(d).ResetPeak();
+}
+
 absl::StatusOr<std::vector<CpuDevice>> Cpu::EnsureDevices(int n) {
   if (cpu::DeviceCount() < n) {
     if (absl::Status s = cpu::Configure({.devices = n}); !s.ok()) return s;

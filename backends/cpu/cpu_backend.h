@@ -11,6 +11,7 @@
 #include "backends/cpu/strided_tensor.h"
 #include "tensor/backend.h"
 #include "tensor/fused_ops.h"
+#include "tensor/memory_usage.h"
 #include "tensor/tensor.h"
 
 namespace kiln {
@@ -27,6 +28,10 @@ struct Cpu {
   static absl::StatusOr<std::vector<Device>> EnsureDevices(int n);
   static constexpr bool kDeviceOwnsAProcess = false;
   static constexpr bool kHalfTypes = true;  // bf16 and f16 kernels are done
+  // The bytes the device's tensors hold (asked for, not the allocator's rounding or cache);
+  // throws kiln::Error (CheckDevice's status) for a device that does not exist.
+  static MemoryUsage memory_usage(const Device& d);
+  static void reset_peak_memory(const Device& d);
 
   static const Shape& shape(const Primitive& p) { return p.shape; }
   static DType dtype(const Primitive& p) { return p.dtype; }

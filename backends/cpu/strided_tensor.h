@@ -8,15 +8,21 @@
 
 #include "backends/cpu/cpu_device.h"
 #include "tensor/dtype.h"
+#include "tensor/memory_usage.h"
 #include "tensor/shape.h"
 #include "tensor/strided_array.h"
 
 namespace kiln {
 namespace cpu {
 
+// The bytes the tensor buffers of `device` hold: counted by Buffer, read by Cpu::memory_usage.
+MemoryCounter& TensorMemory(const CpuDevice& device);
+
+// A tensor's host memory, counted against its device (the bytes asked for: allocator.h's
+// rounding and cache are the allocator's, not the tensor's).
 class Buffer {
  public:
-  explicit Buffer(int64_t nbytes);
+  Buffer(int64_t nbytes, const CpuDevice& device);
   ~Buffer();
   Buffer(const Buffer&) = delete;
   Buffer& operator=(const Buffer&) = delete;
@@ -26,6 +32,7 @@ class Buffer {
  private:
   std::byte* data_;
   int64_t nbytes_;
+  MemoryCounter* counter_;
 };
 
 using StridedTensor = StridedArray<Buffer, CpuDevice>;

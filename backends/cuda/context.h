@@ -17,6 +17,7 @@
 #include "backends/cuda/allocator.h"
 #include "backends/cuda/cuda_device.h"
 #include "backends/cuda/graph_pool.h"
+#include "tensor/memory_usage.h"
 
 namespace kiln::cuda {
 
@@ -25,6 +26,9 @@ struct DeviceContext {
   cudaStream_t stream = nullptr;  // non-blocking: never serialised with the legacy stream
   int multiprocessors = 1;
   CachingAllocator* memory = nullptr;
+  // The bytes the device's tensor buffers hold: what they asked for, not the caching
+  // allocator's size classes or cache (its GetStats has those).
+  MemoryCounter tensor_memory;
   // cuBLAS calls on one handle are serialised (its workspace is per handle).
   cublasHandle_t blas = nullptr;
   std::mutex blas_mu;

@@ -5,6 +5,7 @@
 #include <memory>
 
 #include "absl/strings/str_format.h"
+#include "backends/cuda/context.h"
 #include "backends/cuda/kernels/kernels.h"
 #include "backends/cuda/launch.h"
 #include "tensor/strided_view.h"
@@ -162,6 +163,10 @@ Cuda::Primitive Cuda::expand(const Primitive& p, const Shape& shape) { return st
 Cuda::Primitive Cuda::slice(const Primitive& p, int64_t dim, int64_t start, int64_t end, int64_t step) {
   return strided::Slice(p, dim, start, end, step);
 }
+
+MemoryUsage Cuda::memory_usage(const Device& d) { return cuda::Lookup(d).tensor_memory.usage(); }
+
+void Cuda::reset_peak_memory(const Device& d) { cuda::Lookup(d).tensor_memory.ResetPeak(); }
 
 absl::StatusOr<std::vector<CudaDevice>> Cuda::EnsureDevices(int n) {
   const int count = cuda::DeviceCount();

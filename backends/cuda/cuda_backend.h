@@ -13,6 +13,7 @@
 #include "backends/cuda/strided_tensor.h"
 #include "tensor/backend.h"
 #include "tensor/fused_ops.h"
+#include "tensor/memory_usage.h"
 #include "tensor/tensor.h"
 
 namespace kiln {
@@ -29,6 +30,11 @@ struct Cuda {
   // A GPU serves one process: under a launcher each process takes its own (see distributed/).
   static constexpr bool kDeviceOwnsAProcess = true;
   static constexpr bool kHalfTypes = true;  // bf16 and f16 kernels are done
+  // The bytes the device's tensors hold (asked for, including buffers a CUDA graph capture
+  // makes; not the caching allocator's size classes or cache); throws kiln::Error for a
+  // device that does not exist.
+  static MemoryUsage memory_usage(const Device& d);
+  static void reset_peak_memory(const Device& d);
 
   static const Shape& shape(const Primitive& p) { return p.shape; }
   static DType dtype(const Primitive& p) { return p.dtype; }

@@ -37,9 +37,11 @@ DeviceBuffer::DeviceBuffer(const CudaDevice& device, int64_t nbytes) : context_(
       pool_ ? pool_->Allocate(static_cast<size_t>(nbytes)) : context_->memory->Allocate(static_cast<size_t>(nbytes));
   ThrowIfError(block.status());
   block_ = *block;
+  context_->tensor_memory.Allocated(nbytes_);
 }
 
 DeviceBuffer::~DeviceBuffer() {
+  context_->tensor_memory.Freed(nbytes_);
   if (pool_ != nullptr) {
     pool_->Free(block_);  // reserved for the graph as long as it lives
     return;

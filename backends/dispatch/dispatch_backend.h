@@ -14,6 +14,7 @@
 #include "backends/registry.h"
 #include "tensor/backend.h"
 #include "tensor/fused.h"
+#include "tensor/memory_usage.h"
 #include "tensor/op_table.h"
 
 namespace kiln {
@@ -59,6 +60,16 @@ struct Dispatch {
           }
         },
         dev.variant());
+  }
+
+  // f.template operator()<B>(d) for the device d under every autodiff wrapper of `dev`.
+  template <class F>
+  static void OnPlainDevice(const Device& dev, F&& f) {
+    CompiledBackends::AnyOf([&]<class B>() {
+      const auto* d = std::get_if<typename B::Device>(&dev.plain().variant());
+      if (d != nullptr) f.template operator()<B>(*d);
+      return d != nullptr;
+    });
   }
 
   // ---- Forwarding an op of the table ---------------------------------------------------------
@@ -153,6 +164,16 @@ struct Dispatch {
   }
   static Device device(const Primitive& p) {
     return Visit(p, [](auto b, const auto& x) { return Device(decltype(b)::type::device(x)); });
+  }
+
+  // The device's backend's counts (an autodiff device's are those of the device it wraps).
+  static MemoryUsage memory_usage(const Device& dev) {
+    MemoryUsage usage;
+    OnPlainDevice(dev, [&]<class B>(const typename B::Device& d) { usage = B::memory_usage(d); });
+    return usage;
+  }
+  static void reset_peak_memory(const Device& dev) {
+    OnPlainDevice(dev, [&]<class B>(const typename B::Device& d) { B::reset_peak_memory(d); });
   }
 
 // The ops of tensor/op_table.h, each forwarded to the backend that holds its tensors.

@@ -214,8 +214,13 @@ std::shared_ptr<Chunk> Context::AllocateFrom(MemoryPool& pool, int64_t bytes) {
 }
 
 std::shared_ptr<Chunk> Context::Allocate(int64_t bytes) {
-  std::lock_guard lock(mu_);
-  return AllocateFrom(device_pool_, std::max<int64_t>(bytes, 4));
+  std::shared_ptr<Chunk> chunk;
+  {
+    std::lock_guard lock(mu_);
+    chunk = AllocateFrom(device_pool_, std::max<int64_t>(bytes, 4));
+  }
+  chunk->CountIn(&tensor_memory_, bytes);
+  return chunk;
 }
 
 int64_t Context::reserved_bytes() {

@@ -42,8 +42,10 @@ class Context {
   // Device memory held in blocks (in use or cached for reuse).
   int64_t reserved_bytes();
 
-  // Uninitialised device memory of at least `bytes` (> 0).
+  // Uninitialised device memory for a tensor of `bytes` (>= 0), counted in tensor_memory().
   std::shared_ptr<Chunk> Allocate(int64_t bytes);
+  // The bytes the device's tensors hold (what they asked for, not the pool's size classes).
+  MemoryCounter& tensor_memory() { return tensor_memory_; }
 
   // Records kernel `kernel` (a name from compile_shaders.sh) with push constants `params`.
   void Launch(int kernel, const void* params, uint32_t params_size, Groups groups);
@@ -103,6 +105,7 @@ class Context {
   int64_t fill_groups_ = 1024;  // workgroups that keep every core of the device busy
   bool mapped_ = false;         // device memory is host-visible: transfers are plain copies
   MemoryPool device_pool_, staging_pool_;
+  MemoryCounter tensor_memory_;
 
   VkCommandBuffer open_ = VK_NULL_HANDLE;
   int open_ops_ = 0;

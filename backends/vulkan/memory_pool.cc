@@ -29,7 +29,10 @@ int64_t SizeClass(int64_t bytes) {
 
 // The context decides when a range is safe to reuse (it knows what is queued), so a chunk
 // releases through it rather than straight into its pool.
-Chunk::~Chunk() { context_->Release(block_, offset_, bytes_); }
+Chunk::~Chunk() {
+  if (counter_ != nullptr) counter_->Freed(counted_bytes_);
+  context_->Release(block_, offset_, bytes_);
+}
 
 absl::StatusOr<int64_t> MemoryLimitFromEnv() {
   const char* limit = std::getenv("KILN_VULKAN_MEMORY_LIMIT_MB");

@@ -17,6 +17,7 @@
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
 #include "backends/vulkan/vk.h"
+#include "tensor/memory_usage.h"
 
 namespace kiln::vulkan {
 
@@ -48,6 +49,14 @@ class Chunk {
   int64_t bytes() const { return bytes_; }
   std::byte* mapped() const { return block_->mapped ? block_->mapped + offset_ : nullptr; }
 
+  // Counts this chunk as a tensor's `bytes` in `counter` until it is freed (staging chunks
+  // are not counted).
+  void CountIn(MemoryCounter* counter, int64_t bytes) {
+    counter_ = counter;
+    counted_bytes_ = bytes;
+    counter_->Allocated(bytes);
+  }
+
   // [min, max] of the values an integer tensor was created with on the host, if known: index
   // and divisor checks then need no round trip to the device.
   std::optional<std::pair<int64_t, int64_t>> known_range;
@@ -56,6 +65,8 @@ class Chunk {
   Context* context_;
   Block* block_;
   int64_t offset_, bytes_;
+  MemoryCounter* counter_ = nullptr;
+  int64_t counted_bytes_ = 0;
 };
 
 // The cap KILN_VULKAN_MEMORY_LIMIT_MB=N puts on a context's device memory, in bytes (no cap

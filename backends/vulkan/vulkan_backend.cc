@@ -156,6 +156,10 @@ Vulkan::Primitive Vulkan::cat(absl::Span<const Primitive> parts, int64_t dim) {
 
 void Vulkan::synchronize(const Device& device) { Context::Of(device).Finish(); }
 
+MemoryUsage Vulkan::memory_usage(const Device& d) { return Context::Of(d).tensor_memory().usage(); }
+
+void Vulkan::reset_peak_memory(const Device& d) { Context::Of(d).tensor_memory().ResetPeak(); }
+
 absl::StatusOr<std::vector<VulkanDevice>> Vulkan::EnsureDevices(int n) {
   absl::StatusOr<int> count = vulkan::DeviceCount();
   if (!count.ok()) return count.status();

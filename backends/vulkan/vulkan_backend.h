@@ -18,6 +18,7 @@
 #include "backends/vulkan/vulkan_tensor.h"
 #include "tensor/backend.h"
 #include "tensor/fused_ops.h"
+#include "tensor/memory_usage.h"
 #include "tensor/tensor.h"
 
 namespace kiln {
@@ -33,6 +34,10 @@ struct Vulkan {
   static absl::StatusOr<std::vector<Device>> EnsureDevices(int n);
   static constexpr bool kDeviceOwnsAProcess = false;
   static constexpr bool kHalfTypes = true;  // bf16 and f16 kernels are done
+  // The bytes the device's tensors hold (asked for: bool as 4 bytes an element, not the
+  // memory pool's size classes or cache); throws kiln::Error for a device that does not exist.
+  static MemoryUsage memory_usage(const Device& d);
+  static void reset_peak_memory(const Device& d);
 
   static const Shape& shape(const Primitive& p) { return p.shape; }
   static DType dtype(const Primitive& p) { return p.dtype; }

@@ -49,7 +49,7 @@ last=$(echo "$out1" | tail -n 1)
   fail "last line is not the JSON summary: $last"
 echo "$out1" | grep -q '^Q: ' || fail "no sample after the prompt: $out1"
 out2=$("$gpt" "${small[@]}" 2>&1)
-strip() { echo "$1" | tail -n 1 | sed 's/"tokens_per_sec":[0-9.]*,//'; }
+strip() { echo "$1" | tail -n 1 | sed 's/"tokens_per_sec":[0-9.]*,//; s/"peak_bytes":\[[0-9,]*\],"peak_rss_bytes":[0-9]*,//'; }
 [[ "$(strip "$out1")" == "$(strip "$out2")" ]] || fail "same seed, different results: $(strip "$out1") vs $(strip "$out2")"
 out3=$("$gpt" "${small[@]}" --devices=cpu:0,cpu:1 2>&1) || fail "two-device run exited $?: $out3"
 [[ "$(echo "$out3" | tail -n 1)" == *'"devices":["cpu:0","cpu:1"],"precision":"f32"}' ]] || fail "two-device summary: $(echo "$out3" | tail -n 1)"
@@ -63,6 +63,27 @@ out3=$("$gpt" "${small[@]}" --devices=cpu:0,cpu:1 2>&1) || fail "two-device run 
 tail -n 1 "$tmp/mp.out" | grep -q '^\[rank 0\] {"val_loss":.*"devices":\["cpu:0"\],"processes":2,"precision":"f32"}$' ||
   fail "2 x 1 summary: $(tail -n 1 "$tmp/mp.out")"
 cmp -s "$tmp/in.safetensors" "$tmp/mp.safetensors" || fail "2 x 1 checkpoint differs from cpu:0,cpu:1 in one process"
+
+# Memory: the progress line shows each device's current/peak tensor bytes and the resident set;
+# the JSON line has a peak per local device, each at least the parameters' bytes (the sum of the
+# checkpoint's tensors), and the resident set's peak, at least a CPU device's peak.
+memory_fields() {  # checkpoint, output, local devices
+  /usr/bin/env python3 - "$@" <<'PY'
+import json, struct, sys
+raw = open(sys.argv[1], "rb").read(); n = struct.unpack("<Q", raw[:8])[0]
+params = sum(v["data_offsets"][1] - v["data_offsets"][0] for k, v in json.loads(raw[8:8 + n]).items() if k != "__metadata__")
+last = open(sys.argv[2]).read().splitlines()[-1]
+line = json.loads(last[last.index("{"):])
+peaks, rss = line["peak_bytes"], line["peak_rss_bytes"]
+if len(peaks) != int(sys.argv[3]): sys.exit(f"{len(peaks)} peaks for {sys.argv[3]} devices: {last}")
+if min(peaks) < params: sys.exit(f"peak_bytes {peaks} below the parameters' {params} bytes")
+if rss < max(peaks): sys.exit(f"peak_rss_bytes {rss} below a device's peak {max(peaks)}")
+PY
+}
+memory_fields "$tmp/in.safetensors" "$tmp/in.out" 2 || fail "memory fields of the two-device run"
+memory_fields "$tmp/mp.safetensors" "$tmp/mp.out" 1 || fail "memory fields of the 2 x 1 run"
+grep -qE '^epoch 1/1 step 3/3 loss .* tokens/s mem [0-9.]+/[0-9.]+, [0-9.]+/[0-9.]+ [KMG]iB, rss [0-9.]+ [KMG]iB$' "$tmp/in.out" ||
+  fail "no memory in the progress line: $(cat "$tmp/in.out")"
 
 # Resumed from a training checkpoint (dropout on: its random streams come back too) it ends
 # byte for byte as the uninterrupted run; without dropout, resumed on two devices, within f32

@@ -75,7 +75,7 @@ done
 [[ "$last" == '{'*'"devices":["cpu:0"],"precision":"f32"}' ]] || fail "last line is not the JSON summary: $last"
 [[ -s "$tmp/model.safetensors" ]] || fail "no checkpoint written"
 out2=$(run)
-strip() { echo "$1" | tail -n 1 | sed 's/"samples_per_sec":[0-9.]*,//'; }
+strip() { echo "$1" | tail -n 1 | sed 's/"samples_per_sec":[0-9.]*,//; s/"peak_bytes":\[[0-9,]*\],"peak_rss_bytes":[0-9]*,//'; }
 [[ "$(strip "$out1")" == "$(strip "$out2")" ]] || fail "same seed, different results: $(strip "$out1") vs $(strip "$out2")"
 # --recompute (runs of 3 layers recomputed in backward) trains to the same parameters.
 out_rc=$(run --recompute --checkpoint="$tmp/recompute.safetensors") || fail "--recompute run exited $?: $out_rc"
@@ -88,6 +88,27 @@ out3=$(run --seed=2)
 out4=$(run --devices=cpu:0,cpu:1) || fail "two-device run exited $?: $out4"
 [[ "$(echo "$out4" | tail -n 1)" == *'"devices":["cpu:0","cpu:1"],"precision":"f32"}' ]] || fail "two-device summary: $(echo "$out4" | tail -n 1)"
 
+# Memory: the progress line shows each device's current/peak tensor bytes and the resident set;
+# the JSON line has a peak per local device, each at least the parameters' bytes (the sum of the
+# checkpoint's tensors), and the resident set's peak, at least a CPU device's peak (rss=1).
+memory_fields() {  # checkpoint, output, local devices, rss
+  /usr/bin/env python3 - "$@" <<'PY'
+import json, struct, sys
+raw = open(sys.argv[1], "rb").read(); n = struct.unpack("<Q", raw[:8])[0]
+params = sum(v["data_offsets"][1] - v["data_offsets"][0] for k, v in json.loads(raw[8:8 + n]).items() if k != "__metadata__")
+last = sys.argv[2].splitlines()[-1]
+line = json.loads(last[last.index("{"):])
+peaks, rss = line["peak_bytes"], line["peak_rss_bytes"]
+if len(peaks) != int(sys.argv[3]): sys.exit(f"{len(peaks)} peaks for {sys.argv[3]} devices: {last}")
+if min(peaks) < params: sys.exit(f"peak_bytes {peaks} below the parameters' {params} bytes")
+if sys.argv[4] == "1" and rss < max(peaks): sys.exit(f"peak_rss_bytes {rss} below a device's peak {max(peaks)}")
+PY
+}
+memory_fields "$tmp/model.safetensors" "$out1" 1 1 || fail "memory fields of the one-device run"
+memory_fields "$tmp/model.safetensors" "$out4" 2 1 || fail "memory fields of the two-device run"
+echo "$out4" | grep -qE '^epoch 1/1 step [0-9]+/[0-9]+ loss .* samples/s mem [0-9.]+/[0-9.]+, [0-9.]+/[0-9.]+ [KMG]iB, rss [0-9.]+ [KMG]iB$' ||
+  fail "no memory in the progress line: $out4"
+
 # On Vulkan (lavapipe in CI: two virtual devices on the CPU), data-parallel training over two
 # devices gives the CPU's result: same loss and accuracy to the printed digits.
 if [[ "$backends" == *vulkan* ]]; then
@@ -96,6 +117,7 @@ if [[ "$backends" == *vulkan* ]]; then
   vk=$(KILN_VULKAN_VIRTUAL_DEVICES=2 small --devices=vulkan:0,vulkan:1) || fail "vulkan run exited $?: $vk"
   last_vk=$(echo "$vk" | tail -n 1)
   [[ "$last_vk" == *'"devices":["vulkan:0","vulkan:1"],"precision":"f32"}' ]] || fail "vulkan summary: $last_vk"
+  memory_fields "$tmp/model.safetensors" "$vk" 2 0 || fail "memory fields of the vulkan run"
   [[ "$(strip "$cpu" | sed 's/"devices".*//')" == "$(strip "$vk" | sed 's/"devices".*//')" ]] ||
     fail "vulkan and cpu disagree: $(strip "$vk") vs $(strip "$cpu")"
 fi
