@@ -34,6 +34,7 @@ using distributed::Sharding;
 
 struct Held {
   double parameters = 0, gradients = 0, optimizer = 0;
+  double peak = 0;  // device cpu:1's allocator peak during the second step (activations included)
   double total() const { return parameters + gradients + optimizer; }
 };
 
@@ -52,7 +53,12 @@ Held MeasureOneStep(const nn::Gpt<ADB>& model, int members, Sharding stage) {
     return nn::functional::cross_entropy(m(in).reshape({-1, 256}), y.reshape({-1}));
   };
   ThrowIfError((*dp)->Step(x, x, loss).status());
+  // The first step moved every member's parameters onto its own device (clone_to shares the
+  // first device's buffers until then); the second shows a step's peak.
+  Cpu::reset_peak_memory(devices[1]);
+  ThrowIfError((*dp)->Step(x, x, loss).status());
   Held held;
+  held.peak = static_cast<double>(Cpu::memory_usage(devices[1]).peak_bytes);
   for (auto& [name, p] : (*dp)->replica(0).named_parameters()) {
     held.parameters += static_cast<double>(p->numel()) * 4;
     // The sync's layout: whole gradients unsharded, each parameter's chunk sharded.
@@ -87,10 +93,12 @@ int Main() {
                            : stage == Sharding::kOptimizer ? (4 + 4 + 8.0 / n) / 16 + 0.05
                                                            : (4 + 12.0 / n) / 16 + 0.05;
       ok = ok && ratio <= bound;
-      std::printf("%-3d %-10s %12.0f %12.0f %12.0f %12.0f %8.3f %8.3f\n", n, distributed::ShardingName(stage),
-                  h.parameters, h.gradients, h.optimizer, h.total(), ratio, bound);
-      json.push_back(absl::StrFormat("{\"members\":%d,\"stage\":\"%s\",\"bytes\":%.0f,\"of_ddp\":%.4f}", n,
-                                     distributed::ShardingName(stage), h.total(), ratio));
+      std::printf("%-3d %-10s %12.0f %12.0f %12.0f %12.0f %8.3f %8.3f %14.0f %8.3f\n", n,
+                  distributed::ShardingName(stage), h.parameters, h.gradients, h.optimizer, h.total(), ratio, bound,
+                  h.peak, h.peak / ddp.peak);
+      json.push_back(
+          absl::StrFormat("{\"members\":%d,\"stage\":\"%s\",\"bytes\":%.0f,\"of_ddp\":%.4f,\"peak_bytes\":%.0f}", n,
+                          distributed::ShardingName(stage), h.total(), ratio, h.peak));
     }
   }
   std::printf("{\"parameters\":%lld,\"runs\":[%s],\"within_bounds\":%s}\n", static_cast<long long>(params),
