@@ -9,6 +9,7 @@
 #ifndef KILN_DISTRIBUTED_SHARDED_UPDATE_H_
 #define KILN_DISTRIBUTED_SHARDED_UPDATE_H_
 
+#include <functional>
 #include <optional>
 #include <string>
 #include <vector>
@@ -71,23 +72,32 @@ class ShardedUpdate {
   }
 
   // Steps `optimizer` on this member's chunks of the parameters and of their gradients, then
-  // gathers every member's new chunks into the replica's parameters.
+  // gathers every member's new chunks into the replica's parameters, bucket by bucket (each
+  // bucket's old values are freed as its new ones arrive: one bucket's worth more, not a model's).
   absl::Status Step(nn::Optimizer<B>& optimizer, const std::vector<Tensor<B>>& grad_chunks) {
     std::vector<Tensor<B>> values;
     for (auto& [path, p] : replica_.named_parameters()) values.push_back(ChunkOf(p->inner(), rank(), members()));
     const std::vector<Tensor<B>> updated = optimizer.step_pieces(paths_, values, grad_chunks);
     values.clear();
-    auto full = GatherAll(updated, "parameters");
-    if (!full.ok()) return full.status();
     auto params = replica_.named_parameters();
-    for (size_t i = 0; i < params.size(); ++i) *params[i].second = params[i].second->with_value((*full)[i]);
-    return absl::OkStatus();
+    return GatherEach(updated, "parameters",
+                      [&](int i, Tensor<B> full) { *params[i].second = params[i].second->with_value(full); });
   }
 
   // Every member's chunks of per-parameter tensors (a chunk per parameter, in parameter order)
   // gathered into the full tensors, bucket by bucket. A collective of every member.
   absl::StatusOr<std::vector<Tensor<B>>> GatherAll(const std::vector<Tensor<B>>& chunks, absl::string_view what) {
     std::vector<std::optional<Tensor<B>>> full(chunks.size());
+    absl::Status s = GatherEach(chunks, what, [&](int i, Tensor<B> t) { full[i] = std::move(t); });
+    if (!s.ok()) return s;
+    std::vector<Tensor<B>> out;
+    for (auto& t : full) out.push_back(*std::move(t));
+    return out;
+  }
+
+  // The same, handing each full tensor to take(parameter index, tensor) as its bucket arrives.
+  absl::Status GatherEach(const std::vector<Tensor<B>>& chunks, absl::string_view what,
+                          const std::function<void(int, Tensor<B>)>& take) {
     for (size_t k = 0; k < buckets_.size(); ++k) {
       std::vector<Tensor<B>> mine;
       std::vector<Shape> shapes;
@@ -100,11 +110,9 @@ class ShardedUpdate {
       if (members() > 1) all = group_.AllGather(member_, *all, absl::StrCat("gather ", what, " bucket ", k));
       if (!all.ok()) return all.status();
       std::vector<Tensor<B>> unpacked = UnpackMemberMajor(*all, shapes, members());
-      for (size_t j = 0; j < buckets_[k].size(); ++j) full[buckets_[k][j]] = std::move(unpacked[j]);
+      for (size_t j = 0; j < buckets_[k].size(); ++j) take(buckets_[k][j], std::move(unpacked[j]));
     }
-    std::vector<Tensor<B>> out;
-    for (auto& t : full) out.push_back(*std::move(t));
-    return out;
+    return absl::OkStatus();
   }
 
   const std::vector<std::string>& paths() const { return paths_; }
