@@ -312,11 +312,7 @@ class DataParallel {
 
   // Unscales member r's synced gradients; whether any member of any rank found inf or NaN.
   absl::StatusOr<bool> Overflowed(int r, Gradients<B>& synced, double scale) {
-    std::optional<Tensor<B>> bad = nn::UnscaleGradients(*replicas_[r], synced, scale);
-    if (!bad) return false;
-    auto any = group_->inner().AllReduce(r, bad->reshape({1}), ReduceOp::kMax, "loss scale overflow");
-    if (!any.ok()) return any.status();
-    return any->template item<float>() != 0;
+    return AnyMemberOverflowed(group_->inner(), r, nn::UnscaleGradients(*replicas_[r], synced, scale));
   }
 
   // Every replica takes replica 0's values, after its parameters' names and shapes are checked.

@@ -25,6 +25,16 @@
 
 namespace kiln::distributed {
 
+// Whether any member of any rank flagged an overflow (`bad`: this member's flag from
+// nn::UnscaleGradient; none when it had no gradient). One all-reduce, so all decide alike.
+template <Backend B>
+absl::StatusOr<bool> AnyMemberOverflowed(DeviceGroup<B>& group, int member, const std::optional<Tensor<B>>& bad) {
+  if (!bad) return false;
+  auto any = group.AllReduce(member, bad->reshape({1}), ReduceOp::kMax, "loss scale overflow");
+  if (!any.ok()) return any.status();
+  return any->template item<float>() != 0;
+}
+
 template <Backend B>
 class ShardedUpdate {
  public:
@@ -46,10 +56,7 @@ class ShardedUpdate {
     NoGradScope no_grad;
     std::optional<Tensor<B>> bad;
     for (Tensor<B>& c : chunks) c = nn::UnscaleGradient(c, scale, bad);
-    if (!bad) return false;
-    auto any = group_.AllReduce(member_, bad->reshape({1}), ReduceOp::kMax, "loss scale overflow");
-    if (!any.ok()) return any.status();
-    return any->template item<float>() != 0;
+    return AnyMemberOverflowed(group_, member_, bad);
   }
 
   // Scales the chunks so that the L2 norm of every member's together is at most max_norm (the
