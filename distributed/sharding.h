@@ -19,6 +19,16 @@ enum class Sharding {
   kParameters,  // parameters live sharded, gathered around each unit's forward and backward
 };
 
+// How ZeRO-3 handles a unit's parameters (distributed/sharded_parameters.h).
+struct ParameterShardingOptions {
+  // Free a unit's gathered parameters after its forward and gather them again for its
+  // backward (recomputing its forward): the least memory. Off: the graph keeps what the
+  // forward used until backward frees it (one gather per unit and step, no recompute).
+  bool reshard_after_forward = true;
+  // Queue the next unit's gather (in forward, then backward order) while this one computes.
+  bool prefetch = true;
+};
+
 // "none", "optimizer", "gradients", "parameters": the names flags and checkpoints use.
 inline const char* ShardingName(Sharding s) {
   switch (s) {
