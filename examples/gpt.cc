@@ -338,6 +338,8 @@ struct Steps {
   // After step at.step: the validation and the checkpoints due there.
   void AfterStep(const TrainPosition& at) {
     if (at.step % c.eval_every == 0 || at.step == c.steps) {
+      // ZeRO-3: the parameters whole on every rank (a collective) for rank 0's validation.
+      if (absl::Status s = dp.GatherParameters(); !s.ok()) throw RunFailure{std::string(s.message())};
       if (lead) Validate(at);
       if (checkpoints.enabled()) {
         if (absl::Status s = checkpoints.Save(at); !s.ok()) throw RunFailure{std::string(s.message())};
@@ -401,6 +403,7 @@ int TrainOn(const Config& c, const std::shared_ptr<distributed::DeviceGroup<Auto
     steps.AfterStep(at);
   }
   if (absl::Status s = checkpoints.Finish(); !s.ok()) throw RunFailure{std::string(s.message())};
+  if (absl::Status s = dp->GatherParameters(); !s.ok()) throw RunFailure{std::string(s.message())};
   if (lead && steps.steps_run == 0) steps.val_loss = Validate<B>(dp->replica(0), val, c, device);  // resumed at the end
   if (!lead) return 0;
   steps.Report(group->devices(), processes);
