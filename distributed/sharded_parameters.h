@@ -155,6 +155,10 @@ class ShardedParameters {
   void Prefetch(int k) {
     Unit& unit = units_[k];
     if (unit.whole || unit.gather) return;
+    if (unit.params.empty()) {  // a root with no parameters of its own: nothing to gather
+      unit.whole = true;
+      return;
+    }
     std::vector<Tensor<B>> mine;
     std::vector<Shape> shapes;
     for (int i : unit.params) {
@@ -183,6 +187,7 @@ class ShardedParameters {
     Unit& unit = units_[k];
     if (unit.whole) return absl::OkStatus();
     Prefetch(k);
+    if (unit.whole) return absl::OkStatus();
     const absl::Status status = unit.gather->get();
     unit.gather.reset();
     if (!status.ok()) return status;
