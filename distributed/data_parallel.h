@@ -55,8 +55,9 @@ class DataParallel {
       dp->shards_.push_back(
           std::make_unique<ShardedUpdate<B>>(dp->group_->inner(), r, *dp->replicas_[r], dp->syncs_[r]->buckets()));
       if (options.sharding != Sharding::kParameters) continue;
-      dp->sharded_params_.push_back(std::make_unique<ShardedParameters<B>>(dp->group_->inner(), r, *dp->replicas_[r],
-                                                                           *dp->syncs_[r], options.parameters));
+      dp->sharded_params_.push_back(
+          std::make_unique<ShardedParameters<B>>(dp->group_->inner(), r, *dp->replicas_[r], *dp->syncs_[r],
+                                                 std::move(dp->first_chunks_[r]), options.parameters));
     }
     return dp;
   }
@@ -341,7 +342,9 @@ class DataParallel {
   absl::Status BroadcastParameters() {
     // From the only member to itself is the identity (and on CUDA would make an NCCL
     // communicator for nothing).
-    if (group_->global_size() == 1) return absl::OkStatus();
+    const bool zero3 = sharding_ == Sharding::kParameters;
+    first_chunks_.assign(size(), {});
+    if (group_->global_size() == 1 && !zero3) return absl::OkStatus();
     auto first = replicas_[0]->named_parameters();
     for (int r = 1; r < size(); ++r) {
       auto params = replicas_[r]->named_parameters();
@@ -357,11 +360,16 @@ class DataParallel {
         }
       }
     }
+    // ZeRO-3 keeps each member's chunk of a parameter as it arrives and frees the rest, so no
+    // member holds the whole model beside the one it was given.
     return threads_.Run([&](int r) -> absl::Status {
       for (auto& [name, p] : replicas_[r]->named_parameters()) {
-        auto value = group_->inner().Broadcast(r, p->inner(), 0, absl::StrCat("broadcast ", name));
-        if (!value.ok()) return value.status();
-        *p = p->with_value(*value);
+        if (group_->global_size() > 1) {
+          auto value = group_->inner().Broadcast(r, p->inner(), 0, absl::StrCat("broadcast ", name));
+          if (!value.ok()) return value.status();
+          *p = p->with_value(*value);
+        }
+        if (zero3) first_chunks_[r].push_back(ShardedParameters<B>::TakeChunk(group_->inner(), r, *p));
       }
       return absl::OkStatus();
     });
@@ -379,6 +387,7 @@ class DataParallel {
   std::vector<std::unique_ptr<GradientSync<B>>> syncs_;
   std::vector<std::unique_ptr<ShardedUpdate<B>>> shards_;              // per member when sharded
   std::vector<std::unique_ptr<ShardedParameters<B>>> sharded_params_;  // per member under ZeRO-3
+  std::vector<std::vector<Tensor<B>>> first_chunks_;  // ZeRO-3: each member's chunks, until Create hands them on
   MemberThreads threads_;
 };
 

@@ -40,10 +40,11 @@ class ShardedParameters {
  public:
   using AD = Autodiff<B>;
 
-  // Takes this member's chunks of the replica's (whole, broadcast) parameters and frees them.
+  // `chunks`: this member's chunk of every parameter (TakeChunk), whose replica values are
+  // freed already (placeholders), so no member ever holds every parameter whole.
   ShardedParameters(DeviceGroup<B>& group, int member, nn::Module<AD>& replica, GradientSync<B>& sync,
-                    ParameterShardingOptions options = {})
-      : group_(group), member_(member), sync_(sync), options_(options) {
+                    std::vector<Tensor<B>> chunks, ParameterShardingOptions options = {})
+      : group_(group), member_(member), sync_(sync), options_(options), chunks_(std::move(chunks)) {
     auto params = replica.named_parameters();
     absl::flat_hash_map<const Tensor<AD>*, int> index;
     for (size_t i = 0; i < params.size(); ++i) {
@@ -64,7 +65,6 @@ class ShardedParameters {
       if (!in_unit[i]) root.params.push_back(static_cast<int>(i));
     }
     units_.push_back(std::move(root));  // last: gathered for the whole step
-    Reshard();
     for (int k = 0; k + 1 < static_cast<int>(units_.size()); ++k) InstallWrapper(k);
   }
   ~ShardedParameters() {
@@ -103,13 +103,18 @@ class ShardedParameters {
   // or gathered), then frees them.
   void Reshard() {
     gathered_all_ = false;
-    chunks_.clear();
-    for (Tensor<AD>* p : params_) {
-      const Tensor<B> chunk = ChunkOf(p->inner(), group_.global_rank(member_), group_.global_size());
-      chunks_.push_back(Tensor<B>::cat(std::vector<Tensor<B>>{chunk}, 0));  // its own memory, not a view
+    for (Unit& unit : units_) {
+      DropGather(unit);
+      unit.whole = false;
     }
-    for (Unit& unit : units_) unit.whole = true;
-    ReleaseAll();
+    for (size_t i = 0; i < params_.size(); ++i) chunks_[i] = TakeChunk(group_, member_, *params_[i]);
+  }
+  // This member's chunk of p's whole value (its own memory, not a view of it), p freed.
+  static Tensor<B> TakeChunk(DeviceGroup<B>& group, int member, Tensor<AD>& p) {
+    const Tensor<B> chunk = ChunkOf(p.inner(), group.global_rank(member), group.global_size());
+    Tensor<B> own = Tensor<B>::cat(std::vector<Tensor<B>>{chunk}, 0);
+    p = p.with_value(Placeholder(p));
+    return own;
   }
 
  private:
@@ -203,17 +208,20 @@ class ShardedParameters {
   // Unit k's parameters back to placeholders (a queued gather still lands, and is dropped).
   void Release(int k) {
     Unit& unit = units_[k];
-    if (unit.gather) {
-      unit.gather->wait();
-      unit.gather.reset();
-      unit.arriving.reset();
-    }
+    DropGather(unit);
     if (!unit.whole) return;
     for (int i : unit.params) {
       Tensor<AD>& p = *params_[i];
       p = p.with_value(Placeholder(p));
     }
     unit.whole = false;
+  }
+  // Waits for a queued gather of the unit and drops what it brings.
+  static void DropGather(Unit& unit) {
+    if (!unit.gather) return;
+    unit.gather->wait();
+    unit.gather.reset();
+    unit.arriving.reset();
   }
   void ReleaseAll() {
     for (int k = 0; k < static_cast<int>(units_.size()); ++k) Release(k);

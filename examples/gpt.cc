@@ -433,7 +433,7 @@ int Main(Config c) {
                                  .sample = c.sample > 0 ? c.sample + static_cast<int64_t>(c.prompt.size()) : 0,
                                  .devices = static_cast<int64_t>(run.devices.size()),
                                  .members = members,
-                                 .sharded = c.shard != distributed::Sharding::kNone,
+                                 .shard = c.shard,
                                  .precision = c.precision.precision,
                                  .corpus_bytes = CorpusBytes(c.data_dir),
                                  .recompute = c.model.recompute}));

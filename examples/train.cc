@@ -386,7 +386,7 @@ int Train(TrainConfig c) {
                                    .train_limit = c.train_limit,
                                    .devices = static_cast<int64_t>(devices.size()),
                                    .members = members,
-                                   .sharded = c.shard != distributed::Sharding::kNone,
+                                   .shard = c.shard,
                                    .precision = c.precision.precision}));
   // After the memory check: rank 0 reads the checkpoint it chooses.
   CheckpointPlan plan = PlanCheckpoints(c.checkpoints, MathSettings(c), run.group_options.process_group.get(), "train");
