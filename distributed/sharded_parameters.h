@@ -93,8 +93,9 @@ class ShardedParameters {
   // Every parameter whole in the replica (for evaluation, sampling, saving), until the next
   // step or Reshard. A collective of every member.
   absl::Status GatherAll() {
+    ReleaseAll();  // what a step left whole may hold gather_dtype's rounding
     for (int k = 0; k < static_cast<int>(units_.size()); ++k) {
-      if (absl::Status s = Install(k); !s.ok()) return s;
+      if (absl::Status s = Install(k, /*exact=*/true); !s.ok()) return s;
     }
     gathered_all_ = true;  // the units' forwards then neither gather nor free
     return absl::OkStatus();
@@ -156,42 +157,46 @@ class ShardedParameters {
     if (options_.prefetch && k > 0) Prefetch(k - 1);
   }
 
-  // Queues unit k's gather unless it is whole or already queued.
-  void Prefetch(int k) {
+  // Queues unit k's gather unless it is whole or already queued; in gather_dtype unless exact.
+  void Prefetch(int k, bool exact = false) {
     Unit& unit = units_[k];
     if (unit.whole || unit.gather) return;
     if (unit.params.empty()) {  // a root with no parameters of its own: nothing to gather
       unit.whole = true;
       return;
     }
+    const std::optional<DType> wire = exact ? std::nullopt : options_.gather_dtype;
     std::vector<Tensor<B>> mine;
     std::vector<Shape> shapes;
+    std::vector<DType> dtypes;
     for (int i : unit.params) {
-      mine.push_back(chunks_[i]);
+      mine.push_back(wire ? chunks_[i].to(*wire) : chunks_[i]);
       shapes.push_back(params_[i]->shape());
+      dtypes.push_back(params_[i]->dtype());
     }
     auto out = std::make_shared<std::vector<Tensor<B>>>();
     unit.arriving = out;
     const int n = group_.global_size();
     const std::string tag = absl::StrCat("gather unit ", k == Root() ? std::string("root") : absl::StrCat(k));
-    unit.gather = sync_.Enqueue(
-        [&group = group_, member = member_, mine = std::move(mine), shapes = std::move(shapes), out, n, tag] {
-          Tensor<B> flat = mine.size() == 1 ? mine[0] : Tensor<B>::cat(mine, 0);
-          if (n > 1) {
-            absl::StatusOr<Tensor<B>> all = group.AllGather(member, flat, tag);
-            if (!all.ok()) return all.status();
-            flat = *std::move(all);
-          }
-          *out = UnpackMemberMajor(flat, shapes, n);
-          return absl::OkStatus();
-        });
+    unit.gather = sync_.Enqueue([&group = group_, member = member_, mine = std::move(mine), shapes = std::move(shapes),
+                                 dtypes = std::move(dtypes), out, n, tag] {
+      Tensor<B> flat = mine.size() == 1 ? mine[0] : Tensor<B>::cat(mine, 0);
+      if (n > 1) {
+        absl::StatusOr<Tensor<B>> all = group.AllGather(member, flat, tag);
+        if (!all.ok()) return all.status();
+        flat = *std::move(all);
+      }
+      *out = UnpackMemberMajor(flat, shapes, n);
+      for (size_t j = 0; j < out->size(); ++j) (*out)[j] = (*out)[j].to(dtypes[j]);  // from gather_dtype
+      return absl::OkStatus();
+    });
   }
 
   // Unit k whole in the replica: its gather (queued now unless it was) waited for and put in.
-  absl::Status Install(int k) {
+  absl::Status Install(int k, bool exact = false) {
     Unit& unit = units_[k];
     if (unit.whole) return absl::OkStatus();
-    Prefetch(k);
+    Prefetch(k, exact);
     if (unit.whole) return absl::OkStatus();
     const absl::Status status = unit.gather->get();
     unit.gather.reset();

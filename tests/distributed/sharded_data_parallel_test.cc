@@ -397,6 +397,51 @@ TYPED_TEST(ShardedDataParallelTest, GatheredReplicasEvaluateAloneUntilTheNextSte
   for (double v : Flat<B>(dp->replica(0))) ASSERT_TRUE(std::isnan(v));
 }
 
+// Gathers in bf16 (half the bytes) onto a model whose every parameter enters its matmul in
+// bf16 anyway (compute dtype): DDP's bits, f32 master chunks, bf16 on the wire; and exact
+// (f32) parameters from GatherParameters. Without the compute dtype the rounding shows.
+TYPED_TEST(ShardedDataParallelTest, HalfGathersEqualDdpWhereParametersComputeInHalf) {
+  using B = TypeParam;
+  using ADB = Autodiff<B>;
+  const auto d = TestDevices<B>::Provide(3);
+  Generator gen(19);
+  nn::Sequential<ADB> model;
+  model.template add<nn::Linear<ADB>>(4, 8, gen, nn::LinearOptions{}, d[0])
+      .template add<nn::GELU<ADB>>()
+      .template add<nn::Linear<ADB>>(8, 3, gen, nn::LinearOptions{}, d[0]);
+  const distributed::SyncOptions half{
+      .bucket_bytes = 200, .sharding = Sharding::kParameters, .parameters = {.gather_dtype = DType::kBF16}};
+  const auto loss = [](nn::Module<ADB>& m, const Tensor<ADB>& x, const Tensor<ADB>& y) {
+    return nn::CrossEntropy(m(x).to(DType::kF32), y);
+  };
+  for (bool in_bf16 : {true, false}) {
+    auto group = std::make_shared<DeviceGroup<ADB>>(d);  // a flight recorder of its own
+    model.set_compute_dtype(in_bf16 ? std::optional<DType>(DType::kBF16) : std::nullopt);
+    auto reference = DataParallel<B>::Create(model, group, MakeAdamW<B>, {.bucket_bytes = 200});
+    auto sharded = DataParallel<B>::Create(model, group, MakeAdamW<B>, half);
+    ASSERT_TRUE(reference.ok() && sharded.ok());
+    for (int step = 0; step < 3; ++step) {
+      Generator data(95 + step);
+      const auto x = Tensor<B>::uniform({9, 4}, -2, 2, data, DType::kF32, d[0]);
+      const auto y = Tensor<B>::uniform({9}, 0, 3, data, DType::kF32, d[0]).to(DType::kI64);
+      ASSERT_TRUE((*reference)->Step(x, y, loss).ok());
+      ASSERT_TRUE((*sharded)->Step(x, y, loss).ok());
+    }
+    if (in_bf16) {
+      EXPECT_EQ(Params(**sharded), Flat<B>((*reference)->replica(0)));
+    } else {
+      EXPECT_NE(Params(**sharded), Flat<B>((*reference)->replica(0)));
+    }
+    int half_gathers = 0, exact_gathers = 0;
+    for (const FlightDumpEntry& e : (*sharded)->group().inner().flight_recorder().Snapshot(false).entries) {
+      if (e.op != "all_gather" || !absl::StartsWith(e.tag, "gather unit ")) continue;
+      ++(e.dtype == "bf16" ? half_gathers : exact_gathers);
+    }
+    EXPECT_GT(half_gathers, 0);
+    EXPECT_EQ(exact_gathers, 3 * 2);  // GatherParameters: each member's two layers, in f32
+  }
+}
+
 // Whole values put into the replicas (a loaded checkpoint) become the members' chunks.
 TYPED_TEST(ShardedDataParallelTest, ReshardTakesLoadedParameters) {
   using B = TypeParam;
