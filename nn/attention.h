@@ -20,6 +20,8 @@ struct AttentionModuleOptions {
   // Linear weights ~ N(0, init_std^2), those that project back into the residual stream with
   // residual_init_std (GPT-2: 0.02 and 0.02 / sqrt(2 layers)); unset: Kaiming-uniform.
   std::optional<double> init_std, residual_init_std;
+  // TransformerBlock's MLP: GELU's tanh form (GPT-2's) or the exact one (nanoGPT's nn.GELU()).
+  functional::GeluApproximation gelu = functional::GeluApproximation::kTanh;
 };
 
 template <Backend B>

@@ -28,6 +28,8 @@ struct GptConfig {
   double dropout = 0;
   DType dtype = DType::kF32;
   bool recompute = false;  // activation checkpointing of every block (names and math unchanged)
+  // The blocks' GELU: the tanh form (GPT-2's) or exact (nanoGPT's, for its logits to the 1e-5).
+  functional::GeluApproximation gelu = functional::GeluApproximation::kTanh;
 };
 
 template <Backend B>
@@ -48,7 +50,8 @@ class Gpt : public Module<B> {
               AttentionModuleOptions{.dropout = c.dropout,
                                      .dtype = c.dtype,
                                      .init_std = 0.02,
-                                     .residual_init_std = 0.02 / std::sqrt(2.0 * std::max<int64_t>(c.layers, 1))},
+                                     .residual_init_std = 0.02 / std::sqrt(2.0 * std::max<int64_t>(c.layers, 1)),
+                                     .gelu = c.gelu},
               device)));
     }
     set_recompute(c.recompute);
