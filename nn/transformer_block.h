@@ -31,6 +31,13 @@ class TransformerBlock : public Module<B> {
     proj_ = this->add_child("mlp.proj", std::make_unique<Linear<B>>(4 * dim, dim, gen, residual, device));
   }
 
+  // Inference with a key-value cache (CausalSelfAttention::forward_cached); no dropout.
+  Tensor<B> forward_cached(const Tensor<B>& x, AttentionCache<B>& cache) {
+    auto& attn = static_cast<CausalSelfAttention<B>&>(this->child(attn_));
+    const Tensor<B> h = x + attn.forward_cached(this->child(ln_1_)(x), cache).to(x.dtype());
+    return h + this->child(proj_)(functional::gelu(this->child(fc_)(this->child(ln_2_)(h)), gelu_)).to(x.dtype());
+  }
+
   Tensor<B> forward(const Tensor<B>& x) override {
     if (!recompute_) return Compute(x);
     return RecomputeForward<B>(
