@@ -108,7 +108,10 @@ absl::StatusOr<nn::ShardIndex> VerifyShardedCheckpoint(const std::string& path) 
                                               " is incomplete (its index lists the file)"));
     }
     absl::StatusOr<nn::ShardFileInfo> found = nn::DescribeShardFile(path, recorded.member, index->plan.world);
-    if (!found.ok()) return absl::DataLossError(found.status().message());
+    if (!found.ok()) {
+      return absl::DataLossError(
+          absl::StrCat(file, " was changed or damaged after it was written: ", found.status().message()));
+    }
     if (found->bytes != recorded.bytes || found->crc32c != recorded.crc32c) {
       return absl::DataLossError(absl::StrFormat(
           "%s was changed or damaged after it was written (%d bytes, crc32c %08x; its index records %d bytes, crc32c "

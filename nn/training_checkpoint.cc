@@ -163,11 +163,7 @@ absl::StatusOr<std::vector<CheckpointEntry>> ListTrainingCheckpoints(const std::
 
 absl::StatusOr<std::string> TrainingCheckpointRun(const std::string& path) {
   const std::string file = absl::StrCat(path, "/", kStateFile);
-  if (struct stat st; lstat(file.c_str(), &st) != 0 && errno == ENOENT) {
-    if (absl::StatusOr<std::string> run = ShardedCheckpointRun(path); run.ok() || !absl::IsNotFound(run.status())) {
-      return run;
-    }
-  }
+  if (struct stat st; lstat(file.c_str(), &st) != 0 && errno == ENOENT) return ShardedCheckpointRun(path);
   auto metadata = ReadSafetensorsMetadata(file);
   if (!metadata.ok()) return metadata.status();
   const auto format = metadata->find("format");
