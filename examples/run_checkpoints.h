@@ -131,6 +131,7 @@ class RunCheckpoints {
     }
     absl::Status s;
     if (sharded()) {
+      if (!enabled()) return absl::OkStatus();
       s = SaveSharded(at);
     } else {
       if (!writer_) return absl::OkStatus();

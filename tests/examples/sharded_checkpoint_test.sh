@@ -48,6 +48,14 @@ run g4_resumed "${four[@]}" --shard=gradients --resume="$(step "$tmp/ck4" 4)" --
 cmp -s "$tmp/g4.safetensors" "$tmp/g4_resumed.safetensors" || fail "same-shape sharded resume differs"
 grep -q '"resumed_from_step":4' "$tmp/g4_resumed.out" || fail "resume summary: $(tail -n 1 "$tmp/g4_resumed.out")"
 
+# f16 with loss scaling: the scaler's state is in the index; the same shape resumes byte-equal.
+run f16 "${two[@]}" --precision=f16 --shard=optimizer --checkpoint_dir="$tmp/ckf" --checkpoint_every=4 \
+  --checkpoint="$tmp/f16.safetensors" || fail "f16 ZeRO-1: $(cat "$tmp/f16.out")"
+grep -q '"loss_scale": *"' "$(step "$tmp/ckf" 8)/index.json" || fail "no loss scale in the f16 index"
+run f16_resumed "${two[@]}" --precision=f16 --shard=optimizer --resume="$(step "$tmp/ckf" 8)" \
+  --checkpoint="$tmp/f16_resumed.safetensors" || fail "f16 resume: $(cat "$tmp/f16_resumed.out")"
+cmp -s "$tmp/f16.safetensors" "$tmp/f16_resumed.safetensors" || fail "f16 sharded resume differs"
+
 # Shrinking: 4 x ZeRO-2 at step 4 -> 2 unsharded (which writes the unsharded form at 8) -> 1 device.
 run n2 "${two[@]}" --resume="$(step "$tmp/ck4" 4)" --checkpoint_dir="$tmp/ckn2" --checkpoint_every=4 \
   --checkpoint="$tmp/n2.safetensors" || fail "4 x ZeRO-2 -> 2 unsharded: $(cat "$tmp/n2.out")"
