@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
-# examples/gpt's sharded training checkpoints (--shard=optimizer|gradients): each member's
+# examples/gpt's sharded training checkpoints (--shard=optimizer|gradients|parameters): each member's
 # chunks in a file of its own plus index.json, written without a gather, in one process or
 # several; resumed byte-equal on the same world size and stage, and onto other world sizes and
-# stages (4 members ZeRO-2 -> 2 unsharded -> 1 device; 1 device -> 2 ZeRO-1 -> 4 ZeRO-2) to
+# stages (4 members ZeRO-2 -> 2 unsharded -> 1 device; 1 device -> 2 ZeRO-1 -> 4 ZeRO-2; 4 ranks
+# ZeRO-3 -> 2 ranks unsharded -> 1 device) to
 # roundoff; consolidated into the unsharded form's model.safetensors byte for byte; a missing,
 # damaged or non-covering shard refused with exit 2 and the folder untouched; --resume=latest
 # past an index-less folder; pruning.
@@ -75,6 +76,27 @@ within s1 o2
 run g4b "${four[@]}" --shard=gradients --resume="$(step "$tmp/cko2" 8)" --checkpoint="$tmp/g4b.safetensors" ||
   fail "2 x ZeRO-1 -> 4 x ZeRO-2: $(cat "$tmp/g4b.out")"
 within s1 g4b
+
+# ZeRO-3 over 4 ranks (processes) at step 4 -> the same byte-equal -> 2 unsharded ranks (which
+# write the unsharded form at 8) -> 1 device.
+close() {  # close A B: parameters equal to roundoff (max |diff| below 1e-5)
+  local d
+  d=$("$compare" "$tmp/$1.safetensors" "$tmp/$2.safetensors" | cut -d' ' -f1)
+  /usr/bin/env python3 -c "import sys; sys.exit(0 if float('$d') < 1e-5 else 1)" || fail "$2 differs from $1 by $d"
+}
+"$launch" --nproc=4 -- "$gpt" "${tiny[@]}" "${one[@]}" --shard=parameters --checkpoint_dir="$tmp/ckz4" \
+  --checkpoint_every=4 --checkpoint="$tmp/z4.safetensors" >"$tmp/z4.out" 2>&1 || fail "4 ranks ZeRO-3: $(cat "$tmp/z4.out")"
+grep -q '"stage": *"parameters"' "$(step "$tmp/ckz4" 4)/index.json" || fail "ZeRO-3 index stage"
+"$launch" --nproc=4 -- "$gpt" "${tiny[@]}" "${one[@]}" --shard=parameters --resume="$(step "$tmp/ckz4" 4)" \
+  --checkpoint="$tmp/z4r.safetensors" >"$tmp/z4r.out" 2>&1 || fail "4 ranks ZeRO-3 resumed: $(cat "$tmp/z4r.out")"
+cmp -s "$tmp/z4.safetensors" "$tmp/z4r.safetensors" || fail "ZeRO-3 resume on 4 ranks differs"
+"$launch" --nproc=2 -- "$gpt" "${tiny[@]}" "${one[@]}" --resume="$(step "$tmp/ckz4" 4)" --checkpoint_dir="$tmp/ckz2" \
+  --checkpoint_every=4 --checkpoint="$tmp/z2.safetensors" >"$tmp/z2.out" 2>&1 ||
+  fail "4 ranks ZeRO-3 -> 2 ranks unsharded: $(cat "$tmp/z2.out")"
+close z4 z2
+run z1 "${one[@]}" --resume="$(step "$tmp/ckz2" 8)" --checkpoint="$tmp/z1.safetensors" ||
+  fail "2 ranks unsharded -> 1 device: $(cat "$tmp/z1.out")"
+close z4 z1
 
 # Across processes: 2 processes x 1 device write the very shard files one process with 2
 # devices writes, and either resumes the other's checkpoint byte-equal.
