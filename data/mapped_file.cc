@@ -19,7 +19,8 @@ absl::StatusOr<std::shared_ptr<const MappedFile>> MappedFile::Open(const std::st
   if (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
     const int error = errno;
     close(fd);
-    if (S_ISDIR(st.st_mode)) return absl::FailedPreconditionError(absl::StrCat(path, " is not a regular file (a folder)"));
+    if (S_ISDIR(st.st_mode))
+      return absl::FailedPreconditionError(absl::StrCat(path, " is not a regular file (a folder)"));
     if (error != 0 && st.st_mode == 0) return absl::ErrnoToStatus(error, absl::StrCat("cannot inspect ", path));
     return absl::FailedPreconditionError(absl::StrCat(path, " is not a regular file"));
   }

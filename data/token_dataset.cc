@@ -60,8 +60,8 @@ absl::StatusOr<std::vector<std::string>> FolderFiles(const std::string& dir, Tok
     if (!absl::EndsWith(name, ".dat")) texts.push_back(name);
   }
   closedir(d);
-  const bool tokens = format == TokenFormat::kRaw || format == TokenFormat::kShard ||
-                      (format == TokenFormat::kAuto && !bins.empty());
+  const bool tokens =
+      format == TokenFormat::kRaw || format == TokenFormat::kShard || (format == TokenFormat::kAuto && !bins.empty());
   std::vector<std::string> names = tokens ? bins : texts;
   if (names.empty()) {
     return absl::FailedPreconditionError(
@@ -129,8 +129,8 @@ absl::Status TokenDataset::Read(int64_t begin, absl::Span<int64_t> out) const {
   }
   int64_t at = begin_ + begin;  // a stream index
   // The last part starting at or before `at`, then onwards while the range goes on.
-  auto part = std::upper_bound(parts_->begin(), parts_->end(), at,
-                               [](int64_t i, const Part& p) { return i < p.first; }) - 1;
+  auto part =
+      std::upper_bound(parts_->begin(), parts_->end(), at, [](int64_t i, const Part& p) { return i < p.first; }) - 1;
   for (int64_t done = 0; done < n; ++part) {
     const int64_t from = at - part->first;
     const int64_t take = std::min(n - done, part->layout.count - from);

@@ -48,20 +48,16 @@ absl::StatusOr<TokenFormat> ParseTokenFormat(const std::string& name) {
   if (name == "bin") return TokenFormat::kRaw;
   if (name == "shard") return TokenFormat::kShard;
   if (name == "text") return TokenFormat::kBytes;
-  return absl::InvalidArgumentError(absl::StrCat("unknown token file format \"", name.substr(0, 40),
-                                                 "\" (expected auto, bin, shard or text)"));
+  return absl::InvalidArgumentError(
+      absl::StrCat("unknown token file format \"", name.substr(0, 40), "\" (expected auto, bin, shard or text)"));
 }
 
 const char* TokenFormatName(TokenFormat format) {
   switch (format) {
-    case TokenFormat::kAuto:
-      return "auto";
-    case TokenFormat::kRaw:
-      return "bin";
-    case TokenFormat::kShard:
-      return "shard";
-    case TokenFormat::kBytes:
-      return "text";
+    case TokenFormat::kAuto: return "auto";
+    case TokenFormat::kRaw: return "bin";
+    case TokenFormat::kShard: return "shard";
+    case TokenFormat::kBytes: return "text";
   }
   return "?";
 }
@@ -82,15 +78,13 @@ absl::StatusOr<TokenLayout> ParseTokenLayout(const std::string& path, absl::Span
     }
   }
   switch (format) {
-    case TokenFormat::kShard:
-      return ShardLayout(path, head, size);
+    case TokenFormat::kShard: return ShardLayout(path, head, size);
     case TokenFormat::kRaw:
       if (size % 2 != 0) {
         return Bad(path, absl::StrCat("an odd length (", size, " bytes) for a file of uint16 tokens"));
       }
       return TokenLayout{.format = TokenFormat::kRaw, .offset = 0, .count = size / 2, .width = 2};
-    default:
-      return TokenLayout{.format = TokenFormat::kBytes, .offset = 0, .count = size, .width = 1};
+    default: return TokenLayout{.format = TokenFormat::kBytes, .offset = 0, .count = size, .width = 1};
   }
 }
 

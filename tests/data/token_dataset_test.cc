@@ -148,8 +148,9 @@ TEST_F(TokenDatasetTest, DamagedFilesNameTheProblem) {
   const std::string none = Write("none.bin", Shard({}, 20240520, 1, 0));
   EXPECT_EQ(Error(none).message(), none + ": the shard header claims 0 tokens");
   const std::string llama = Write("llama.bin", Shard({1}, 20240801, 7));
-  EXPECT_EQ(Error(llama).message(),
-            llama + ": magic 20240801 marks an llm.c llama-3 shard (uint32 tokens), not a token shard of magic 20240520");
+  EXPECT_EQ(
+      Error(llama).message(),
+      llama + ": magic 20240801 marks an llm.c llama-3 shard (uint32 tokens), not a token shard of magic 20240520");
   const std::string empty = Write("empty.txt", "");
   EXPECT_EQ(Error(empty).message(), empty + ": the file is empty: no tokens");
   Write("e/x", "");
