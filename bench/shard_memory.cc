@@ -3,7 +3,8 @@
 // per configuration. For each stage and N it measures what member 0 holds after a step: its
 // replica's parameters, its optimizer state (every slot tensor), and the gradients its sync
 // hands it (whole, or its chunks), and compares their sum with DDP's and with the bounds of
-// ZeRO's stages: optimizer (4 + 4 + 8/N)/16 of DDP's, gradients (4 + 12/N)/16, each plus 5%.
+// ZeRO's stages: optimizer (4 + 4 + 8/N)/16 of DDP's, gradients (4 + 12/N)/16, each plus 5%,
+// parameters (ZeRO-3) 1.1/N plus one block's gathered parameters.
 // Prints a table and one JSON line; exits 1 when a bound is missed.
 //
 //   ./bazelw run //bench:shard_memory [-- --layers=8 --width=512]
@@ -60,10 +61,11 @@ Held MeasureOneStep(const nn::Gpt<ADB>& model, int members, Sharding stage) {
   Held held;
   held.peak = static_cast<double>(Cpu::memory_usage(devices[1]).peak_bytes);
   for (auto& [name, p] : (*dp)->replica(0).named_parameters()) {
-    held.parameters += static_cast<double>(p->numel()) * 4;
-    // The sync's layout: whole gradients unsharded, each parameter's chunk sharded.
-    const int64_t kept = stage == Sharding::kNone ? p->numel() : distributed::ChunkSize(p->numel(), members);
-    held.gradients += static_cast<double>(kept) * 4;
+    // The sync's layout: whole gradients unsharded, each parameter's chunk sharded; ZeRO-3
+    // keeps only its chunk of the parameters too (the replica holds placeholders).
+    const int64_t chunk = distributed::ChunkSize(p->numel(), members);
+    held.parameters += static_cast<double>(stage == Sharding::kParameters ? chunk : p->numel()) * 4;
+    held.gradients += static_cast<double>(stage == Sharding::kNone ? p->numel() : chunk) * 4;
   }
   for (const auto& [key, t] : (*dp)->optimizer(0).state()) {
     held.optimizer += static_cast<double>(t.numel()) * DTypeSize(t.dtype());
@@ -82,16 +84,19 @@ int Main() {
               static_cast<long long>(params), static_cast<int>(config.layers), static_cast<long long>(config.width));
   std::printf("%-3s %-10s %12s %12s %12s %12s %8s %8s\n", "N", "stage", "parameters", "gradients", "optimizer", "total",
               "of DDP", "bound");
+  // ZeRO-3's bound allows one block's gathered parameters (f32) beside 1.1/N of DDP's state.
+  const double block_bytes = 12.0 * static_cast<double>(config.width * config.width) * 4;
   bool ok = true;
   std::vector<std::string> json;
   for (int n : {2, 4}) {
     const Held ddp = MeasureOneStep(model, n, Sharding::kNone);
-    for (Sharding stage : {Sharding::kNone, Sharding::kOptimizer, Sharding::kGradients}) {
+    for (Sharding stage : {Sharding::kNone, Sharding::kOptimizer, Sharding::kGradients, Sharding::kParameters}) {
       const Held h = stage == Sharding::kNone ? ddp : MeasureOneStep(model, n, stage);
       const double ratio = h.total() / ddp.total();
       const double bound = stage == Sharding::kNone        ? 1.0
                            : stage == Sharding::kOptimizer ? (4 + 4 + 8.0 / n) / 16 + 0.05
-                                                           : (4 + 12.0 / n) / 16 + 0.05;
+                           : stage == Sharding::kGradients ? (4 + 12.0 / n) / 16 + 0.05
+                                                           : 1.1 / n + block_bytes / ddp.total();
       ok = ok && ratio <= bound;
       std::printf("%-3d %-10s %12.0f %12.0f %12.0f %12.0f %8.3f %8.3f %14.0f %8.3f\n", n,
                   distributed::ShardingName(stage), h.parameters, h.gradients, h.optimizer, h.total(), ratio, bound,

@@ -30,6 +30,11 @@ absl::StatusOr<std::unique_ptr<CapturedStep>> CapturedStep::Create(DP& dp, DP::L
         " process(es) is not captured: each NCCL collective is met, agreed across processes and watched from "
         "the host, which a graph replay would skip; capture a one-device step, or run DataParallel::Step"));
   }
+  if (dp.sharding() != Sharding::kNone) {
+    return absl::FailedPreconditionError(absl::StrCat("CapturedStep: sharding '", ShardingName(dp.sharding()),
+                                                      "' is not captured: its shards are cut and gathered on the "
+                                                      "host's schedule; capture an unsharded step"));
+  }
   if (!dp.optimizer(0).replayable()) {
     return absl::FailedPreconditionError(absl::StrCat("CapturedStep: optimizer ", dp.optimizer(0).name(),
                                                       " is not replayable (its update depends on the step count, "

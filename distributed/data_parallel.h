@@ -7,7 +7,9 @@
 // SyncOptions::sharding splits the optimizer state and update (kOptimizer, ZeRO-1) and the
 // gradients too (kGradients, ZeRO-2) over the members (sharded_update.h): each member then
 // keeps 1/N of them, and the replicas still end every step bit-identical, and identical to
-// an unsharded run's (clipping aside: its norm is summed in another order).
+// an unsharded run's (clipping aside: its norm is summed in another order). kParameters
+// (ZeRO-3) keeps only chunks of the parameters too, gathering each unit around its forward and
+// backward (sharded_parameters.h); GatherParameters makes them whole for evaluation.
 #ifndef KILN_DISTRIBUTED_DATA_PARALLEL_H_
 #define KILN_DISTRIBUTED_DATA_PARALLEL_H_
 
@@ -18,6 +20,7 @@
 #include "distributed/autodiff_group.h"
 #include "distributed/gradient_sync.h"
 #include "distributed/member_threads.h"
+#include "distributed/sharded_parameters.h"
 #include "distributed/sharded_update.h"
 #include "nn/clip.h"
 #include "nn/loss_scaler.h"
@@ -38,10 +41,6 @@ class DataParallel {
                                                               std::shared_ptr<DeviceGroup<AD>> group,
                                                               const OptimizerFactory& make_optimizer,
                                                               SyncOptions options = {}) {
-    if (options.sharding == Sharding::kParameters) {
-      return absl::UnimplementedError(
-          "DataParallel: sharding 'parameters' (ZeRO-3) is not built yet; use none, optimizer or gradients");
-    }
     std::unique_ptr<DataParallel> dp(new DataParallel(std::move(group), make_optimizer, options.sharding));
     const int n = dp->group_->size();
     for (int r = 0; r < n; ++r) {
@@ -55,6 +54,10 @@ class DataParallel {
       if (options.sharding == Sharding::kNone) continue;
       dp->shards_.push_back(
           std::make_unique<ShardedUpdate<B>>(dp->group_->inner(), r, *dp->replicas_[r], dp->syncs_[r]->buckets()));
+      if (options.sharding != Sharding::kParameters) continue;
+      dp->sharded_params_.push_back(
+          std::make_unique<ShardedParameters<B>>(dp->group_->inner(), r, *dp->replicas_[r], *dp->syncs_[r],
+                                                 std::move(dp->first_chunks_[r]), options.parameters));
     }
     return dp;
   }
@@ -65,6 +68,17 @@ class DataParallel {
   // Member r's optimizer; sharded, its state holds only the member's chunks (see FullOptimizer).
   nn::Optimizer<B>& optimizer(int member) { return *optimizers_[member]; }
   GradientSync<B>& sync(int member) { return *syncs_[member]; }
+  // ZeRO-3: every replica's parameters whole (for evaluation, sampling, saving) until the next
+  // Step; a collective of every member of every rank. Other stages hold them whole already.
+  absl::Status GatherParameters() {
+    if (sharded_params_.empty()) return absl::OkStatus();
+    return threads_.Run([&](int r) { return sharded_params_[r]->GatherAll(); });
+  }
+  // ZeRO-3: after whole values were put into the replicas (a checkpoint loaded into them),
+  // every member takes its chunks from them and frees them. Other stages: nothing to do.
+  void ReshardParameters() {
+    for (auto& p : sharded_params_) p->Reshard();
+  }
   // A new optimizer from the factory Create was given (unstepped, empty state).
   std::unique_ptr<nn::Optimizer<B>> NewOptimizer() const { return make_optimizer_(); }
 
@@ -230,11 +244,15 @@ class DataParallel {
     const Tensor<AD> ys = Tensor<AD>::from_inner(y.slice(0, begin, end).to(device));
     const double scale = scaler_ ? scaler_->scale() : 1.0;
     const double weight = static_cast<double>((end - begin) * n) / static_cast<double>(total) * scale;
+    if (!sharded_params_.empty()) {
+      if (absl::Status s = sharded_params_[r]->BeginStep(); !s.ok()) return s;
+    }
     const Tensor<AD> l = loss(*replicas_[r], xs, ys);
     Tensor<B> share = l.detach().inner().to(DType::kF64);
     if (end - begin != total) share = share * static_cast<double>(end - begin) / static_cast<double>(total);
     const auto local = (weight == 1.0 ? l : l * weight).backward();
     absl::StatusOr<bool> skipped = shards_.empty() ? ReplicatedUpdate(r, local, scale) : ShardedStep(r, scale);
+    if (!sharded_params_.empty()) sharded_params_[r]->EndStep();
     if (!skipped.ok()) return skipped.status();
     if (r < static_cast<int>(overflowed_.size())) overflowed_[r] = *skipped;
     if (group_->processes() > 1) {  // the other processes' shares of the loss
@@ -284,6 +302,11 @@ class DataParallel {
     if (clip_grad_norm_ > 0) {
       if (absl::StatusOr<double> norm = shard.Clip(*chunks, clip_grad_norm_); !norm.ok()) return norm.status();
     }
+    if (!sharded_params_.empty()) {  // ZeRO-3: the chunks are the parameters; the next forward gathers them
+      ShardedParameters<B>& params = *sharded_params_[r];
+      params.set_chunks(optimizers_[r]->step_pieces(shard.paths(), params.chunks(), *chunks));
+      return false;
+    }
     if (absl::Status s = shard.Step(*optimizers_[r], *chunks); !s.ok()) return s;
     return false;
   }
@@ -319,7 +342,9 @@ class DataParallel {
   absl::Status BroadcastParameters() {
     // From the only member to itself is the identity (and on CUDA would make an NCCL
     // communicator for nothing).
-    if (group_->global_size() == 1) return absl::OkStatus();
+    const bool zero3 = sharding_ == Sharding::kParameters;
+    first_chunks_.assign(size(), {});
+    if (group_->global_size() == 1 && !zero3) return absl::OkStatus();
     auto first = replicas_[0]->named_parameters();
     for (int r = 1; r < size(); ++r) {
       auto params = replicas_[r]->named_parameters();
@@ -335,11 +360,16 @@ class DataParallel {
         }
       }
     }
+    // ZeRO-3 keeps each member's chunk of a parameter as it arrives and frees the rest, so no
+    // member holds the whole model beside the one it was given.
     return threads_.Run([&](int r) -> absl::Status {
       for (auto& [name, p] : replicas_[r]->named_parameters()) {
-        auto value = group_->inner().Broadcast(r, p->inner(), 0, absl::StrCat("broadcast ", name));
-        if (!value.ok()) return value.status();
-        *p = p->with_value(*value);
+        if (group_->global_size() > 1) {
+          auto value = group_->inner().Broadcast(r, p->inner(), 0, absl::StrCat("broadcast ", name));
+          if (!value.ok()) return value.status();
+          *p = p->with_value(*value);
+        }
+        if (zero3) first_chunks_[r].push_back(ShardedParameters<B>::TakeChunk(group_->inner(), r, *p));
       }
       return absl::OkStatus();
     });
@@ -355,7 +385,9 @@ class DataParallel {
   std::vector<char> overflowed_;  // per member, in the current step (char: written by each member's thread)
   bool last_step_skipped_ = false;
   std::vector<std::unique_ptr<GradientSync<B>>> syncs_;
-  std::vector<std::unique_ptr<ShardedUpdate<B>>> shards_;  // per member when sharded
+  std::vector<std::unique_ptr<ShardedUpdate<B>>> shards_;              // per member when sharded
+  std::vector<std::unique_ptr<ShardedParameters<B>>> sharded_params_;  // per member under ZeRO-3
+  std::vector<std::vector<Tensor<B>>> first_chunks_;  // ZeRO-3: each member's chunks, until Create hands them on
   MemberThreads threads_;
 };
 

@@ -14,6 +14,9 @@
 #define KILN_DISTRIBUTED_GRADIENT_SYNC_H_
 
 #include <condition_variable>
+#include <deque>
+#include <functional>
+#include <future>
 #include <memory>
 #include <mutex>
 #include <new>
@@ -41,6 +44,8 @@ struct SyncOptions {
   // What data parallelism shards (sharding.h); the gradient sync shards the gradients for
   // every stage but kNone.
   Sharding sharding = Sharding::kNone;
+  // kParameters only: how units are gathered and freed (sharding.h).
+  ParameterShardingOptions parameters;
 };
 
 template <Backend B>
@@ -110,6 +115,25 @@ class GradientSync {
     return state_->started_in_backward;
   }
 
+  // Runs `job` (collectives of this member, such as ZeRO-3's parameter gathers) on the
+  // communication thread: after the buckets that backward has filled so far are reduced and
+  // before any bucket it fills later. Every member makes its calls and fills its buckets in
+  // the same order, so every member runs its jobs and reductions in one order on one thread,
+  // as collectives must be. A failed group fails the jobs still queued.
+  std::future<absl::Status> Enqueue(std::function<absl::Status()> job) {
+    State& s = *state_;
+    std::promise<absl::Status> promise;
+    std::future<absl::Status> result = promise.get_future();
+    std::lock_guard lock(s.mu);
+    if (!s.error.ok()) {
+      promise.set_value(s.error);
+      return result;
+    }
+    s.jobs.push_back({s.filled, std::move(job), std::move(promise)});
+    s.cv.notify_all();
+    return result;
+  }
+
   // After backward: the all-reduced gradients of every parameter (those a step left without a
   // gradient count as zero). With sync off it returns `local` unchanged. Not when sharded.
   absl::StatusOr<Gradients<B>> Finish(const Gradients<B>& local) {
@@ -161,7 +185,9 @@ class GradientSync {
         }
       }
       cv.notify_all();
-      cv.wait(lock, [&] { return done == static_cast<int>(buckets.size()) || !error.ok(); });
+      cv.wait(lock, [&] {
+        return (done == static_cast<int>(buckets.size()) && jobs.empty() && !job_running) || !error.ok();
+      });
       return error;
     }
     void EndStep() {
@@ -177,6 +203,7 @@ class GradientSync {
       remaining.clear();
       for (const auto& b : buckets) remaining.push_back(static_cast<int>(b.size()));
       done = 0;
+      filled = 0;
     }
 
     // Called from the backward thread by a parameter's hook, or by Finish (lock held there).
@@ -200,14 +227,50 @@ class GradientSync {
       grads[i] = std::move(g);
       pending[i].reset();
       if (--remaining[bucket_of[i]] == 0) cv.notify_all();
+      while (filled < static_cast<int>(buckets.size()) && remaining[filled] == 0) ++filled;
+    }
+
+    bool JobReady() const { return !jobs.empty() && jobs.front().after <= done; }
+    // Runs the first job (lock held on entry and exit, not while it runs).
+    void RunJob(std::unique_lock<std::mutex>& lock) {
+      Job job = std::move(jobs.front());
+      jobs.pop_front();
+      job_running = true;
+      lock.unlock();
+      absl::Status status;
+      try {
+        status = job.run();
+      } catch (const Error& e) {
+        status = e.status();
+      } catch (const std::bad_alloc&) {
+        status = absl::ResourceExhaustedError("out of memory (std::bad_alloc) in a collective job");
+      }
+      job.done.set_value(status);
+      lock.lock();
+      job_running = false;
+      cv.notify_all();
+    }
+    // The group is broken: fail every queued job.
+    void FailJobs(const absl::Status& status) {
+      for (Job& job : jobs) job.done.set_value(status);
+      jobs.clear();
     }
 
     // Reduces bucket after bucket, in order, as each fills.
     void CommLoop() {
       std::unique_lock lock(mu);
       while (true) {
-        cv.wait(lock, [&] { return stop || (done < static_cast<int>(buckets.size()) && remaining[done] == 0); });
-        if (stop) return;
+        cv.wait(lock, [&] {
+          return stop || JobReady() || (done < static_cast<int>(buckets.size()) && remaining[done] == 0);
+        });
+        if (stop) {
+          FailJobs(absl::CancelledError("gradient sync: stopped before the job ran"));
+          return;
+        }
+        if (JobReady()) {
+          RunJob(lock);
+          continue;
+        }
         const int k = done;
         if (group.global_size() == 1) {  // a reduction over one member is the identity: no copy
           for (int i : buckets[k]) results[i] = sharded() ? Tensor<B>(*grads[i]).reshape({-1}).primitive() : *grads[i];
@@ -228,8 +291,10 @@ class GradientSync {
         lock.lock();
         if (!reduced.ok()) {  // the group is broken: report it and do nothing more
           error = reduced.status();
+          FailJobs(error);
           cv.notify_all();
           cv.wait(lock, [&] { return stop; });
+          FailJobs(error);
           return;
         }
         for (size_t j = 0; j < buckets[k].size(); ++j) results[buckets[k][j]] = (*reduced)[j].primitive();
@@ -296,7 +361,16 @@ class GradientSync {
     std::vector<std::optional<P>> grads, results, pending;
     std::vector<char> taken;  // handed to its bucket's reduction this step
     std::vector<int> remaining;
+    // Jobs (Enqueue) in call order, each after the buckets filled when it was queued.
+    struct Job {
+      int after;
+      std::function<absl::Status()> run;
+      std::promise<absl::Status> done;
+    };
+    std::deque<Job> jobs;
+    bool job_running = false;
     int done = 0, started_in_backward = 0;
+    int filled = 0;  // leading buckets that are full (backward fills them in order on every member)
     uint64_t step = 0;
     bool enabled = true, stop = false;
     absl::Status error;

@@ -4,11 +4,13 @@
 #ifndef KILN_DISTRIBUTED_SHARDING_H_
 #define KILN_DISTRIBUTED_SHARDING_H_
 
+#include <optional>
 #include <string>
 
 #include "absl/status/statusor.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/string_view.h"
+#include "tensor/dtype.h"
 
 namespace kiln::distributed {
 
@@ -17,6 +19,22 @@ enum class Sharding {
   kOptimizer,   // gradients all-reduced; each member updates its shard, shards all-gathered
   kGradients,   // gradients reduce-scattered during backward: each member keeps its shard
   kParameters,  // parameters live sharded, gathered around each unit's forward and backward
+};
+
+// How ZeRO-3 handles a unit's parameters (distributed/sharded_parameters.h).
+struct ParameterShardingOptions {
+  // Free a unit's gathered parameters after its forward and gather them again for its
+  // backward (recomputing its forward): the least memory. Off: the graph keeps what the
+  // forward used until backward frees it (one gather per unit and step, no recompute).
+  bool reshard_after_forward = true;
+  // Queue the next unit's gather (in forward, then backward order) while this one computes.
+  bool prefetch = true;
+  // The dtype the step's gathers travel in, when not the parameters' own: kBF16 halves the
+  // bytes of f32 parameters (the members keep f32 master chunks). Each member's forward and
+  // backward then see its parameters rounded to it, which changes nothing where they enter
+  // their matmuls in that dtype anyway (a compute dtype, nn/precision.h), and rounds them
+  // where they do not (norms), as FSDP's param_dtype does. GatherParameters stays exact.
+  std::optional<DType> gather_dtype;
 };
 
 // "none", "optimizer", "gradients", "parameters": the names flags and checkpoints use.

@@ -391,6 +391,8 @@ struct Steps {
   // After step at.step: the validation and the checkpoints due there.
   void AfterStep(const TrainPosition& at) {
     if (at.step % c.eval_every == 0 || at.step == c.steps) {
+      // ZeRO-3: the parameters whole on every rank (a collective) for rank 0's validation.
+      if (absl::Status s = dp.GatherParameters(); !s.ok()) throw RunFailure{std::string(s.message())};
       if (lead) Validate(at);
       if (checkpoints.enabled()) {
         if (absl::Status s = checkpoints.Save(at); !s.ok()) throw RunFailure{std::string(s.message())};
@@ -461,6 +463,7 @@ int TrainOn(const Config& c, const std::shared_ptr<distributed::DeviceGroup<Auto
     steps.AfterStep(at);
   }
   if (absl::Status s = checkpoints.Finish(); !s.ok()) throw RunFailure{std::string(s.message())};
+  if (absl::Status s = dp->GatherParameters(); !s.ok()) throw RunFailure{std::string(s.message())};
   if (lead && steps.steps_run == 0) steps.val_loss = steps.ValLoss();  // resumed at the end
   if (!lead) return 0;
   steps.Report(group->devices(), processes);
@@ -507,7 +510,7 @@ int Main(Config c) {
                                  .sample = c.sample > 0 ? c.sample + static_cast<int64_t>(c.prompt.size()) : 0,
                                  .devices = static_cast<int64_t>(run.devices.size()),
                                  .members = members,
-                                 .sharded = c.shard != distributed::Sharding::kNone,
+                                 .shard = c.shard,
                                  .precision = c.precision.precision,
                                  .corpus_bytes = tokens ? 0 : CorpusBytes(c.data_dir),  // token data: mapped
                                  .recompute = c.model.recompute}));

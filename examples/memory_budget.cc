@@ -74,9 +74,15 @@ double ProcessShare(int64_t batch, int64_t devices, int64_t members) {
 
 // Parameter-sized copies: the initial model (1) and, per device, its replica, gradients,
 // AdamW's two moments, the gradient-sync bucket and the optimizer's temporaries (6.5, fitted).
-// Sharded over `members`, a device keeps 1/members of the gradients and the moments.
-double ParameterCopies(int64_t devices, int64_t members, bool sharded) {
-  const double per_device = sharded ? 3.5 + 3.0 / static_cast<double>(std::max<int64_t>(members, 1)) : 6.5;
+// Sharded over `members`, a device keeps 1/members of the gradients and the moments; under
+// ZeRO-3 of everything (5.5/members with the update's temporaries), plus a few copies of the
+// largest shard unit (`unit_share`: its share of the parameters): gathered, recomputed, its
+// whole gradients and their packed bucket.
+double ParameterCopies(int64_t devices, int64_t members, distributed::Sharding shard, double unit_share) {
+  const double n = static_cast<double>(std::max<int64_t>(members, 1));
+  const double per_device = shard == distributed::Sharding::kNone         ? 6.5
+                            : shard == distributed::Sharding::kParameters ? 5.5 / n + 4 * unit_share
+                                                                          : 3.5 + 3.0 / n;
   return 1 + per_device * static_cast<double>(std::max<int64_t>(devices, 1));
 }
 
@@ -230,7 +236,9 @@ MemoryEstimate EstimateGptMemory(const GptMemoryConfig& c) {
   MemoryEstimate e;
   Add(e.parts, "the program", kProgramBytes);
   Add(e.parts, absl::StrFormat("parameters, gradients and AdamW moments (%.0f parameters)", params),
-      params * 4 * ParameterCopies(c.devices, c.members, c.sharded));
+      params * 4 *
+          ParameterCopies(c.devices, c.members, c.shard,
+                          std::max(per_layer_params, params - layers * per_layer_params) / params));
   // What autograd keeps per block: ~30 width-sized values per token (norms, qkv and its
   // heads, the MLP's 4x width twice, residuals) and 3.5 attention maps of heads x context.
   const double block_activations = tokens * (30 * d + 3.5 * h * s) * act;
@@ -278,7 +286,7 @@ MemoryEstimate EstimateTrainMemory(const TrainMemoryConfig& c) {
   Add(e.parts, "Fashion-MNIST in memory",
       2.5 * (kTrainImages + kTestImages) * kPixels * 4 + 2 * (kTrainImages + kTestImages) * 8);
   Add(e.parts, "parameters, gradients and optimizer state",
-      params * 4 * ParameterCopies(c.devices, c.members, c.sharded));
+      params * 4 * ParameterCopies(c.devices, c.members, c.shard, 1.0));  // a Sequential's layer: at most all
   Add(e.parts, "a step's activations (batch x per-image activations)",
       ProcessShare(batch, c.devices, c.members) * per_image);
   Add(e.parts, "evaluation", 1000 * per_eval_image);

@@ -104,6 +104,7 @@ class RunCheckpoints {
     if (!states.ok()) return states.status();
     auto optimizer = dp_.FullOptimizer();  // sharded: gathered from every member
     if (!optimizer.ok()) return optimizer.status();
+    if (absl::Status s = dp_.GatherParameters(); !s.ok()) return s;  // ZeRO-3: replica 0 whole
     if (!writer_) return absl::OkStatus();
     at.generators = *std::move(states);
     if (const nn::LossScaler* scaler = dp_.loss_scaler()) {
@@ -144,6 +145,7 @@ class RunCheckpoints {
       }
     }
     if (sharded) dp_.LoadFullOptimizer(*full);
+    dp_.ReshardParameters();  // ZeRO-3: each member keeps its chunks of what was loaded
   }
 
   const CheckpointFlags flags_;

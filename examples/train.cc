@@ -304,6 +304,7 @@ struct Epochs {
     at.step_in_epoch = 0;
     at.loss_sum = 0;
     at.data_generator = gen.state();
+    if (absl::Status s = dp.GatherParameters(); !s.ok()) return s;  // ZeRO-3: a collective of every rank
     if (lead) {
       accuracy = Evaluate(dp.replica(0), data.test_x, data.test_y);
       evaluated = true;
@@ -352,6 +353,7 @@ int TrainOn(const TrainConfig& c, const std::shared_ptr<distributed::DeviceGroup
     if (absl::Status s = epochs.Run(epoch, gen, at); !s.ok()) return Fail(s);
   }
   if (absl::Status s = checkpoints.Finish(); !s.ok()) return Fail(s);
+  if (absl::Status s = dp->GatherParameters(); !s.ok()) return Fail(s);
   if (!lead) return 0;
   if (!epochs.evaluated)
     epochs.accuracy = Evaluate(dp->replica(0), data.test_x, data.test_y);  // resumed after the last epoch
@@ -384,7 +386,7 @@ int Train(TrainConfig c) {
                                    .train_limit = c.train_limit,
                                    .devices = static_cast<int64_t>(devices.size()),
                                    .members = members,
-                                   .sharded = c.shard != distributed::Sharding::kNone,
+                                   .shard = c.shard,
                                    .precision = c.precision.precision}));
   // After the memory check: rank 0 reads the checkpoint it chooses.
   CheckpointPlan plan = PlanCheckpoints(c.checkpoints, MathSettings(c), run.group_options.process_group.get(), "train");

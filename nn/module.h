@@ -4,6 +4,7 @@
 #ifndef KILN_NN_MODULE_H_
 #define KILN_NN_MODULE_H_
 
+#include <functional>
 #include <map>
 #include <memory>
 #include <optional>
@@ -33,7 +34,27 @@ class Module {
   virtual ~Module() = default;
 
   virtual Tensor<B> forward(const Tensor<B>& x) = 0;
-  Tensor<B> operator()(const Tensor<B>& x) { return forward(x); }
+  // How a parent runs a child: forward, or the wrapper set around it (below).
+  Tensor<B> operator()(const Tensor<B>& x) { return around_forward_ ? around_forward_(x) : forward(x); }
+
+  // A function that module(x) runs instead of forward(x); it calls forward itself. ZeRO-3
+  // (distributed/sharded_parameters.h) gathers a unit's parameters there. Not copied by clone():
+  // it belongs to one replica. Empty: none.
+  using AroundForward = std::function<Tensor<B>(const Tensor<B>& x)>;
+  void set_around_forward(AroundForward around) { around_forward_ = std::move(around); }
+
+  // A shard unit: under ZeRO-3 its parameters are gathered just before its forward and freed
+  // after, so they must be used only inside its forward (a TransformerBlock, a Sequential's
+  // layer). Parameters outside every unit are gathered for a whole step. Copied by clone().
+  void set_shard_unit(bool on) { shard_unit_ = on; }
+  bool shard_unit() const { return shard_unit_; }
+  // The outermost shard units below this module (this one alone when it is a unit), in
+  // registration order, with their paths.
+  std::vector<std::pair<std::string, Module*>> shard_units() {
+    std::vector<std::pair<std::string, Module*>> out;
+    CollectUnits("", out);
+    return out;
+  }
 
   // A deep copy: its parameters are new leaves holding the same values.
   virtual std::unique_ptr<Module> clone() const = 0;
@@ -116,6 +137,7 @@ class Module {
       : params_(other.params_),
         generators_(other.generators_),
         training_(other.training_),
+        shard_unit_(other.shard_unit_),
         compute_dtype_(other.compute_dtype_) {
     for (auto& [name, p] : params_) p = AsParameter(p);
     for (const auto& [name, child] : other.children_) children_.emplace_back(name, child->clone());
@@ -162,6 +184,15 @@ class Module {
     for (auto& [name, g] : generators_) out.emplace_back(prefix + name, &g);
     for (auto& [name, child] : children_) child->CollectGenerators(ChildPrefix(prefix, name), out);
   }
+  void CollectUnits(const std::string& path, std::vector<std::pair<std::string, Module*>>& out) {
+    if (shard_unit_) {
+      out.emplace_back(path, this);
+      return;
+    }
+    for (auto& [name, child] : children_) {
+      child->CollectUnits(name.empty() ? path : (path.empty() ? name : path + "." + name), out);
+    }
+  }
   static std::string ChildPrefix(const std::string& prefix, const std::string& name) {
     return name.empty() ? prefix : prefix + name + ".";
   }
@@ -170,7 +201,9 @@ class Module {
   std::vector<std::pair<std::string, Generator>> generators_;
   std::vector<std::pair<std::string, std::unique_ptr<Module>>> children_;
   bool training_ = true;
+  bool shard_unit_ = false;
   std::optional<DType> compute_dtype_;
+  AroundForward around_forward_;
 };
 
 }  // namespace kiln::nn

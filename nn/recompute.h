@@ -184,7 +184,7 @@ class Recompute : public Module<B> {
   Tensor<B> forward(const Tensor<B>& x) override {
     Module<B>* inner = &this->child(inner_);
     return RecomputeForward<B>(
-        {inner}, x, [inner](const Tensor<B>& in) { return inner->forward(in); }, hooks_);
+        {inner}, x, [inner](const Tensor<B>& in) { return (*inner)(in); }, hooks_);
   }
   std::unique_ptr<Module<B>> clone() const override { return this->template CloneAs<Recompute>(); }
 

@@ -23,7 +23,9 @@ class Sequential : public Module<B> {
   Sequential& add(Args&&... args) {
     return add(std::make_unique<Layer>(std::forward<Args>(args)...));
   }
+  // Each layer is a shard unit (Module::set_shard_unit): Sequential uses it only in its forward.
   Sequential& add(std::unique_ptr<Module<B>> layer) {
+    layer->set_shard_unit(true);
     this->add_child(std::to_string(this->child_count()), std::move(layer));
     return *this;
   }
@@ -46,7 +48,7 @@ class Sequential : public Module<B> {
  private:
   Tensor<B> Run(size_t begin, size_t end, const Tensor<B>& x) {
     Tensor<B> y = x;
-    for (size_t i = begin; i < end; ++i) y = this->child(i).forward(y);
+    for (size_t i = begin; i < end; ++i) y = this->child(i)(y);
     return y;
   }
 

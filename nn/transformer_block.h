@@ -19,6 +19,7 @@ class TransformerBlock : public Module<B> {
   TransformerBlock(int64_t dim, int64_t heads, Generator& gen, AttentionModuleOptions options = {},
                    const typename B::Device& device = {})
       : dropout_(options.dropout), gen_(this->add_generator("dropout", gen.NextU64())) {
+    this->set_shard_unit(true);  // ZeRO-3 gathers a block's parameters around its forward
     const NormOptions norm{.dtype = options.dtype};
     const LinearOptions linear{.bias = options.bias, .dtype = options.dtype, .init_std = options.init_std};
     const LinearOptions residual{.bias = options.bias, .dtype = options.dtype, .init_std = options.residual_init_std};

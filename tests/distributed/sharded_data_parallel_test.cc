@@ -1,12 +1,15 @@
-// Sharded data parallelism (ZeRO-1/2), on every backend with collective kernels: each stage
+// Sharded data parallelism (ZeRO-1/2/3), on every backend with collective kernels: each stage
 // trains to the bit what unsharded data parallelism (DDP) trains, on the same group, while each
 // member keeps only its chunk of the optimizer state and of the gradients; clipping agrees to
 // roundoff; loss-scale overflows skip everywhere; the optimizer state moves between stages and
 // world sizes through its full (checkpoint) form.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
+#include <map>
 #include <memory>
+#include <string>
 #include <vector>
 
 #include "absl/strings/match.h"
@@ -51,6 +54,14 @@ std::vector<double> Flat(nn::Module<Autodiff<B>>& m) {
     for (double v : p->to_data().ToDoubles()) out.push_back(v);
   }
   return out;
+}
+
+// The parameters of member r's replica, whole (ZeRO-3 gathers them first: a collective).
+template <class B>
+std::vector<double> Params(DataParallel<B>& dp, int r = 0) {
+  const absl::Status gathered = dp.GatherParameters();
+  EXPECT_TRUE(gathered.ok()) << gathered;
+  return Flat<B>(dp.replica(r));
 }
 
 template <class B>
@@ -114,7 +125,7 @@ TYPED_TEST(ShardedDataParallelTest, EveryStageEqualsDdpToTheBit) {
     const auto d = TestDevices<B>::Provide(devices);
     Generator gen(5);
     Net<B> model(gen, d[0]);
-    for (Sharding stage : {Sharding::kOptimizer, Sharding::kGradients}) {
+    for (Sharding stage : {Sharding::kOptimizer, Sharding::kGradients, Sharding::kParameters}) {
       SCOPED_TRACE(::testing::Message() << devices << " devices, sharding " << ShardingName(stage));
       auto sharded = Make<B>(model, devices, stage);
       ASSERT_NE(sharded, nullptr);
@@ -122,7 +133,7 @@ TYPED_TEST(ShardedDataParallelTest, EveryStageEqualsDdpToTheBit) {
       for (int step = 0; step < 4; ++step) {
         Train(*reference, step, 1);
         Train(*sharded, step, 1);
-        ASSERT_EQ(Flat<B>(sharded->replica(0)), Flat<B>(reference->replica(0))) << "step " << step;
+        ASSERT_EQ(Params(*sharded), Flat<B>(reference->replica(0))) << "step " << step;
         for (int r = 1; r < devices; ++r) ASSERT_EQ(Flat<B>(sharded->replica(r)), Flat<B>(sharded->replica(0)));
       }
       int64_t chunks = 0;
@@ -140,19 +151,22 @@ TYPED_TEST(ShardedDataParallelTest, ClipsByTheGlobalNormOverAllChunks) {
   const auto d = TestDevices<B>::Provide(3);
   Generator gen(6);
   Net<B> model(gen, d[0]);
-  auto reference = Make<B>(model, 3, Sharding::kNone);
-  auto sharded = Make<B>(model, 3, Sharding::kGradients);
-  reference->set_clip_grad_norm(0.05);
-  sharded->set_clip_grad_norm(0.05);
-  auto unclipped = Make<B>(model, 3, Sharding::kGradients);
-  for (int step = 0; step < 4; ++step) {
-    Train(*reference, step, 1);
-    Train(*sharded, step, 1);
-    Train(*unclipped, step, 1);
-    const auto want = Flat<B>(reference->replica(0)), got = Flat<B>(sharded->replica(0));
-    for (size_t i = 0; i < want.size(); ++i) ASSERT_NEAR(got[i], want[i], 1e-13 * (1 + std::abs(want[i])));
+  for (Sharding stage : {Sharding::kGradients, Sharding::kParameters}) {
+    SCOPED_TRACE(ShardingName(stage));
+    auto reference = Make<B>(model, 3, Sharding::kNone);
+    auto sharded = Make<B>(model, 3, stage);
+    reference->set_clip_grad_norm(0.05);
+    sharded->set_clip_grad_norm(0.05);
+    auto unclipped = Make<B>(model, 3, stage);
+    for (int step = 0; step < 4; ++step) {
+      Train(*reference, step, 1);
+      Train(*sharded, step, 1);
+      Train(*unclipped, step, 1);
+      const auto want = Flat<B>(reference->replica(0)), got = Params(*sharded);
+      for (size_t i = 0; i < want.size(); ++i) ASSERT_NEAR(got[i], want[i], 1e-13 * (1 + std::abs(want[i])));
+    }
+    EXPECT_NE(Params(*unclipped), Params(*sharded)) << "clipping must be active here";
   }
-  EXPECT_NE(Flat<B>(unclipped->replica(0)), Flat<B>(sharded->replica(0))) << "clipping must be active here";
 }
 
 // A loss-scale overflow on one member's batch shard skips the update on every member, and the
@@ -163,30 +177,34 @@ TYPED_TEST(ShardedDataParallelTest, LossScaleOverflowSkipsTheStepOnEveryMember) 
   const auto d = TestDevices<B>::Provide(2);
   Generator gen(8);
   Net<B> model(gen, d[0]);
-  auto plain = Make<B>(model, 2, Sharding::kNone);
-  auto scaled = Make<B>(model, 2, Sharding::kGradients);
-  scaled->set_loss_scaler(nn::LossScalerOptions{.init_scale = 1024, .growth_interval = 2});
-  int step = 0;
-  const auto loss = [&](nn::Module<Autodiff<B>>& m, const AD& x, const AD& y) {
-    const AD l = Loss<B>(m, x, y);
-    return step == 2 && x.device() == d[1] ? l * INFINITY : l;
-  };
-  for (step = 0; step < 5; ++step) {
-    Generator data(70 + step);
-    const auto x = Tensor<B>::uniform({8, 4}, -2, 2, data, DType::kF64, d[0]);
-    const auto y = Tensor<B>::uniform({8}, 0, 3, data, DType::kF64, d[0]).to(DType::kI64);
-    const auto before = Flat<B>(scaled->replica(0));
-    ASSERT_TRUE(scaled->Step(x, y, loss).ok());
-    EXPECT_EQ(scaled->last_step_skipped(), step == 2);
-    EXPECT_EQ(Flat<B>(scaled->replica(1)), Flat<B>(scaled->replica(0)));
-    if (step == 2) {
-      EXPECT_EQ(Flat<B>(scaled->replica(0)), before);
-      continue;
+  for (Sharding stage : {Sharding::kGradients, Sharding::kParameters}) {
+    SCOPED_TRACE(ShardingName(stage));
+    auto plain = Make<B>(model, 2, Sharding::kNone);
+    auto scaled = Make<B>(model, 2, stage);
+    scaled->set_loss_scaler(nn::LossScalerOptions{.init_scale = 1024, .growth_interval = 2});
+    int step = 0;
+    const auto loss = [&](nn::Module<Autodiff<B>>& m, const AD& x, const AD& y) {
+      const AD l = Loss<B>(m, x, y);
+      return step == 2 && x.device() == d[1] ? l * INFINITY : l;
+    };
+    for (step = 0; step < 5; ++step) {
+      Generator data(70 + step);
+      const auto x = Tensor<B>::uniform({8, 4}, -2, 2, data, DType::kF64, d[0]);
+      const auto y = Tensor<B>::uniform({8}, 0, 3, data, DType::kF64, d[0]).to(DType::kI64);
+      const auto before = Params(*scaled);
+      ASSERT_TRUE(scaled->Step(x, y, loss).ok());
+      EXPECT_EQ(scaled->last_step_skipped(), step == 2);
+      const auto second = Params(*scaled, 1);
+      EXPECT_EQ(second, Flat<B>(scaled->replica(0)));
+      if (step == 2) {
+        EXPECT_EQ(Params(*scaled), before);
+        continue;
+      }
+      ASSERT_TRUE(plain->Step(x, y, Loss<B>).ok());
+      EXPECT_EQ(Params(*scaled), Flat<B>(plain->replica(0))) << "step " << step;
     }
-    ASSERT_TRUE(plain->Step(x, y, Loss<B>).ok());
-    EXPECT_EQ(Flat<B>(scaled->replica(0)), Flat<B>(plain->replica(0))) << "step " << step;
+    EXPECT_EQ(scaled->loss_scaler()->skipped_steps(), 1);
   }
-  EXPECT_EQ(scaled->loss_scaler()->skipped_steps(), 1);
 }
 
 // The full optimizer (a checkpoint's form) of a sharded run is DDP's, and loaded into a run of
@@ -269,16 +287,177 @@ TYPED_TEST(ShardedDataParallelTest, TheFlightRecorderSeesReduceScattersAndAllGat
   EXPECT_EQ(gathers, 2 * buckets);
 }
 
-TYPED_TEST(ShardedDataParallelTest, ParameterShardingIsRefusedByName) {
+// ZeRO-3: between steps a replica's parameters are placeholders (one NaN each, expanded to
+// the parameter's shape): the member holds only its chunks.
+TYPED_TEST(ShardedDataParallelTest, ParametersLiveAsChunksBetweenSteps) {
+  using B = TypeParam;
+  const auto d = TestDevices<B>::Provide(3);
+  Generator gen(13);
+  Net<B> model(gen, d[0]);
+  auto dp = Make<B>(model, 3, Sharding::kParameters);
+  for (int when = 0; when < 2; ++when) {  // after Create, then after a step
+    for (int r = 0; r < 3; ++r) {
+      for (double v : Flat<B>(dp->replica(r))) ASSERT_TRUE(std::isnan(v)) << "member " << r;
+    }
+    Train(*dp, 0, 1);
+  }
+  EXPECT_FALSE(std::isnan(Params(*dp, 2)[0]));
+}
+
+// A GPT (tied embedding used outside its unit, dropout in every block) under every mix of
+// ZeRO-3's options equals DDP to the bit: the recomputed forwards draw the same masks.
+TYPED_TEST(ShardedDataParallelTest, GptUnderEveryUnitScheduleEqualsDdpToTheBit) {
+  using B = TypeParam;
+  using ADB = Autodiff<B>;
+  const auto d = TestDevices<B>::Provide(3);
+  Generator gen(14);
+  nn::Gpt<ADB> model(
+      {.vocab = 11, .context = 6, .layers = 3, .heads = 2, .width = 8, .dropout = 0.2, .dtype = DType::kF64}, gen,
+      d[0]);
+  const auto loss = [](nn::Module<ADB>& m, const Tensor<ADB>& x, const Tensor<ADB>& y) {
+    const Tensor<ADB> logits = m(x);
+    return nn::functional::cross_entropy(logits.reshape({-1, logits.size(2)}), y.reshape({-1}));
+  };
+  auto group = std::make_shared<DeviceGroup<ADB>>(d);
+  auto reference = DataParallel<B>::Create(model, group, MakeAdamW<B>, {.bucket_bytes = 2000});
+  ASSERT_TRUE(reference.ok());
+  std::vector<std::unique_ptr<DataParallel<B>>> runs;
+  for (bool reshard : {true, false}) {
+    for (bool prefetch : {true, false}) {
+      auto dp = DataParallel<B>::Create(model, group, MakeAdamW<B>,
+                                        {.bucket_bytes = 2000,
+                                         .sharding = Sharding::kParameters,
+                                         .parameters = {.reshard_after_forward = reshard, .prefetch = prefetch}});
+      ASSERT_TRUE(dp.ok()) << dp.status();
+      runs.push_back(*std::move(dp));
+    }
+  }
+  for (int step = 0; step < 3; ++step) {
+    Generator data(80 + step);
+    const auto x = Tensor<B>::uniform({6, 6}, 0, 11, data, DType::kF64, d[0]).to(DType::kI64);
+    const auto y = Tensor<B>::uniform({6, 6}, 0, 11, data, DType::kF64, d[0]).to(DType::kI64);
+    const auto want = (*reference)->Step(x, y, loss);
+    ASSERT_TRUE(want.ok()) << want.status();
+    for (size_t i = 0; i < runs.size(); ++i) {
+      const auto got = runs[i]->Step(x, y, loss);
+      ASSERT_TRUE(got.ok()) << got.status();
+      EXPECT_EQ(*got, *want) << "run " << i << " step " << step;
+      ASSERT_EQ(Params(*runs[i], 1), Flat<B>((*reference)->replica(1))) << "run " << i << " step " << step;
+    }
+  }
+}
+
+// Each unit's gather is a collective the flight recorder sees: the root and every unit before
+// forward, and, freed after forward, every unit again for backward but the last (kept whole
+// with prefetch, since backward needs it first).
+TYPED_TEST(ShardedDataParallelTest, TheFlightRecorderSeesEachUnitsGathers) {
   using B = TypeParam;
   const auto d = TestDevices<B>::Provide(2);
-  Generator gen(10);
+  Generator gen(15);
   Net<B> model(gen, d[0]);
-  auto dp = DataParallel<B>::Create(model, std::make_shared<DeviceGroup<Autodiff<B>>>(d), MakeAdamW<B>,
-                                    {.sharding = Sharding::kParameters});
-  EXPECT_EQ(dp.status().code(), absl::StatusCode::kUnimplemented);
-  EXPECT_EQ(dp.status().message(),
-            "DataParallel: sharding 'parameters' (ZeRO-3) is not built yet; use none, optimizer or gradients");
+  for (bool reshard : {true, false}) {
+    auto dp = DataParallel<B>::Create(
+        model, std::make_shared<DeviceGroup<Autodiff<B>>>(d), MakeAdamW<B>,
+        {.sharding = Sharding::kParameters, .parameters = {.reshard_after_forward = reshard, .prefetch = true}});
+    ASSERT_TRUE(dp.ok());
+    Train(**dp, 0, 1);
+    std::vector<std::string> tags;
+    for (const FlightDumpEntry& e : (*dp)->group().inner().flight_recorder().Snapshot(false).entries) {
+      if (e.op == "all_gather" && absl::StartsWith(e.tag, "gather unit ")) tags.push_back(e.tag);
+    }
+    // Per member: the two Linear layers are the units; the unused parameter is the root.
+    const std::vector<std::string> forward = {"gather unit root", "gather unit 0", "gather unit 1"};
+    std::vector<std::string> want;
+    for (const auto& t : forward) want.insert(want.end(), 2, t);
+    if (reshard) want.insert(want.end(), 2, "gather unit 0");
+    std::sort(tags.begin(), tags.end());
+    std::sort(want.begin(), want.end());
+    EXPECT_EQ(tags, want) << "reshard_after_forward " << reshard;
+  }
+}
+
+// After GatherParameters a replica evaluates on its own (no collective: the test thread runs
+// it, not the members), as DDP's does; the next step frees the parameters again.
+TYPED_TEST(ShardedDataParallelTest, GatheredReplicasEvaluateAloneUntilTheNextStep) {
+  using B = TypeParam;
+  const auto d = TestDevices<B>::Provide(2);
+  Generator gen(16);
+  Net<B> model(gen, d[0]);
+  auto reference = Make<B>(model, 2, Sharding::kNone);
+  auto dp = Make<B>(model, 2, Sharding::kParameters);
+  Train(*reference, 0, 2);
+  Train(*dp, 0, 2);
+  ASSERT_TRUE(dp->GatherParameters().ok());
+  Generator data(90);
+  const auto x = Tensor<Autodiff<B>>::uniform({5, 4}, -2, 2, data, DType::kF64, d[0]);
+  for (int twice = 0; twice < 2; ++twice) {
+    EXPECT_EQ(dp->replica(0)(x).to_data().ToDoubles(), reference->replica(0)(x).to_data().ToDoubles());
+  }
+  Train(*dp, 2, 1);
+  for (double v : Flat<B>(dp->replica(0))) ASSERT_TRUE(std::isnan(v));
+}
+
+// Gathers in bf16 (half the bytes) onto a model whose every parameter enters its matmul in
+// bf16 anyway (compute dtype): DDP's bits, f32 master chunks, bf16 on the wire; and exact
+// (f32) parameters from GatherParameters. Without the compute dtype the rounding shows.
+TYPED_TEST(ShardedDataParallelTest, HalfGathersEqualDdpWhereParametersComputeInHalf) {
+  using B = TypeParam;
+  using ADB = Autodiff<B>;
+  const auto d = TestDevices<B>::Provide(3);
+  Generator gen(19);
+  nn::Sequential<ADB> model;
+  model.template add<nn::Linear<ADB>>(4, 8, gen, nn::LinearOptions{}, d[0])
+      .template add<nn::GELU<ADB>>()
+      .template add<nn::Linear<ADB>>(8, 3, gen, nn::LinearOptions{}, d[0]);
+  const distributed::SyncOptions half{
+      .bucket_bytes = 200, .sharding = Sharding::kParameters, .parameters = {.gather_dtype = DType::kBF16}};
+  const auto loss = [](nn::Module<ADB>& m, const Tensor<ADB>& x, const Tensor<ADB>& y) {
+    return nn::CrossEntropy(m(x).to(DType::kF32), y);
+  };
+  for (bool in_bf16 : {true, false}) {
+    auto group = std::make_shared<DeviceGroup<ADB>>(d);  // a flight recorder of its own
+    model.set_compute_dtype(in_bf16 ? std::optional<DType>(DType::kBF16) : std::nullopt);
+    auto reference = DataParallel<B>::Create(model, group, MakeAdamW<B>, {.bucket_bytes = 200});
+    auto sharded = DataParallel<B>::Create(model, group, MakeAdamW<B>, half);
+    ASSERT_TRUE(reference.ok() && sharded.ok());
+    for (int step = 0; step < 3; ++step) {
+      Generator data(95 + step);
+      const auto x = Tensor<B>::uniform({9, 4}, -2, 2, data, DType::kF32, d[0]);
+      const auto y = Tensor<B>::uniform({9}, 0, 3, data, DType::kF32, d[0]).to(DType::kI64);
+      ASSERT_TRUE((*reference)->Step(x, y, loss).ok());
+      ASSERT_TRUE((*sharded)->Step(x, y, loss).ok());
+    }
+    if (in_bf16) {
+      EXPECT_EQ(Params(**sharded), Flat<B>((*reference)->replica(0)));
+    } else {
+      EXPECT_NE(Params(**sharded), Flat<B>((*reference)->replica(0)));
+    }
+    int half_gathers = 0, exact_gathers = 0;
+    for (const FlightDumpEntry& e : (*sharded)->group().inner().flight_recorder().Snapshot(false).entries) {
+      if (e.op != "all_gather" || !absl::StartsWith(e.tag, "gather unit ")) continue;
+      ++(e.dtype == "bf16" ? half_gathers : exact_gathers);
+    }
+    EXPECT_GT(half_gathers, 0);
+    EXPECT_EQ(exact_gathers, 3 * 2);  // GatherParameters: each member's two layers, in f32
+  }
+}
+
+// Whole values put into the replicas (a loaded checkpoint) become the members' chunks.
+TYPED_TEST(ShardedDataParallelTest, ReshardTakesLoadedParameters) {
+  using B = TypeParam;
+  const auto d = TestDevices<B>::Provide(3);
+  Generator gen(17), other(18);
+  Net<B> model(gen, d[0]), trained(other, d[0]);
+  auto reference = Make<B>(trained, 3, Sharding::kNone);
+  auto dp = Make<B>(model, 3, Sharding::kParameters);
+  std::map<std::string, Tensor<Autodiff<B>>> values;
+  for (auto& [name, p] : trained.named_parameters()) values.emplace(name, *p);
+  for (int r = 0; r < 3; ++r) dp->replica(r).load_parameters(values);
+  dp->ReshardParameters();
+  for (double v : Flat<B>(dp->replica(1))) ASSERT_TRUE(std::isnan(v));
+  Train(*reference, 0, 2);
+  Train(*dp, 0, 2);
+  EXPECT_EQ(Params(*dp), Flat<B>(reference->replica(0)));
 }
 
 }  // namespace

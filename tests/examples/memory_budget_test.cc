@@ -260,13 +260,14 @@ TEST(MemoryBudget, GptEstimateBoundsTheMeasuredPeak) {
     int64_t batch, context, layers, heads, width;
     int64_t devices = 1;
     nn::Precision precision = nn::Precision::kF32;
-    bool sharded = false;
+    distributed::Sharding shard = distributed::Sharding::kNone;
     bool recompute = false;
   };
   for (const Case& k : {Case{4, 16, 1, 2, 16}, Case{64, 256, 2, 4, 64}, Case{8, 64, 1, 4, 1024},
-                        Case{8, 64, 1, 4, 1024, 4, nn::Precision::kF32, true}, Case{256, 64, 2, 4, 128, 2},
-                        Case{64, 256, 2, 4, 64, 1, nn::Precision::kBF16},
-                        Case{64, 256, 2, 4, 64, 1, nn::Precision::kF32, false, true}}) {
+                        Case{8, 64, 1, 4, 1024, 4, nn::Precision::kF32, distributed::Sharding::kGradients},
+                        Case{8, 64, 4, 8, 512, 4, nn::Precision::kF32, distributed::Sharding::kParameters},
+                        Case{256, 64, 2, 4, 128, 2}, Case{64, 256, 2, 4, 64, 1, nn::Precision::kBF16},
+                        Case{64, 256, 2, 4, 64, 1, nn::Precision::kF32, distributed::Sharding::kNone, true}}) {
     const GptMemoryConfig c{.context = k.context,
                             .layers = k.layers,
                             .heads = k.heads,
@@ -275,7 +276,7 @@ TEST(MemoryBudget, GptEstimateBoundsTheMeasuredPeak) {
                             .eval_batches = 1,
                             .devices = k.devices,
                             .members = k.devices,
-                            .sharded = k.sharded,
+                            .shard = k.shard,
                             .precision = k.precision,
                             .corpus_bytes = CorpusBytes(data::kFortunesDir),
                             .recompute = k.recompute};
@@ -289,7 +290,7 @@ TEST(MemoryBudget, GptEstimateBoundsTheMeasuredPeak) {
                                            absl::StrCat("--heads=", k.heads),
                                            absl::StrCat("--width=", k.width),
                                            absl::StrCat("--precision=", nn::PrecisionName(k.precision)),
-                                           absl::StrCat("--shard=", k.sharded ? "gradients" : "none"),
+                                           absl::StrCat("--shard=", distributed::ShardingName(k.shard)),
                                            absl::StrCat("--devices=", k.devices == 1   ? "cpu:0"
                                                                       : k.devices == 2 ? "cpu:0,cpu:1"
                                                                                        : "cpu:0,cpu:1,cpu:2,cpu:3")};

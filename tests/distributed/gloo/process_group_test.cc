@@ -152,10 +152,10 @@ TEST_P(Collectives, DataParallelWithBf16GradientsMatchesOneProcess) {
   ExpectAllPassed(ranks.WaitAll(milliseconds(60000)));
 }
 
-// Sharded (ZeRO-1 and ZeRO-2) across processes: the same parameters as the unsharded run in
+// Sharded (ZeRO-1, 2 and 3) across processes: the same parameters as the unsharded run in
 // one process (bit-identical with 2 members, as unsharded).
 TEST_P(Collectives, ShardedDataParallelMatchesOneProcess) {
-  for (const char* stage : {"data_parallel_optimizer", "data_parallel_gradients"}) {
+  for (const char* stage : {"data_parallel_optimizer", "data_parallel_gradients", "data_parallel_parameters"}) {
     RankProcesses ranks(worker, GetParam().processes, FreshStore());
     ranks.StartAll({stage, absl::StrCat(GetParam().devices), "20000", "6"});
     ExpectAllPassed(ranks.WaitAll(milliseconds(60000)));
@@ -312,24 +312,28 @@ TEST(ProcessGroupErrors, RanksThatDisagreeOnShardingAllFail) {
   }
 }
 
-// A rank killed during sharded training (its reduce-scatters and all-gathers): every other
-// rank fails within the timeout, naming a process-group failure; no hang.
+// A rank killed during sharded training (ZeRO-2's reduce-scatters and all-gathers, ZeRO-3's
+// per-layer gathers): every other rank fails within the timeout, naming a process-group
+// failure; no hang.
 TEST(ProcessGroupFaults, KilledRankFailsShardedTrainingWithinTheTimeout) {
-  RankProcesses ranks(worker, 3, FreshStore());
-  ranks.StartAll({"sharded_loop", "1", "4000"});
-  ASSERT_TRUE(ranks.WaitForOutput(2, "ITERATION 40 ok", milliseconds(60000))) << ranks.Output(2);
-  const auto killed_at = std::chrono::steady_clock::now();
-  kill(ranks.pid(2), SIGKILL);
-  for (int r = 0; r < 2; ++r) {
-    const RankResult result = ranks.Wait(r, milliseconds(15000));
-    const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - killed_at).count();
-    EXPECT_EQ(result.exit_code, 3) << result.output;
-    EXPECT_LT(seconds, 4.0 + 3.0) << result.output;
-    EXPECT_TRUE(absl::StrContains(result.output, "STATUS UNAVAILABLE: process group (gloo, rank ") ||
-                absl::StrContains(result.output, "STATUS DEADLINE_EXCEEDED: process group (gloo, rank "))
-        << result.output;
+  for (const char* loop : {"sharded_loop", "zero3_loop"}) {
+    SCOPED_TRACE(loop);
+    RankProcesses ranks(worker, 3, FreshStore());
+    ranks.StartAll({loop, "1", "4000"});
+    ASSERT_TRUE(ranks.WaitForOutput(2, "ITERATION 40 ok", milliseconds(60000))) << ranks.Output(2);
+    const auto killed_at = std::chrono::steady_clock::now();
+    kill(ranks.pid(2), SIGKILL);
+    for (int r = 0; r < 2; ++r) {
+      const RankResult result = ranks.Wait(r, milliseconds(15000));
+      const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - killed_at).count();
+      EXPECT_EQ(result.exit_code, 3) << result.output;
+      EXPECT_LT(seconds, 4.0 + 3.0) << result.output;
+      EXPECT_TRUE(absl::StrContains(result.output, "STATUS UNAVAILABLE: process group (gloo, rank ") ||
+                  absl::StrContains(result.output, "STATUS DEADLINE_EXCEEDED: process group (gloo, rank "))
+          << result.output;
+    }
+    EXPECT_EQ(ranks.Wait(2, milliseconds(1000)).signal, SIGKILL);
   }
-  EXPECT_EQ(ranks.Wait(2, milliseconds(1000)).signal, SIGKILL);
 }
 
 // A rank that is alive but stuck (stopped): no connection closes, so the others wait exactly

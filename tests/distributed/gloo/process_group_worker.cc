@@ -6,7 +6,8 @@
 //
 //   process_group_worker <scenario> [local devices] [timeout ms] [iterations]
 //   scenarios: collectives, large, autodiff, data_parallel, data_parallel_bf16,
-//   data_parallel_optimizer, data_parallel_gradients, shard_disagree, sharded_loop, mismatch_shape,
+//   data_parallel_optimizer, data_parallel_gradients, data_parallel_parameters, shard_disagree,
+//   sharded_loop, zero3_loop, mismatch_shape,
 //   mismatch_dtype, mismatch_large, repeated, loop, tagged_loop, join, on CPU devices;
 //   <backend>_collectives, <backend>_large, <backend>_autodiff, <backend>_mismatch_shape,
 //   <backend>_mismatch_dtype
@@ -139,6 +140,7 @@ int DataParallelScenario(const Setup<Cpu>& s, int steps, std::optional<DType> re
     if (!b.ok()) return Status(b.status());
     Check(std::abs(*a - *b) <= std::max(1e-6, tolerance), absl::StrCat("step ", step, " loss ", *a, " vs ", *b));
   }
+  if (absl::Status gathered = (*world)->GatherParameters(); !gathered.ok()) return Status(gathered);  // ZeRO-3
   double worst = 0;
   auto p = (*world)->replica(0).named_parameters(), q = (*reference)->replica(0).named_parameters();
   for (size_t i = 0; i < p.size(); ++i) {
@@ -163,8 +165,9 @@ int ShardingDisagreement(const Setup<Cpu>& s) {
 }
 
 // ZeRO-2 steps in a loop (a reduce-scatter per bucket in backward, an all-gather per bucket
-// after the update), printing every 20th; ends with the first failure's status.
-int ShardedLoop(const Setup<Cpu>& s, int iterations) {
+// after the update), or ZeRO-3's (an all-gather per layer before its forward and backward),
+// printing every 20th; ends with the first failure's status.
+int ShardedLoop(const Setup<Cpu>& s, int iterations, Sharding sharding) {
   const int G = s.local * s.world->world_size();
   Generator gen(3);
   auto model = Model(gen);
@@ -174,7 +177,7 @@ int ShardedLoop(const Setup<Cpu>& s, int iterations) {
   auto loss = [](nn::Module<ADB>& m, const AD& a, const AD& b) { return nn::CrossEntropy(m(a), b); };
   auto dp = DataParallel<Cpu>::Create(
       *model, std::make_shared<DeviceGroup<ADB>>(s.devices, GroupOptions{.process_group = s.world}), sgd,
-      {.bucket_bytes = 256, .sharding = Sharding::kGradients});
+      {.bucket_bytes = 256, .sharding = sharding});
   if (!dp.ok()) return Status(dp.status());
   for (int i = 0; iterations <= 0 || i < iterations; ++i) {
     auto step = (*dp)->Step(x, y, loss);
@@ -346,7 +349,11 @@ int Main(int argc, char** argv) {
     return DataParallelScenario(s, iterations > 0 ? iterations : 5, std::nullopt, Sharding::kGradients);
   }
   if (scenario == "shard_disagree") return ShardingDisagreement(s);
-  if (scenario == "sharded_loop") return ShardedLoop(s, iterations);
+  if (scenario == "data_parallel_parameters") {
+    return DataParallelScenario(s, iterations > 0 ? iterations : 5, std::nullopt, Sharding::kParameters);
+  }
+  if (scenario == "sharded_loop") return ShardedLoop(s, iterations, Sharding::kGradients);
+  if (scenario == "zero3_loop") return ShardedLoop(s, iterations, Sharding::kParameters);
   if (scenario == "mismatch_shape") return Mismatch(s, false);
   if (scenario == "mismatch_dtype") return Mismatch(s, true);
   if (scenario == "mismatch_large") return MismatchLarge(s);
