@@ -104,6 +104,10 @@ void TokenFlagsFromFlags(Config& c, const Bad& bad) {
   if (c.tokens.vocab < 0 || c.tokens.vocab > (1 << 20))
     bad("vocab", absl::StrCat(c.tokens.vocab), "expected 0..1048576");
   if (c.tokens.train.empty() && !c.tokens.val.empty()) bad("val_data", c.tokens.val, "needs --train_data");
+  if (c.tokens.train.empty() && c.tokens.vocab != 0) bad("vocab", absl::StrCat(c.tokens.vocab), "needs --train_data");
+  if (c.tokens.train.empty() && c.tokens.format != data::TokenFormat::kAuto) {
+    bad("data_format", absl::GetFlag(FLAGS_data_format), "needs --train_data");
+  }
 }
 
 // Every value checked: a bad one is a UsageError naming the flag.

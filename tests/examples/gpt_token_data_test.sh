@@ -45,6 +45,8 @@ expect_error "cannot open $tmp/none.bin: No such file or directory" "${small[@]}
 expect_error "--train_data=$tmp/odd.bin: 2 tokens are too few for --context=16 (17 tokens a window)" \
   "${small[@]}" --train_data="$tmp/odd.bin" --data_format=text
 expect_error "--val_data=$tmp/bin/val.bin: needs --train_data" "${small[@]}" --val_data="$tmp/bin/val.bin"
+expect_error "--vocab=300: needs --train_data" "${small[@]}" --vocab=300
+expect_error "--data_format=shard: needs --train_data" "${small[@]}" --data_format=shard
 expect_error '--data_format=xml: unknown token file format "xml" (expected auto, bin, shard or text)' \
   "${small[@]}" --train_data="$tmp/bin/train.bin" --data_format=xml
 expect_error "--sample prints bytes: it needs a vocabulary of 256, and this data's is 118" \
