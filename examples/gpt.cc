@@ -11,6 +11,7 @@
 #include <cmath>
 #include <cstdio>
 #include <numbers>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -24,6 +25,7 @@
 #include "distributed/group.h"
 #include "examples/checkpoint_flags.h"
 #include "examples/command_line.h"
+#include "examples/gpt_token_data.h"
 #include "examples/memory_budget.h"
 #include "examples/memory_report.h"
 #include "examples/precision_flags.h"
@@ -53,6 +55,14 @@ ABSL_FLAG(double, weight_decay, 0.1, "AdamW weight decay, on the linear layers' 
 ABSL_FLAG(double, clip, 1.0, "clip the gradients' global L2 norm to this (0: off)");
 ABSL_FLAG(uint64_t, seed, 1, "seed for initialisation, batches, dropout and sampling");
 ABSL_FLAG(std::string, data_dir, kiln::data::kFortunesDir, "folder of plain text files");
+ABSL_FLAG(std::string, train_data, "",
+          "token data to train on instead of --data_dir, memory-mapped: a nanoGPT .bin, an llm.c shard, a text file "
+          "(bytes), or a folder of them (its .bin files, else its text files, joined in name order)");
+ABSL_FLAG(std::string, val_data, "", "token data to validate on (default: the last 10% of --train_data)");
+ABSL_FLAG(std::string, data_format, "auto",
+          "the token data's format: auto (a .bin is an llm.c shard if it has the magic, else nanoGPT's; other "
+          "files are text), bin, shard or text");
+ABSL_FLAG(int64_t, vocab, 0, "vocabulary size with --train_data (0: from the data; every id is checked)");
 ABSL_FLAG(std::string, devices, "cpu:0", "devices to train on, data-parallel (e.g. cpu:0,cpu:1)");
 ABSL_FLAG(int, threads, 0, "threads per device (0: the cores shared fairly)");
 ABSL_FLAG(int, eval_every, 500, "validate every N steps (and at the end)");
@@ -86,6 +96,8 @@ struct Config {
   CheckpointFlags checkpoints;
   PrecisionFlags precision;
   distributed::Sharding shard;
+  GptTokenDataOptions tokens;  // --train_data and the rest; tokens.train empty: the text corpus
+  int64_t train_tokens = 0;    // in the training split (set when the token data opens)
 };
 
 // --gelu, --init_from and --export_nanogpt (whose folder must be writable before training).
@@ -98,6 +110,26 @@ void NanoGptFlags(Config& c) {
   if (c.export_nanogpt.empty()) return;
   if (absl::Status s = nn::CheckWritable(c.export_nanogpt); !s.ok()) {
     throw UsageError{absl::StrCat("--export_nanogpt=", c.export_nanogpt, ": ", s.message())};
+  }
+}
+
+// --train_data, --val_data, --data_format and --vocab into c.tokens (after --context and --seed).
+template <class Bad>
+void TokenFlagsFromFlags(Config& c, const Bad& bad) {
+  c.tokens = {.train = absl::GetFlag(FLAGS_train_data),
+              .val = absl::GetFlag(FLAGS_val_data),
+              .vocab = absl::GetFlag(FLAGS_vocab),
+              .context = c.model.context,
+              .seed = c.seed + 1};  // the batches' stream, as the corpus's
+  auto format = data::ParseTokenFormat(absl::GetFlag(FLAGS_data_format));
+  if (!format.ok()) bad("data_format", absl::GetFlag(FLAGS_data_format), std::string(format.status().message()));
+  c.tokens.format = *format;
+  if (c.tokens.vocab < 0 || c.tokens.vocab > (1 << 20))
+    bad("vocab", absl::StrCat(c.tokens.vocab), "expected 0..1048576");
+  if (c.tokens.train.empty() && !c.tokens.val.empty()) bad("val_data", c.tokens.val, "needs --train_data");
+  if (c.tokens.train.empty() && c.tokens.vocab != 0) bad("vocab", absl::StrCat(c.tokens.vocab), "needs --train_data");
+  if (c.tokens.train.empty() && c.tokens.format != data::TokenFormat::kAuto) {
+    bad("data_format", absl::GetFlag(FLAGS_data_format), "needs --train_data");
   }
 }
 
@@ -135,6 +167,7 @@ Config ConfigFromFlags() {
   c.clip = real("clip", absl::GetFlag(FLAGS_clip), 0, 1e6);
   c.seed = absl::GetFlag(FLAGS_seed);
   c.data_dir = absl::GetFlag(FLAGS_data_dir);
+  TokenFlagsFromFlags(c, bad);
   c.devices = absl::GetFlag(FLAGS_devices);
   c.threads = in("threads", absl::GetFlag(FLAGS_threads), 0, 1024);
   c.eval_every = in("eval_every", absl::GetFlag(FLAGS_eval_every), 1, 10000000);
@@ -181,6 +214,10 @@ distributed::Settings MathSettings(const Config& c) {
                                     {"--seed", absl::StrCat(c.seed)}};
   for (auto& setting : PrecisionSettings(c.precision)) settings.push_back(std::move(setting));
   if (c.model.gelu == nn::functional::GeluApproximation::kNone) settings.push_back({"--gelu", "exact"});
+  if (!c.tokens.train.empty()) {  // the token data's window order and the model's vocabulary
+    settings.emplace_back("--train_tokens", absl::StrCat(c.train_tokens));
+    settings.emplace_back("--vocab", absl::StrCat(c.model.vocab));
+  }
   return settings;
 }
 
@@ -212,10 +249,9 @@ Tensor<Autodiff<B>> Loss(nn::Module<Autodiff<B>>& model, const Tensor<Autodiff<B
   return nn::functional::cross_entropy(logits.reshape({-1, logits.size(2)}), y.reshape({-1}));
 }
 
-// Mean loss over fixed, evenly spaced windows of the validation split.
-template <Backend B>
-double Validate(nn::Module<Autodiff<B>>& model, const std::vector<uint8_t>& val, const Config& c,
-                const typename B::Device& device) {
+// Mean loss over fixed, evenly spaced windows of the validation split (bytes or a TokenDataset).
+template <Backend B, class Tokens>
+double Validate(nn::Module<Autodiff<B>>& model, const Tokens& val, const Config& c, const typename B::Device& device) {
   using T = Tensor<Autodiff<B>>;
   NoGradScope no_grad;
   model.eval();
@@ -301,18 +337,30 @@ std::unique_ptr<distributed::DataParallel<B>> MakeDataParallel(
   return *std::move(dp);
 }
 
-// Where the run stands: a resumed run goes on from its checkpoint's step, batches included.
+// Where the run stands: a resumed run goes on from its checkpoint's step, batches included (on
+// token data, the window order's position, which must be where `steps` batches leave it).
 template <Backend B>
 TrainPosition Resume(const Config& c, RunCheckpoints<B>& checkpoints, const std::vector<typename B::Device>& devices,
-                     int processes) {
+                     int processes, const GptTokenData* tokens) {
   TrainPosition here;
   here.members = static_cast<int64_t>(devices.size()) * processes;
   here.devices = absl::StrJoin(devices, ",", [](std::string* out, const auto& d) { out->append(d.ToString()); });
   here.data_generator = Generator(c.seed + 1).state();  // the batches: the same on every rank
-  return checkpoints.Resume(here, {.min_steps_per_epoch = c.steps,
-                                   .max_steps_per_epoch = c.steps,
-                                   .first_data_generator = here.data_generator,
-                                   .draws_per_step = static_cast<uint64_t>(c.batch)});
+  here.has_data_position = tokens != nullptr;
+  TrainPosition at = checkpoints.Resume(here, {.min_steps_per_epoch = c.steps,
+                                               .max_steps_per_epoch = c.steps,
+                                               .first_data_generator = here.data_generator,
+                                               .draws_per_step = tokens ? 0 : static_cast<uint64_t>(c.batch)});
+  if (tokens == nullptr) return at;
+  const data::SamplerPosition expected = tokens->sampler.After(at.step, c.batch);
+  if (!at.has_data_position || at.data_epoch != expected.epoch || at.data_drawn != expected.drawn) {
+    throw UsageError{
+        absl::StrCat("--resume: the checkpoint's token data position (",
+                     at.has_data_position ? absl::StrCat("epoch ", at.data_epoch, ", window ", at.data_drawn) : "none",
+                     ") is not where ", at.step, " steps leave this run's data (epoch ", expected.epoch, ", window ",
+                     expected.drawn, ")")};
+  }
+  return at;
 }
 
 // The steps of one run: what every step shares, and what the run adds up as it goes.
@@ -321,6 +369,7 @@ struct Steps {
   const Config& c;
   const std::vector<uint8_t>& train;
   const std::vector<uint8_t>& val;
+  const GptTokenData* tokens;  // instead of train and val, when set
   typename B::Device device;
   distributed::DataParallel<B>& dp;
   RunCheckpoints<B>& checkpoints;
@@ -335,8 +384,16 @@ struct Steps {
   void Train(int64_t step, Generator& batches, TrainPosition& at) {
     for (int r = 0; r < dp.size(); ++r) dp.optimizer(r).set_lr(LearningRate(c, step));
     std::vector<int64_t> starts;
-    for (int i = 0; i < c.batch; ++i) starts.push_back(batches.NextU64() % (train.size() - c.model.context - 1));
-    const auto [x, y] = Windows<B>(train, starts, c.model.context, device);
+    if (tokens == nullptr) {
+      for (int i = 0; i < c.batch; ++i) starts.push_back(batches.NextU64() % (train.size() - c.model.context - 1));
+    } else {  // the same global batch on every rank; DataParallel gives each member its rows
+      data::SamplerPosition order{.epoch = at.data_epoch, .drawn = at.data_drawn};
+      starts = tokens->sampler.Next(c.batch, order);
+      at.data_epoch = order.epoch;
+      at.data_drawn = order.drawn;
+    }
+    const auto [x, y] = tokens ? Windows<B>(tokens->train, starts, c.model.context, device)
+                               : Windows<B>(train, starts, c.model.context, device);
     const absl::StatusOr<double> loss = dp.Step(x, y, Loss<B>);
     if (!loss.ok()) throw RunFailure{std::string(loss.status().message())};
     if (!std::isfinite(*loss)) {
@@ -369,13 +426,18 @@ struct Steps {
   // Rank 0: the validation loss printed, the parameters written to --checkpoint.
   void Validate(const TrainPosition& at) {
     nn::Module<Autodiff<B>>& model = dp.replica(0);
-    val_loss = kiln::Validate<B>(model, val, c, device);
+    val_loss = ValLoss();
     std::printf("step %lld: train loss %.4f, val loss %.4f (%.3f bits/byte)\n", static_cast<long long>(at.step),
                 at.loss_sum / at.step, val_loss, val_loss / std::numbers::ln2);
     std::fflush(stdout);
     if (!c.checkpoint.empty()) {
       if (absl::Status s = nn::SaveCheckpoint(c.checkpoint, model); !s.ok()) throw RunFailure{std::string(s.message())};
     }
+  }
+
+  double ValLoss() {
+    return tokens ? kiln::Validate<B>(dp.replica(0), tokens->val, c, device)
+                  : kiln::Validate<B>(dp.replica(0), val, c, device);
   }
 
   // Rank 0's output at the end: the sample asked for, the JSON line.
@@ -393,21 +455,23 @@ struct Steps {
   }
 };
 
+// `corpus` or `tokens`: the data, one of them set.
 template <Backend B>
 int TrainOn(const Config& c, const std::shared_ptr<distributed::DeviceGroup<Autodiff<B>>>& group,
-            const data::TextCorpus& corpus, int rank, int processes, CheckpointPlan& plan) {
+            const data::TextCorpus* corpus, const GptTokenData* tokens, int rank, int processes, CheckpointPlan& plan) {
   const auto device = group->devices()[0];
-  const auto [train, val] = SplitCorpus(c, corpus);
+  const auto [train, val] = corpus ? SplitCorpus(c, *corpus) : std::pair<std::vector<uint8_t>, std::vector<uint8_t>>();
   auto dp = MakeDataParallel<B>(c, group);
   const bool lead = rank == 0;
   const int64_t tokens_per_step = static_cast<int64_t>(c.batch) * c.model.context;
   RunCheckpoints<B> checkpoints(c.checkpoints, std::move(plan), MathSettings(c), *dp, lead);
-  TrainPosition at = Resume(c, checkpoints, group->devices(), processes);
+  TrainPosition at = Resume(c, checkpoints, group->devices(), processes, tokens);
   Generator batches(at.data_generator);
   auto memory = MemoryStatus<B>(group->devices());  // the progress line's device and process memory
   Steps<B> steps{.c = c,
                  .train = train,
                  .val = val,
+                 .tokens = tokens,
                  .device = device,
                  .dp = *dp,
                  .checkpoints = checkpoints,
@@ -421,7 +485,7 @@ int TrainOn(const Config& c, const std::shared_ptr<distributed::DeviceGroup<Auto
   }
   if (absl::Status s = checkpoints.Finish(); !s.ok()) throw RunFailure{std::string(s.message())};
   if (absl::Status s = dp->GatherParameters(); !s.ok()) throw RunFailure{std::string(s.message())};
-  if (lead && steps.steps_run == 0) steps.val_loss = Validate<B>(dp->replica(0), val, c, device);  // resumed at the end
+  if (lead && steps.steps_run == 0) steps.val_loss = steps.ValLoss();  // resumed at the end
   if (!lead) return 0;
   if (!c.export_nanogpt.empty()) {
     if (absl::Status s = nn::SaveNanoGpt<B>(c.export_nanogpt, dp->replica(0)); !s.ok()) {
@@ -432,7 +496,23 @@ int TrainOn(const Config& c, const std::shared_ptr<distributed::DeviceGroup<Auto
   return 0;
 }
 
+// --train_data and --val_data opened (memory-mapped, every id checked), the model's vocabulary
+// and the settings' token count taken from them; nullopt without --train_data.
+std::optional<GptTokenData> OpenTokenData(Config& c) {
+  if (c.tokens.train.empty()) return std::nullopt;
+  auto tokens = OpenGptTokenData(c.tokens);
+  if (!tokens.ok()) throw UsageError{std::string(tokens.status().message())};
+  c.model.vocab = tokens->vocab;
+  c.train_tokens = tokens->train.size();
+  if (c.sample > 0 && c.model.vocab != 256) {
+    throw UsageError{absl::StrCat("--sample prints bytes: it needs a vocabulary of 256, and this data's is ",
+                                  c.model.vocab, " (--vocab=256 if its ids are bytes)")};
+  }
+  return *std::move(tokens);
+}
+
 int Main(Config c) {
+  const std::optional<GptTokenData> tokens = OpenTokenData(c);
   distributed::Settings agreed = MathSettings(c);
   for (auto& setting : CheckpointAgreement(c.checkpoints)) agreed.push_back(std::move(setting));
   agreed.emplace_back("--shard", distributed::ShardingName(c.shard));  // not the math: resumable under any
@@ -446,7 +526,8 @@ int Main(Config c) {
   if (c.batch < members) {
     throw UsageError{absl::StrCat("--batch_size=", c.batch, " is smaller than the ", members, " devices")};
   }
-  CheckMemory(EstimateGptMemory({.context = c.model.context,
+  CheckMemory(EstimateGptMemory({.vocab = c.model.vocab,
+                                 .context = c.model.context,
                                  .layers = c.model.layers,
                                  .heads = c.model.heads,
                                  .width = c.model.width,
@@ -457,14 +538,15 @@ int Main(Config c) {
                                  .members = members,
                                  .shard = c.shard,
                                  .precision = c.precision.precision,
-                                 .corpus_bytes = CorpusBytes(c.data_dir),
+                                 .corpus_bytes = tokens ? 0 : CorpusBytes(c.data_dir),  // token data: mapped
                                  .recompute = c.model.recompute}));
   // After the memory check: rank 0 reads the checkpoint it chooses.
   CheckpointPlan plan = PlanCheckpoints(c.checkpoints, MathSettings(c), run.group_options.process_group.get(), "gpt");
-  const auto corpus = data::LoadTextCorpus(c.data_dir);
+  absl::StatusOr<data::TextCorpus> corpus = tokens ? data::TextCorpus{} : data::LoadTextCorpus(c.data_dir);
   if (!corpus.ok()) throw UsageError{std::string(corpus.status().message())};
   const auto trained = distributed::MakeTrainingGroup(run.devices, run.group_options, [&](auto group) {
-    return TrainOn<typename std::decay_t<decltype(*group)>::Inner>(c, group, *corpus, run.rank, run.processes, plan);
+    return TrainOn<typename std::decay_t<decltype(*group)>::Inner>(
+        c, group, tokens ? nullptr : &*corpus, tokens ? &*tokens : nullptr, run.rank, run.processes, plan);
   });
   if (!trained.ok()) throw UsageError{std::string(trained.status().message())};
   return *trained;

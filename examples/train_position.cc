@@ -78,6 +78,10 @@ std::map<std::string, std::string> PositionMetadata(const TrainPosition& p, cons
   m["members"] = absl::StrCat(p.members);
   m["devices"] = p.devices;
   m["generators"] = absl::StrJoin(p.generators, ",");
+  if (p.has_data_position) {
+    m["data_epoch"] = absl::StrCat(p.data_epoch);
+    m["data_drawn"] = absl::StrCat(p.data_drawn);
+  }
   if (p.loss_scale > 0) {
     m["loss_scale"] = absl::StrFormat("%.17g", p.loss_scale);
     m["loss_scale_good_steps"] = absl::StrCat(p.loss_scale_good_steps);
@@ -119,6 +123,11 @@ absl::StatusOr<TrainPosition> ParsePosition(const std::map<std::string, std::str
       }
       p.generators.push_back(v);
     }
+  }
+  p.has_data_position = metadata.contains("data_epoch");
+  if (p.has_data_position) {  // runs on a token dataset
+    r.Count("data_epoch", kMaxCount, &p.data_epoch);
+    r.Count("data_drawn", kMaxCount, &p.data_drawn);
   }
   p.has_loss_scale = metadata.contains("loss_scale");
   if (p.has_loss_scale) {  // runs with loss scaling (--precision=f16)

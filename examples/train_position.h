@@ -27,6 +27,9 @@ struct TrainPosition {
   int64_t members = 1;                // devices over every process that trained until here
   std::string devices;                // those of rank 0, e.g. "cpu:0,cpu:1", and the process count
   std::vector<uint64_t> generators;   // DataParallel::GeneratorStates()
+  bool has_data_position = false;     // a token dataset's window order (gpt --train_data): where
+  int64_t data_epoch = 0;             // it stands (data::SamplerPosition), kept only by runs
+  int64_t data_drawn = 0;             // that have one
   bool has_loss_scale = false;        // read back: whether the checkpoint had one
   double loss_scale = 0;              // the loss scaler's scale (0: the run has none)
   int64_t loss_scale_good_steps = 0;  // and its good steps since the last change

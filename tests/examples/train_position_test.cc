@@ -50,6 +50,31 @@ TEST(TrainPosition, RoundTripsExactly) {
   EXPECT_TRUE(r->generators.empty());
 }
 
+// A token dataset's window order (gpt --train_data) is kept only by runs that have one, so
+// checkpoints of the other runs read back as before.
+TEST(TrainPosition, KeepsATokenDatasetsPosition) {
+  TrainPosition p = Sample();
+  EXPECT_FALSE(PositionMetadata(p, kSettings).contains("data_epoch"));
+  p.has_data_position = true;
+  p.data_epoch = 3;
+  p.data_drawn = 9007199254740992;
+  const auto m = PositionMetadata(p, kSettings);
+  EXPECT_EQ(m.at("data_epoch"), "3");
+  EXPECT_EQ(m.at("data_drawn"), "9007199254740992");
+  auto q = ParsePosition(m, kSettings, "ck");
+  ASSERT_TRUE(q.ok()) << q.status();
+  EXPECT_TRUE(q->has_data_position);
+  EXPECT_EQ(q->data_epoch, 3);
+  EXPECT_EQ(q->data_drawn, 9007199254740992);
+  auto bad = m;
+  bad["data_drawn"] = "-1";
+  EXPECT_EQ(ParsePosition(bad, kSettings, "ck").status().message(),
+            "ck: the training state's data_drawn is \"-1\", not a whole number from 0 to 9007199254740992");
+  bad.erase("data_drawn");
+  EXPECT_EQ(ParsePosition(bad, kSettings, "ck").status().message(), "ck: the training state has no data_drawn");
+  EXPECT_FALSE(ParsePosition(PositionMetadata(Sample(), kSettings), kSettings, "ck")->has_data_position);
+}
+
 TEST(TrainPosition, RefusesAnotherRunsSettings) {
   const auto m = PositionMetadata(Sample(), kSettings);
   EXPECT_EQ(ParsePosition(m, {{"--model", "mlp"}, {"--batch_size", "128"}}, "ck").status().message(),
