@@ -31,7 +31,9 @@
 namespace kiln::distributed {
 
 struct SyncOptions {
-  int64_t bucket_bytes = int64_t{25} << 20;  // as PyTorch DDP's default
+  // Bytes of gradients per bucket; unset: kDdpBucketBytes unsharded, kShardedBucketBytes
+  // sharded (BucketBytes).
+  std::optional<int64_t> bucket_bytes;
   ReduceOp reduce = ReduceOp::kMean;
   // The dtype buckets travel and are reduced in, when not the gradients' own: kBF16 halves the
   // bytes of f32 gradients (PyTorch's bf16 compression hook). Each member rounds its bucket to
@@ -42,6 +44,19 @@ struct SyncOptions {
   // every stage but kNone.
   Sharding sharding = Sharding::kNone;
 };
+
+inline constexpr int64_t kDdpBucketBytes = int64_t{25} << 20;  // as PyTorch DDP's default
+// Sharded, a member holds a bucket's whole gradients, then the bucket packed member-major,
+// beside the model state it keeps (1/N of the gradients and optimizer state): at 25 MiB that
+// transient outweighs a 25M-parameter model's gradient chunks at N = 4. 4 MiB keeps a member's
+// in-step peak within ZeRO's bounds there (bench/shard_memory.cc, README) for ~25 collectives
+// a step instead of ~5.
+inline constexpr int64_t kShardedBucketBytes = int64_t{4} << 20;
+
+inline int64_t BucketBytes(const SyncOptions& options) {
+  if (options.bucket_bytes) return *options.bucket_bytes;
+  return options.sharding == Sharding::kNone ? kDdpBucketBytes : kShardedBucketBytes;
+}
 
 template <Backend B>
 class GradientSync {
@@ -63,7 +78,7 @@ class GradientSync {
     s.bucket_of.resize(params.size());
     for (int i = static_cast<int>(params.size()) - 1; i >= 0; --i) {
       const int64_t size = params[i].second->numel() * DTypeSize(params[i].second->dtype());
-      if (s.buckets.empty() || (bytes > 0 && bytes + size > options.bucket_bytes)) {
+      if (s.buckets.empty() || (bytes > 0 && bytes + size > BucketBytes(options))) {
         s.buckets.emplace_back();
         bytes = 0;
       }
@@ -223,7 +238,7 @@ class GradientSync {
         }
         const uint64_t this_step = step;
         lock.unlock();
-        absl::StatusOr<std::vector<Tensor<B>>> reduced = Reduce(k, parts, this_step);
+        absl::StatusOr<std::vector<Tensor<B>>> reduced = Reduce(k, std::move(parts), this_step);
         parts.clear();
         lock.lock();
         if (!reduced.ok()) {  // the group is broken: report it and do nothing more
@@ -239,11 +254,13 @@ class GradientSync {
     }
 
     // Bucket k's reduction: each parameter's reduced gradient, or this member's chunk of it.
-    absl::StatusOr<std::vector<Tensor<B>>> Reduce(int k, const std::vector<Tensor<B>>& parts, uint64_t this_step) {
+    // Takes `parts` so that, sharded, each whole gradient is freed once it is packed.
+    absl::StatusOr<std::vector<Tensor<B>>> Reduce(int k, std::vector<Tensor<B>> parts, uint64_t this_step) {
       const std::string tag = absl::StrCat("step ", this_step, " bucket ", k);
       const int n = group.global_size(), g = group.global_rank(member);
       try {
         Tensor<B> bucket = sharded() ? PackMemberMajor<B>(parts, n) : FlatBucket(parts);
+        parts.clear();
         const DType own = bucket.dtype();
         if (options.reduce_dtype) bucket = bucket.to(*options.reduce_dtype);
         absl::StatusOr<Tensor<B>> reduced = absl::UnknownError("not run");
