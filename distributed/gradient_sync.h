@@ -175,9 +175,13 @@ class GradientSync {
                   pending[i] ? *pending[i] : B::full(shapes[i], 0, dtypes[i], group.devices()[member]));
         }
       }
-      cv.notify_all();
-      cv.wait(lock, [&] { return done == static_cast<int>(buckets.size()) || !error.ok(); });
-      return error;
+      // The buckets still to reduce run here when the communication thread is not on one: at
+      // the end of backward (a small model's only bucket) that saves waking it and being woken.
+      while (true) {
+        cv.wait(lock, [&] { return done == static_cast<int>(buckets.size()) || !error.ok() || NextReady(); });
+        if (done == static_cast<int>(buckets.size()) || !error.ok()) return error;
+        ReduceNext(lock);
+      }
     }
     void EndStep() {
       ++step;
@@ -192,6 +196,7 @@ class GradientSync {
       remaining.clear();
       for (const auto& b : buckets) remaining.push_back(static_cast<int>(b.size()));
       done = 0;
+      started = 0;
     }
 
     // Called from the backward thread by a parameter's hook, or by Finish (lock held there).
@@ -211,46 +216,61 @@ class GradientSync {
       Deliver(i, pending[i] ? B::binary(BinaryOp::kAdd, *pending[i], g) : g);
     }
 
+    // A full bucket wakes the communication thread, except the last: backward is over by then,
+    // so Finish reduces it on the member's own thread.
     void Deliver(int i, P g) {
       grads[i] = std::move(g);
       pending[i].reset();
-      if (--remaining[bucket_of[i]] == 0) cv.notify_all();
+      const int k = bucket_of[i];
+      if (--remaining[k] == 0 && k + 1 < static_cast<int>(buckets.size())) cv.notify_all();
+    }
+
+    // Whether the next bucket is full and no reduction is running: a member's collectives run
+    // one at a time, in bucket order, on this thread or the one in Finish. `mu` held.
+    bool NextReady() const {
+      return !reducing && started < static_cast<int>(buckets.size()) && remaining[started] == 0;
     }
 
     // Reduces bucket after bucket, in order, as each fills.
     void CommLoop() {
       std::unique_lock lock(mu);
       while (true) {
-        cv.wait(lock, [&] { return stop || (done < static_cast<int>(buckets.size()) && remaining[done] == 0); });
+        cv.wait(lock, [&] { return stop || (error.ok() && NextReady()); });
         if (stop) return;
-        const int k = done;
-        if (group.global_size() == 1) {  // a reduction over one member is the identity: no copy
-          for (int i : buckets[k]) results[i] = sharded() ? Tensor<B>(*grads[i]).reshape({-1}).primitive() : *grads[i];
-          ++done;
-          cv.notify_all();
-          continue;
-        }
-        std::vector<Tensor<B>> parts;
-        for (int i : buckets[k]) {
-          parts.push_back(Tensor<B>(*grads[i]));
-          grads[i].reset();  // the bucket holds it now: a sharded step keeps no full gradient
-          taken[i] = true;
-        }
-        const uint64_t this_step = step;
-        lock.unlock();
-        absl::StatusOr<std::vector<Tensor<B>>> reduced = Reduce(k, std::move(parts), this_step);
-        parts.clear();
-        lock.lock();
-        if (!reduced.ok()) {  // the group is broken: report it and do nothing more
-          error = reduced.status();
-          cv.notify_all();
-          cv.wait(lock, [&] { return stop; });
-          return;
-        }
-        for (size_t j = 0; j < buckets[k].size(); ++j) results[buckets[k][j]] = (*reduced)[j].primitive();
+        ReduceNext(lock);
+      }
+    }
+
+    // Reduces the next bucket (NextReady), unlocking `lock` meanwhile. A failure marks the
+    // group broken: error is set and no bucket starts again.
+    void ReduceNext(std::unique_lock<std::mutex>& lock) {
+      const int k = started++;
+      if (group.global_size() == 1) {  // a reduction over one member is the identity: no copy
+        for (int i : buckets[k]) results[i] = sharded() ? Tensor<B>(*grads[i]).reshape({-1}).primitive() : *grads[i];
         ++done;
         cv.notify_all();
+        return;
       }
+      std::vector<Tensor<B>> parts;
+      for (int i : buckets[k]) {
+        parts.push_back(Tensor<B>(*grads[i]));
+        grads[i].reset();  // the bucket holds it now: a sharded step keeps no full gradient
+        taken[i] = true;
+      }
+      const uint64_t this_step = step;
+      reducing = true;
+      lock.unlock();
+      absl::StatusOr<std::vector<Tensor<B>>> reduced = Reduce(k, std::move(parts), this_step);
+      lock.lock();
+      reducing = false;
+      if (!reduced.ok()) {  // the group is broken: report it and do nothing more
+        error = reduced.status();
+        cv.notify_all();
+        return;
+      }
+      for (size_t j = 0; j < buckets[k].size(); ++j) results[buckets[k][j]] = (*reduced)[j].primitive();
+      ++done;
+      cv.notify_all();
     }
 
     // Bucket k's reduction: each parameter's reduced gradient, or this member's chunk of it.
@@ -313,7 +333,8 @@ class GradientSync {
     std::vector<std::optional<P>> grads, results, pending;
     std::vector<char> taken;  // handed to its bucket's reduction this step
     std::vector<int> remaining;
-    int done = 0, started_in_backward = 0;
+    int done = 0, started = 0, started_in_backward = 0;  // buckets reduced, and begun
+    bool reducing = false;                               // a bucket's reduction is running
     uint64_t step = 0;
     bool enabled = true, stop = false;
     absl::Status error;
