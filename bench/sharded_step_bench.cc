@@ -5,9 +5,9 @@
 // shared machine; compare them side by side, interleaved, by their fastest repetition (the
 // "min" aggregate of the time: the least disturbed by other work):
 //
-//   ./bazelw run -c opt //bench:sharded_step_bench -- --benchmark_repetitions=15 \
-//       --benchmark_min_time=0.2 --benchmark_enable_random_interleaving=true \
-//       --benchmark_report_aggregates_only=true
+//   ./bazelw run -c opt //bench:sharded_step_bench -- --benchmark_repetitions=15
+//       --benchmark_min_time=0.2 --benchmark_enable_random_interleaving=true
+//       --benchmark_report_aggregates_only=true   (one line)
 #include <benchmark/benchmark.h>
 
 #include <algorithm>

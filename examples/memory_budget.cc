@@ -74,9 +74,11 @@ double ProcessShare(int64_t batch, int64_t devices, int64_t members) {
 
 // Parameter-sized copies: the initial model (1) and, per device, its replica, gradients,
 // AdamW's two moments, the gradient-sync bucket and the optimizer's temporaries (6.5, fitted).
-// Sharded over `members`, a device keeps 1/members of the gradients and the moments.
+// Sharded over `members`, a device keeps 1/members of the gradients and the moments, and its
+// transients are bounded by one 4 MiB bucket (the sharded update goes bucket by bucket):
+// 2.5 + 3/members, fitted.
 double ParameterCopies(int64_t devices, int64_t members, bool sharded) {
-  const double per_device = sharded ? 3.5 + 3.0 / static_cast<double>(std::max<int64_t>(members, 1)) : 6.5;
+  const double per_device = sharded ? 2.5 + 3.0 / static_cast<double>(std::max<int64_t>(members, 1)) : 6.5;
   return 1 + per_device * static_cast<double>(std::max<int64_t>(devices, 1));
 }
 
