@@ -5,9 +5,16 @@
 // hands it (whole, or its chunks), and compares their sum with DDP's and with the bounds of
 // ZeRO's stages: optimizer (4 + 4 + 8/N)/16 of DDP's, gradients (4 + 12/N)/16, each plus 5%,
 // parameters (ZeRO-3) 1.1/N plus one block's gathered parameters.
+// It also measures the allocator's peak during a step (activations and transients included)
+// on cpu:1, member 1's device, and holds it to the same bound against DDP's. Members in one
+// process share what a collective hands every member (DDP's reduced gradients, a sharded
+// step's gathered parameters) and the engine counts that on cpu:0, so the peak of every
+// device is printed too; examples/gpt under tools/launch (one member a process, nothing
+// shared) gives the same comparison without that (README). Each stage runs with its default
+// bucket size (gradient_sync.h's BucketBytes) unless --bucket_kib says otherwise.
 // Prints a table and one JSON line; exits 1 when a bound is missed.
 //
-//   ./bazelw run //bench:shard_memory [-- --layers=8 --width=512]
+//   ./bazelw run -c opt //bench:shard_memory [-- --layers=8 --width=512]
 #include <cstdio>
 #include <memory>
 #include <string>
@@ -26,6 +33,7 @@
 
 ABSL_FLAG(int, layers, 8, "transformer blocks");
 ABSL_FLAG(int, width, 512, "model width (8 heads)");
+ABSL_FLAG(int64_t, bucket_kib, 0, "gradient bucket size in KiB (0: SyncOptions' default)");
 
 namespace kiln {
 namespace {
@@ -35,17 +43,24 @@ using distributed::Sharding;
 
 struct Held {
   double parameters = 0, gradients = 0, optimizer = 0;
-  double peak = 0;  // device cpu:1's allocator peak during the second step (activations included)
+  double peak = 0;            // device cpu:1's allocator peak during the second step (activations included)
+  std::vector<double> peaks;  // every device's allocator peak during the second step
   double total() const { return parameters + gradients + optimizer; }
 };
+
+distributed::SyncOptions Options(Sharding stage) {
+  distributed::SyncOptions options{.sharding = stage};
+  if (const int64_t kib = absl::GetFlag(FLAGS_bucket_kib); kib > 0) options.bucket_bytes = kib << 10;
+  return options;
+}
 
 // What member 0 of a `members`-member run of `stage` holds after one step.
 Held MeasureOneStep(const nn::Gpt<ADB>& model, int members, Sharding stage) {
   std::vector<CpuDevice> devices;
   for (int r = 0; r < members; ++r) devices.push_back(CpuDevice(r));
-  auto dp = distributed::DataParallel<Cpu>::Create(model, std::make_shared<distributed::DeviceGroup<ADB>>(devices),
-                                                   [] { return std::make_unique<nn::AdamW<Cpu>>(1e-3); },
-                                                   {.sharding = stage});
+  auto dp = distributed::DataParallel<Cpu>::Create(
+      model, std::make_shared<distributed::DeviceGroup<ADB>>(devices),
+      [] { return std::make_unique<nn::AdamW<Cpu>>(1e-3); }, Options(stage));
   ThrowIfError(dp.status());
   Generator gen(2);
   const int64_t context = 64;
@@ -56,10 +71,11 @@ Held MeasureOneStep(const nn::Gpt<ADB>& model, int members, Sharding stage) {
   ThrowIfError((*dp)->Step(x, x, loss).status());
   // The first step moved every member's parameters onto its own device (clone_to shares the
   // first device's buffers until then); the second shows a step's peak.
-  Cpu::reset_peak_memory(devices[1]);
+  for (const CpuDevice& d : devices) Cpu::reset_peak_memory(d);
   ThrowIfError((*dp)->Step(x, x, loss).status());
   Held held;
   held.peak = static_cast<double>(Cpu::memory_usage(devices[1]).peak_bytes);
+  for (const CpuDevice& d : devices) held.peaks.push_back(static_cast<double>(Cpu::memory_usage(d).peak_bytes));
   for (auto& [name, p] : (*dp)->replica(0).named_parameters()) {
     // The sync's layout: whole gradients unsharded, each parameter's chunk sharded; ZeRO-3
     // keeps only its chunk of the parameters too (the replica holds placeholders).
@@ -82,8 +98,8 @@ int Main() {
   const int64_t params = const_cast<nn::Gpt<ADB>&>(model).parameter_count();
   std::printf("GPT of %lld parameters (%d blocks, width %lld), AdamW, f32; bytes member 0 holds after a step\n",
               static_cast<long long>(params), static_cast<int>(config.layers), static_cast<long long>(config.width));
-  std::printf("%-3s %-10s %12s %12s %12s %12s %8s %8s\n", "N", "stage", "parameters", "gradients", "optimizer", "total",
-              "of DDP", "bound");
+  std::printf("%-3s %-10s %12s %12s %12s %12s %8s %8s %14s %8s   %s\n", "N", "stage", "parameters", "gradients",
+              "optimizer", "total", "of DDP", "bound", "peak (cpu:1)", "of DDP", "each device's peak, of DDP's");
   // ZeRO-3's bound allows one block's gathered parameters (f32) beside 1.1/N of DDP's state.
   const double block_bytes = 12.0 * static_cast<double>(config.width * config.width) * 4;
   bool ok = true;
@@ -97,13 +113,16 @@ int Main() {
                            : stage == Sharding::kOptimizer ? (4 + 4 + 8.0 / n) / 16 + 0.05
                            : stage == Sharding::kGradients ? (4 + 12.0 / n) / 16 + 0.05
                                                            : 1.1 / n + block_bytes / ddp.total();
-      ok = ok && ratio <= bound;
-      std::printf("%-3d %-10s %12.0f %12.0f %12.0f %12.0f %8.3f %8.3f %14.0f %8.3f\n", n,
+      const double peak_ratio = h.peak / ddp.peak;
+      ok = ok && ratio <= bound && peak_ratio <= bound;
+      std::printf("%-3d %-10s %12.0f %12.0f %12.0f %12.0f %8.3f %8.3f %14.0f %8.3f  ", n,
                   distributed::ShardingName(stage), h.parameters, h.gradients, h.optimizer, h.total(), ratio, bound,
-                  h.peak, h.peak / ddp.peak);
-      json.push_back(
-          absl::StrFormat("{\"members\":%d,\"stage\":\"%s\",\"bytes\":%.0f,\"of_ddp\":%.4f,\"peak_bytes\":%.0f}", n,
-                          distributed::ShardingName(stage), h.total(), ratio, h.peak));
+                  h.peak, peak_ratio);
+      for (size_t d = 0; d < h.peaks.size(); ++d) std::printf(" %.3f", h.peaks[d] / ddp.peaks[d]);
+      std::printf("\n");
+      json.push_back(absl::StrFormat(
+          "{\"members\":%d,\"stage\":\"%s\",\"bytes\":%.0f,\"of_ddp\":%.4f,\"peak_bytes\":%.0f,\"peak_of_ddp\":%.4f}",
+          n, distributed::ShardingName(stage), h.total(), ratio, h.peak, peak_ratio));
     }
   }
   std::printf("{\"parameters\":%lld,\"runs\":[%s],\"within_bounds\":%s}\n", static_cast<long long>(params),

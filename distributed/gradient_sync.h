@@ -34,7 +34,9 @@
 namespace kiln::distributed {
 
 struct SyncOptions {
-  int64_t bucket_bytes = int64_t{25} << 20;  // as PyTorch DDP's default
+  // Bytes of gradients per bucket; unset: kDdpBucketBytes unsharded, kShardedBucketBytes
+  // sharded (BucketBytes).
+  std::optional<int64_t> bucket_bytes;
   ReduceOp reduce = ReduceOp::kMean;
   // The dtype buckets travel and are reduced in, when not the gradients' own: kBF16 halves the
   // bytes of f32 gradients (PyTorch's bf16 compression hook). Each member rounds its bucket to
@@ -47,6 +49,19 @@ struct SyncOptions {
   // kParameters only: how units are gathered and freed (sharding.h).
   ParameterShardingOptions parameters;
 };
+
+inline constexpr int64_t kDdpBucketBytes = int64_t{25} << 20;  // as PyTorch DDP's default
+// Sharded, a member holds a bucket's whole gradients, then the bucket packed member-major,
+// beside the model state it keeps (1/N of the gradients and optimizer state): at 25 MiB that
+// transient outweighs a 25M-parameter model's gradient chunks at N = 4. 4 MiB keeps a member's
+// in-step peak within ZeRO's bounds there (bench/shard_memory.cc, README) for ~25 collectives
+// a step instead of ~5.
+inline constexpr int64_t kShardedBucketBytes = int64_t{4} << 20;
+
+inline int64_t BucketBytes(const SyncOptions& options) {
+  if (options.bucket_bytes) return *options.bucket_bytes;
+  return options.sharding == Sharding::kNone ? kDdpBucketBytes : kShardedBucketBytes;
+}
 
 template <Backend B>
 class GradientSync {
@@ -68,7 +83,7 @@ class GradientSync {
     s.bucket_of.resize(params.size());
     for (int i = static_cast<int>(params.size()) - 1; i >= 0; --i) {
       const int64_t size = params[i].second->numel() * DTypeSize(params[i].second->dtype());
-      if (s.buckets.empty() || (bytes > 0 && bytes + size > options.bucket_bytes)) {
+      if (s.buckets.empty() || (bytes > 0 && bytes + size > BucketBytes(options))) {
         s.buckets.emplace_back();
         bytes = 0;
       }
@@ -184,11 +199,15 @@ class GradientSync {
                   pending[i] ? *pending[i] : B::full(shapes[i], 0, dtypes[i], group.devices()[member]));
         }
       }
+      // The buckets still to reduce run here when no collective is running (at the end of
+      // backward, a small model's only bucket: no waking the communication thread and being
+      // woken); jobs still queued run on that thread, each in its place among the buckets.
       cv.notify_all();
-      cv.wait(lock, [&] {
-        return (done == static_cast<int>(buckets.size()) && jobs.empty() && !job_running) || !error.ok();
-      });
-      return error;
+      while (true) {
+        cv.wait(lock, [&] { return AllDone() || !error.ok() || NextReady(); });
+        if (AllDone() || !error.ok()) return error;
+        ReduceNext(lock);
+      }
     }
     void EndStep() {
       ++step;
@@ -203,6 +222,7 @@ class GradientSync {
       remaining.clear();
       for (const auto& b : buckets) remaining.push_back(static_cast<int>(b.size()));
       done = 0;
+      started = 0;
       filled = 0;
     }
 
@@ -223,14 +243,26 @@ class GradientSync {
       Deliver(i, pending[i] ? B::binary(BinaryOp::kAdd, *pending[i], g) : g);
     }
 
+    // A full bucket wakes the communication thread, except the last: backward is over by then,
+    // so Finish reduces it on the member's own thread.
     void Deliver(int i, P g) {
       grads[i] = std::move(g);
       pending[i].reset();
-      if (--remaining[bucket_of[i]] == 0) cv.notify_all();
+      const int k = bucket_of[i];
+      if (--remaining[k] == 0 && k + 1 < static_cast<int>(buckets.size())) cv.notify_all();
       while (filled < static_cast<int>(buckets.size()) && remaining[filled] == 0) ++filled;
     }
 
-    bool JobReady() const { return !jobs.empty() && jobs.front().after <= done; }
+    // A member's collectives run one at a time, on this thread or the one in Finish: the next
+    // bucket once it is full, or before it the jobs queued before it filled. `mu` held.
+    bool Idle() const { return !reducing && !job_running; }
+    bool JobDue() const { return !jobs.empty() && jobs.front().after <= started; }
+    bool JobReady() const { return Idle() && JobDue(); }
+    bool NextReady() const {
+      return Idle() && !JobDue() && started < static_cast<int>(buckets.size()) && remaining[started] == 0;
+    }
+    bool AllDone() const { return done == static_cast<int>(buckets.size()) && jobs.empty() && !job_running; }
+
     // Runs the first job (lock held on entry and exit, not while it runs).
     void RunJob(std::unique_lock<std::mutex>& lock) {
       Job job = std::move(jobs.front());
@@ -256,13 +288,11 @@ class GradientSync {
       jobs.clear();
     }
 
-    // Reduces bucket after bucket, in order, as each fills.
+    // Reduces bucket after bucket, in order, as each fills, and runs the jobs in their places.
     void CommLoop() {
       std::unique_lock lock(mu);
       while (true) {
-        cv.wait(lock, [&] {
-          return stop || JobReady() || (done < static_cast<int>(buckets.size()) && remaining[done] == 0);
-        });
+        cv.wait(lock, [&] { return stop || (error.ok() && (JobReady() || NextReady())); });
         if (stop) {
           FailJobs(absl::CancelledError("gradient sync: stopped before the job ran"));
           return;
@@ -271,44 +301,51 @@ class GradientSync {
           RunJob(lock);
           continue;
         }
-        const int k = done;
-        if (group.global_size() == 1) {  // a reduction over one member is the identity: no copy
-          for (int i : buckets[k]) results[i] = sharded() ? Tensor<B>(*grads[i]).reshape({-1}).primitive() : *grads[i];
-          ++done;
-          cv.notify_all();
-          continue;
-        }
-        std::vector<Tensor<B>> parts;
-        for (int i : buckets[k]) {
-          parts.push_back(Tensor<B>(*grads[i]));
-          grads[i].reset();  // the bucket holds it now: a sharded step keeps no full gradient
-          taken[i] = true;
-        }
-        const uint64_t this_step = step;
-        lock.unlock();
-        absl::StatusOr<std::vector<Tensor<B>>> reduced = Reduce(k, parts, this_step);
-        parts.clear();
-        lock.lock();
-        if (!reduced.ok()) {  // the group is broken: report it and do nothing more
-          error = reduced.status();
-          FailJobs(error);
-          cv.notify_all();
-          cv.wait(lock, [&] { return stop; });
-          FailJobs(error);
-          return;
-        }
-        for (size_t j = 0; j < buckets[k].size(); ++j) results[buckets[k][j]] = (*reduced)[j].primitive();
-        ++done;
-        cv.notify_all();
+        ReduceNext(lock);
       }
     }
 
+    // Reduces the next bucket (NextReady), unlocking `lock` meanwhile. A failure marks the
+    // group broken: error is set and no bucket starts again.
+    void ReduceNext(std::unique_lock<std::mutex>& lock) {
+      const int k = started++;
+      if (group.global_size() == 1) {  // a reduction over one member is the identity: no copy
+        for (int i : buckets[k]) results[i] = sharded() ? Tensor<B>(*grads[i]).reshape({-1}).primitive() : *grads[i];
+        ++done;
+        cv.notify_all();
+        return;
+      }
+      std::vector<Tensor<B>> parts;
+      for (int i : buckets[k]) {
+        parts.push_back(Tensor<B>(*grads[i]));
+        grads[i].reset();  // the bucket holds it now: a sharded step keeps no full gradient
+        taken[i] = true;
+      }
+      const uint64_t this_step = step;
+      reducing = true;
+      lock.unlock();
+      absl::StatusOr<std::vector<Tensor<B>>> reduced = Reduce(k, std::move(parts), this_step);
+      lock.lock();
+      reducing = false;
+      if (!reduced.ok()) {  // the group is broken: report it and do nothing more
+        error = reduced.status();
+        FailJobs(error);
+        cv.notify_all();
+        return;
+      }
+      for (size_t j = 0; j < buckets[k].size(); ++j) results[buckets[k][j]] = (*reduced)[j].primitive();
+      ++done;
+      cv.notify_all();
+    }
+
     // Bucket k's reduction: each parameter's reduced gradient, or this member's chunk of it.
-    absl::StatusOr<std::vector<Tensor<B>>> Reduce(int k, const std::vector<Tensor<B>>& parts, uint64_t this_step) {
+    // Takes `parts` so that, sharded, each whole gradient is freed once it is packed.
+    absl::StatusOr<std::vector<Tensor<B>>> Reduce(int k, std::vector<Tensor<B>> parts, uint64_t this_step) {
       const std::string tag = absl::StrCat("step ", this_step, " bucket ", k);
       const int n = group.global_size(), g = group.global_rank(member);
       try {
         Tensor<B> bucket = sharded() ? PackMemberMajor<B>(parts, n) : FlatBucket(parts);
+        parts.clear();
         const DType own = bucket.dtype();
         if (options.reduce_dtype) bucket = bucket.to(*options.reduce_dtype);
         absl::StatusOr<Tensor<B>> reduced = absl::UnknownError("not run");
@@ -361,6 +398,8 @@ class GradientSync {
     std::vector<std::optional<P>> grads, results, pending;
     std::vector<char> taken;  // handed to its bucket's reduction this step
     std::vector<int> remaining;
+    int done = 0, started = 0, started_in_backward = 0;  // buckets reduced, and begun
+    bool reducing = false;                               // a bucket's reduction is running
     // Jobs (Enqueue) in call order, each after the buckets filled when it was queued.
     struct Job {
       int after;
@@ -369,7 +408,6 @@ class GradientSync {
     };
     std::deque<Job> jobs;
     bool job_running = false;
-    int done = 0, started_in_backward = 0;
     int filled = 0;  // leading buckets that are full (backward fills them in order on every member)
     uint64_t step = 0;
     bool enabled = true, stop = false;

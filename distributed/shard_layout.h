@@ -63,17 +63,30 @@ std::vector<Tensor<B>> SplitChunks(const Tensor<B>& part, absl::Span<const int64
   return out;
 }
 
-// The inverse of PackMemberMajor: the N*C gathered elements back into tensors of `shapes`.
+// One tensor of `shape` out of the gathered [N, C] rows, its chunks at column `at`.
+template <Backend B>
+Tensor<B> UnpackChunkRows(const Tensor<B>& rows, int64_t at, const Shape& shape, int members) {
+  const int64_t n = shape.numel(), c = ChunkSize(n, members);
+  return rows.slice(1, at, at + c).reshape({-1}).slice(0, 0, n).reshape(shape.dims());
+}
+
+// The inverse of PackMemberMajor: the N*C gathered elements back into tensors of `shapes`,
+// each handed to take(its index in `shapes`, tensor) as soon as it is unpacked (so a caller
+// that replaces a tensor by it frees the old one before the next is copied).
+template <Backend B, class Take>
+void UnpackMemberMajorEach(const Tensor<B>& gathered, absl::Span<const Shape> shapes, int members, Take take) {
+  const Tensor<B> rows = gathered.reshape({members, -1});
+  int64_t at = 0;
+  for (size_t j = 0; j < shapes.size(); ++j) {
+    take(j, UnpackChunkRows(rows, at, shapes[j], members));
+    at += ChunkSize(shapes[j].numel(), members);
+  }
+}
+
 template <Backend B>
 std::vector<Tensor<B>> UnpackMemberMajor(const Tensor<B>& gathered, absl::Span<const Shape> shapes, int members) {
-  const Tensor<B> rows = gathered.reshape({members, -1});
   std::vector<Tensor<B>> out;
-  int64_t at = 0;
-  for (const Shape& shape : shapes) {
-    const int64_t n = shape.numel(), c = ChunkSize(n, members);
-    out.push_back(rows.slice(1, at, at + c).reshape({-1}).slice(0, 0, n).reshape(shape.dims()));
-    at += c;
-  }
+  UnpackMemberMajorEach(gathered, shapes, members, [&](size_t, Tensor<B> t) { out.push_back(std::move(t)); });
   return out;
 }
 

@@ -79,16 +79,35 @@ class ShardedUpdate {
   }
 
   // Steps `optimizer` on this member's chunks of the parameters and of their gradients, then
-  // gathers every member's new chunks into the replica's parameters, bucket by bucket (each
-  // bucket's old values are freed as its new ones arrive: one bucket's worth more, not a model's).
-  absl::Status Step(nn::Optimizer<B>& optimizer, const std::vector<Tensor<B>>& grad_chunks) {
-    std::vector<Tensor<B>> values;
-    for (auto& [path, p] : replica_.named_parameters()) values.push_back(ChunkOf(p->inner(), rank(), members()));
-    const std::vector<Tensor<B>> updated = optimizer.step_pieces(paths_, values, grad_chunks);
-    values.clear();
+  // gathers every member's new chunks into the replica's parameters, one bucket at a time: a
+  // bucket's gradient chunks and old values are freed once its new values are in, so a step
+  // holds one bucket's new chunks and gathered parameters beside the model state, never a
+  // second copy of every chunk. Empties `grad_chunks` as it goes.
+  absl::Status Step(nn::Optimizer<B>& optimizer, std::vector<Tensor<B>>& grad_chunks) {
+    optimizer.begin_pieces_step();
     auto params = replica_.named_parameters();
-    return GatherEach(updated, "parameters",
-                      [&](int i, Tensor<B> full) { *params[i].second = params[i].second->with_value(full); });
+    for (size_t k = 0; k < buckets_.size(); ++k) {
+      std::vector<std::string> paths;
+      std::vector<Tensor<B>> values, grads;
+      for (int i : buckets_[k]) {
+        paths.push_back(paths_[i]);
+        values.push_back(ChunkOf(params[i].second->inner(), rank(), members()));
+        grads.push_back(std::move(grad_chunks[i]));
+        grad_chunks[i] = Tensor<B>();
+      }
+      std::vector<Tensor<B>> updated = optimizer.update_pieces(paths, values, grads);
+      values.clear();
+      grads.clear();
+      absl::Status s = GatherBucket(k, std::move(updated), "parameters", [&](int i, Tensor<B> full) {
+        *params[i].second = params[i].second->with_value(full);
+      });
+      if (!s.ok()) return s;
+    }
+    return absl::OkStatus();
+  }
+  absl::Status Step(nn::Optimizer<B>& optimizer, const std::vector<Tensor<B>>& grad_chunks) {
+    std::vector<Tensor<B>> chunks = grad_chunks;
+    return Step(optimizer, chunks);
   }
 
   // Every member's chunks of per-parameter tensors (a chunk per parameter, in parameter order)
@@ -107,17 +126,8 @@ class ShardedUpdate {
                           const std::function<void(int, Tensor<B>)>& take) {
     for (size_t k = 0; k < buckets_.size(); ++k) {
       std::vector<Tensor<B>> mine;
-      std::vector<Shape> shapes;
-      for (int i : buckets_[k]) {
-        mine.push_back(chunks[i]);
-        shapes.push_back(shapes_[i]);
-      }
-      const Tensor<B> part = mine.size() == 1 ? mine[0] : Tensor<B>::cat(mine, 0);
-      absl::StatusOr<Tensor<B>> all = part.reshape({-1});
-      if (members() > 1) all = group_.AllGather(member_, *all, absl::StrCat("gather ", what, " bucket ", k));
-      if (!all.ok()) return all.status();
-      std::vector<Tensor<B>> unpacked = UnpackMemberMajor(*all, shapes, members());
-      for (size_t j = 0; j < buckets_[k].size(); ++j) take(buckets_[k][j], std::move(unpacked[j]));
+      for (int i : buckets_[k]) mine.push_back(chunks[i]);
+      if (absl::Status s = GatherBucket(k, std::move(mine), what, take); !s.ok()) return s;
     }
     return absl::OkStatus();
   }
@@ -126,6 +136,20 @@ class ShardedUpdate {
   const std::vector<Shape>& shapes() const { return shapes_; }
 
  private:
+  // Bucket k gathered from every member's `mine` (its chunk of each parameter of the bucket,
+  // in bucket order); each full tensor handed to take(parameter index, tensor).
+  absl::Status GatherBucket(size_t k, std::vector<Tensor<B>> mine, absl::string_view what,
+                            const std::function<void(int, Tensor<B>)>& take) {
+    std::vector<Shape> shapes;
+    for (int i : buckets_[k]) shapes.push_back(shapes_[i]);
+    absl::StatusOr<Tensor<B>> all = (mine.size() == 1 ? mine[0] : Tensor<B>::cat(mine, 0)).reshape({-1});
+    mine.clear();
+    if (members() > 1) all = group_.AllGather(member_, *all, absl::StrCat("gather ", what, " bucket ", k));
+    if (!all.ok()) return all.status();
+    UnpackMemberMajorEach(*all, shapes, members(), [&](size_t j, Tensor<B> t) { take(buckets_[k][j], std::move(t)); });
+    return absl::OkStatus();
+  }
+
   DeviceGroup<B>& group_;
   const int member_;
   nn::Module<Autodiff<B>>& replica_;

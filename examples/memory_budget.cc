@@ -74,15 +74,16 @@ double ProcessShare(int64_t batch, int64_t devices, int64_t members) {
 
 // Parameter-sized copies: the initial model (1) and, per device, its replica, gradients,
 // AdamW's two moments, the gradient-sync bucket and the optimizer's temporaries (6.5, fitted).
-// Sharded over `members`, a device keeps 1/members of the gradients and the moments; under
-// ZeRO-3 of everything (5.5/members with the update's temporaries), plus a few copies of the
-// largest shard unit (`unit_share`: its share of the parameters): gathered, recomputed, its
-// whole gradients and their packed bucket.
+// Sharded over `members`, a device keeps 1/members of the gradients and the moments, and its
+// transients are bounded by one 4 MiB bucket (the sharded update goes bucket by bucket):
+// 2.5 + 3/members, fitted. Under ZeRO-3 it keeps 1/members of everything (5.5/members with the
+// update's temporaries), plus a few copies of the largest shard unit (`unit_share`: its share
+// of the parameters): gathered, recomputed, its whole gradients and their packed bucket.
 double ParameterCopies(int64_t devices, int64_t members, distributed::Sharding shard, double unit_share) {
   const double n = static_cast<double>(std::max<int64_t>(members, 1));
   const double per_device = shard == distributed::Sharding::kNone         ? 6.5
                             : shard == distributed::Sharding::kParameters ? 5.5 / n + 4 * unit_share
-                                                                          : 3.5 + 3.0 / n;
+                                                                          : 2.5 + 3.0 / n;
   return 1 + per_device * static_cast<double>(std::max<int64_t>(devices, 1));
 }
 

@@ -50,11 +50,19 @@ class Optimizer {
   // elements of a whole parameter's step().
   std::vector<Tensor<B>> step_pieces(absl::Span<const std::string> paths, absl::Span<const Tensor<B>> values,
                                      absl::Span<const Tensor<B>> grads) {
+    begin_pieces_step();
+    return update_pieces(paths, values, grads);
+  }
+  // step_pieces in parts, so a caller can update a few pieces at a time and free each group's
+  // inputs before the next (a sharded member's buckets): begin_pieces_step() once per step,
+  // then update_pieces() on every piece exactly once.
+  void begin_pieces_step() { CountStep(); }
+  std::vector<Tensor<B>> update_pieces(absl::Span<const std::string> paths, absl::Span<const Tensor<B>> values,
+                                       absl::Span<const Tensor<B>> grads) {
     if (paths.size() != values.size() || paths.size() != grads.size()) {
       ThrowInvalidArgument("optimizer %s: %d paths, %d values and %d gradients", name(), paths.size(), values.size(),
                            grads.size());
     }
-    CountStep();
     NoGradScope no_grad;
     std::vector<Tensor<B>> out;
     out.reserve(paths.size());

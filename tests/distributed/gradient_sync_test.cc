@@ -307,5 +307,22 @@ TYPED_TEST(GradientSyncTest, Bf16CompressionRoundsEachBucketAndTheResultOnce) {
   }
 }
 
+// Sharded stages hold a bucket's whole gradients and their packed copy beside 1/N of the model
+// state, so they default to smaller buckets than DDP's 25 MiB; a size given is kept.
+TEST(SyncOptionsTest, ShardedStagesDefaultToSmallerBuckets) {
+  EXPECT_EQ(BucketBytes({}), int64_t{25} << 20);
+  EXPECT_EQ(BucketBytes({.sharding = Sharding::kOptimizer}), int64_t{4} << 20);
+  EXPECT_EQ(BucketBytes({.sharding = Sharding::kGradients}), int64_t{4} << 20);
+  EXPECT_EQ(BucketBytes({.bucket_bytes = 300, .sharding = Sharding::kGradients}), 300);
+  EXPECT_EQ(BucketBytes({.bucket_bytes = int64_t{25} << 20, .sharding = Sharding::kGradients}), int64_t{25} << 20);
+  // A 4 MiB + 4 KiB weight and its bias (f32): one DDP bucket, two sharded ones.
+  Generator gen(3);
+  nn::Sequential<Autodiff<Cpu>> model;
+  model.add<nn::Linear<Autodiff<Cpu>>>(1025, 1024, gen);
+  const auto d = TestDevices<Cpu>::Provide(2);
+  EXPECT_EQ(Replicas<Cpu>(model, d).syncs[0]->bucket_count(), 1);
+  EXPECT_EQ(Replicas<Cpu>(model, d, {.sharding = Sharding::kGradients}).syncs[0]->bucket_count(), 2);
+}
+
 }  // namespace
 }  // namespace kiln::distributed

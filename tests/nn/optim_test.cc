@@ -120,6 +120,28 @@ TEST(Optimizer, PiecesStepBitForBitLikeTheWhole) {
   }
 }
 
+// A step in parts (begin_pieces_step once, update_pieces on groups of pieces, as a sharded
+// member updates bucket by bucket) counts one step and gives step_pieces' bits: AdamW's bias
+// correction would differ if each group counted a step.
+TEST(Optimizer, PiecesStepInGroupsCountsOneStep) {
+  using C = Tensor<Cpu>;
+  Generator gen(5);
+  const C p = C::uniform({12}, -1, 1, gen);
+  AdamW<Cpu> at_once(0.01), in_groups(0.01);
+  std::vector<C> once = {p.slice(0, 0, 5), p.slice(0, 5, 12)}, groups = once;
+  const std::vector<std::string> paths = {"a", "b"};
+  for (int step = 0; step < 3; ++step) {
+    const std::vector<C> g = {C::uniform({5}, -1, 1, gen), C::uniform({7}, -1, 1, gen)};
+    once = at_once.step_pieces(paths, once, g);
+    in_groups.begin_pieces_step();
+    const C a = in_groups.update_pieces({paths[0]}, {groups[0]}, {g[0]})[0];
+    const C b = in_groups.update_pieces({paths[1]}, {groups[1]}, {g[1]})[0];
+    groups = {a, b};
+  }
+  EXPECT_EQ(in_groups.steps(), 3);
+  EXPECT_EQ(C::cat(groups, 0).to_data().ToDoubles(), C::cat(once, 0).to_data().ToDoubles());
+}
+
 TEST(Optimizer, KeepsTheLeafSoHooksSurviveSteps) {
   Scale m({1.0});
   int fired = 0;
