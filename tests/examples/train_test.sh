@@ -87,6 +87,14 @@ out3=$(run --seed=2)
 # Data-parallel over two devices trains too, and says so.
 out4=$(run --devices=cpu:0,cpu:1) || fail "two-device run exited $?: $out4"
 [[ "$(echo "$out4" | tail -n 1)" == *'"devices":["cpu:0","cpu:1"],"precision":"f32"}' ]] || fail "two-device summary: $(echo "$out4" | tail -n 1)"
+# ZeRO-3 (each layer of the MLP a shard unit, gathered around its forward and backward, the
+# parameters gathered for evaluation and the checkpoint) trains what DDP trains, to the bit.
+run --devices=cpu:0,cpu:1 --checkpoint="$tmp/ddp.safetensors" >/dev/null || fail "two-device run with a checkpoint"
+out5=$(run --devices=cpu:0,cpu:1 --shard=parameters --checkpoint="$tmp/zero3.safetensors") ||
+  fail "--shard=parameters run exited $?: $out5"
+cmp -s "$tmp/ddp.safetensors" "$tmp/zero3.safetensors" || fail "--shard=parameters trained other parameters"
+[[ "$(strip "$out5")" == "$(strip "$out4" | sed 's/}$/,"shard":"parameters"}/')" ]] ||
+  fail "--shard=parameters summary: $(strip "$out5") vs $(strip "$out4")"
 
 # Memory: the progress line shows each device's current/peak tensor bytes and the resident set;
 # the JSON line has a peak per local device, each at least the parameters' bytes (the sum of the
