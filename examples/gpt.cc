@@ -30,6 +30,7 @@
 #include "examples/progress.h"
 #include "examples/run_checkpoints.h"
 #include "examples/run_setup.h"
+#include "examples/run_watch.h"
 #include "examples/shard_flag.h"
 #include "examples/train_position.h"
 #include "nn/checkpoint.h"
@@ -76,6 +77,7 @@ struct Config {
   CheckpointFlags checkpoints;
   PrecisionFlags precision;
   distributed::Sharding shard;
+  WatchFlags watch;
 };
 
 // Every value checked: a bad one is a UsageError naming the flag.
@@ -134,6 +136,7 @@ Config ConfigFromFlags() {
   auto shard = ShardingFromFlag();
   if (!shard.ok()) throw UsageError{std::string(shard.status().message())};
   c.shard = *shard;
+  c.watch = WatchFlagsFromFlags();
   return c;
 }
 
@@ -310,6 +313,7 @@ struct Steps {
   bool lead;
   int64_t tokens_per_step;
   Progress progress;
+  RunWatch& watch;  // --metrics, --tensorboard_dir (the lead's)
   std::chrono::steady_clock::time_point start;
   double val_loss = NAN, seconds = 0;
   int64_t steps_run = 0;
@@ -333,6 +337,16 @@ struct Steps {
     seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
     if (lead)
       progress.Step(1, step + 1, at.loss_sum / (step + 1), steps_run * tokens_per_step / std::max(seconds, 1e-9));
+    if (!lead) return;
+    const absl::Status logged = watch.Step({.step = step + 1,
+                                            .loss = *loss,
+                                            .lr = LearningRate(c, step),
+                                            .grad_norm = dp.last_grad_norm(),
+                                            .loss_scale = dp.loss_scaler() ? dp.loss_scaler()->scale() : NAN,
+                                            .per_sec = steps_run * tokens_per_step / std::max(seconds, 1e-9),
+                                            .peak_bytes = PeakBytes<B>(dp.group().devices())},
+                                           checkpoints.due(at.step));
+    if (!logged.ok()) throw RunFailure{std::string(logged.message())};
   }
 
   // After step at.step: the validation and the checkpoints due there.
@@ -353,6 +367,10 @@ struct Steps {
   void Validate(const TrainPosition& at) {
     nn::Module<Autodiff<B>>& model = dp.replica(0);
     val_loss = kiln::Validate<B>(model, val, c, device);
+    progress.Clear();
+    const absl::Status logged = watch.Eval(
+        {.step = at.step, .values = {{"val_loss", val_loss}, {"val_bits_per_byte", val_loss / std::numbers::ln2}}});
+    if (!logged.ok()) throw RunFailure{std::string(logged.message())};
     std::printf("step %lld: train loss %.4f, val loss %.4f (%.3f bits/byte)\n", static_cast<long long>(at.step),
                 at.loss_sum / at.step, val_loss, val_loss / std::numbers::ln2);
     std::fflush(stdout);
@@ -387,6 +405,9 @@ int TrainOn(const Config& c, const std::shared_ptr<distributed::DeviceGroup<Auto
   RunCheckpoints<B> checkpoints(c.checkpoints, std::move(plan), MathSettings(c), *dp, lead);
   TrainPosition at = Resume(c, checkpoints, group->devices(), processes);
   Generator batches(at.data_generator);
+  RunWatch watch(c.watch, "tokens");
+  if (absl::Status s = lead ? watch.Open(at.step) : absl::OkStatus(); !s.ok())
+    throw RunFailure{std::string(s.message())};
   auto memory = MemoryStatus<B>(group->devices());  // the progress line's device and process memory
   Steps<B> steps{.c = c,
                  .train = train,
@@ -397,6 +418,7 @@ int TrainOn(const Config& c, const std::shared_ptr<distributed::DeviceGroup<Auto
                  .lead = lead,
                  .tokens_per_step = tokens_per_step,
                  .progress = Progress(lead && isatty(STDOUT_FILENO), c.steps, 1, "tokens", std::move(memory)),
+                 .watch = watch,
                  .start = std::chrono::steady_clock::now()};
   for (int64_t step = at.step; step < c.steps; ++step) {
     steps.Train(step, batches, at);
@@ -411,6 +433,7 @@ int TrainOn(const Config& c, const std::shared_ptr<distributed::DeviceGroup<Auto
 }
 
 int Main(Config c) {
+  if (absl::Status s = CheckWatchPaths(c.watch); !s.ok()) throw UsageError{std::string(s.message())};
   distributed::Settings agreed = MathSettings(c);
   for (auto& setting : CheckpointAgreement(c.checkpoints)) agreed.push_back(std::move(setting));
   agreed.emplace_back("--shard", distributed::ShardingName(c.shard));  // not the math: resumable under any
