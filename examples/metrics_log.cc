@@ -4,6 +4,7 @@
 #include <unistd.h>
 
 #include <cerrno>
+#include <charconv>
 #include <cstring>
 
 #include "absl/strings/ascii.h"
@@ -15,7 +16,13 @@
 namespace kiln {
 namespace {
 
-std::string Number(double v) { return std::isfinite(v) ? absl::StrFormat("%.9g", v) : "null"; }
+// The shortest text that reads back as exactly `v` (so a resumed run's records compare equal).
+std::string Number(double v) {
+  if (!std::isfinite(v)) return "null";
+  char text[32];
+  const auto [end, error] = std::to_chars(text, text + sizeof text, v);
+  return std::string(text, end);
+}
 
 absl::Status Errno(const std::string& path, const char* what) {
   return absl::InvalidArgumentError(absl::StrCat("--metrics=", path, ": cannot ", what, ": ", std::strerror(errno)));
@@ -28,9 +35,9 @@ int64_t RecordStep(absl::string_view line) {
   if (at == absl::string_view::npos) return -1;
   absl::string_view digits = line.substr(at + kKey.size());
   size_t n = 0;
-  while (n < digits.size() && n < 18 && absl::ascii_isdigit(static_cast<unsigned char>(digits[n]))) ++n;
+  while (n < digits.size() && absl::ascii_isdigit(static_cast<unsigned char>(digits[n]))) ++n;
   int64_t step = -1;
-  if (n == 0 || !absl::SimpleAtoi(digits.substr(0, n), &step)) return -1;
+  if (n == 0 || n > 18 || !absl::SimpleAtoi(digits.substr(0, n), &step)) return -1;  // 18 digits fit int64
   return step;
 }
 
