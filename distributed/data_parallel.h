@@ -272,6 +272,56 @@ class DataParallel {
   const DeviceGroup<AD>& group() const { return *group_; }
   double clip_grad_norm() const { return clip_grad_norm_; }
 
+  // ---- Sharded state (checkpoints) ----
+  // Each member's part of the model state under the shard layout (nn/shard_layout.h, over the
+  // global members), as a sharded checkpoint holds it: taken without a gather, and installed
+  // back. Nothing else in a checkpoint's path reads or sets parameter values.
+
+  // Every parameter's path, full shape and dtype, in parameter order.
+  std::vector<std::tuple<std::string, Shape, DType>> ParameterLayout() {
+    std::vector<std::tuple<std::string, Shape, DType>> out;
+    for (auto& [path, p] : replicas_[0]->named_parameters()) out.emplace_back(path, p->shape(), p->dtype());
+    return out;
+  }
+  // Local member r's chunk of every parameter, in parameter order: 1-D, zero-padded, its device.
+  std::vector<Tensor<B>> ParameterChunks(int member) {
+    if (!sharded_params_.empty()) return sharded_params_[member]->chunks();  // ZeRO-3 keeps nothing else
+    std::vector<Tensor<B>> out;
+    for (auto& [path, p] : replicas_[member]->named_parameters()) {
+      out.push_back(ChunkOf(p->inner(), group_->global_rank(member), group_->global_size()));
+    }
+    return out;
+  }
+  // Local member r's chunks of its optimizer state ("<slot>/<path>"; sharded, the state itself).
+  typename nn::Optimizer<B>::State OptimizerChunks(int member) {
+    if (!shards_.empty()) return optimizers_[member]->state();
+    typename nn::Optimizer<B>::State out;
+    for (const auto& [key, t] : optimizers_[member]->state()) {
+      out.emplace(key, ChunkOf(t, group_->global_rank(member), group_->global_size()));
+    }
+    return out;
+  }
+  // Installs every local member's chunks (sharded stages): parameters[r] (ParameterChunks'
+  // form) all-gathered into replica r (ZeRO-3: kept as they are), optimizer[r] as optimizer
+  // r's state at `steps` steps. A collective of every member: every rank calls it at once.
+  absl::Status LoadChunks(std::vector<std::vector<Tensor<B>>> parameters,
+                          std::vector<typename nn::Optimizer<B>::State> optimizer, int64_t steps) {
+    if (shards_.empty()) return absl::FailedPreconditionError("DataParallel: unsharded members load whole tensors");
+    return threads_.Run([&](int r) -> absl::Status {
+      if (!sharded_params_.empty()) {
+        sharded_params_[r]->set_chunks(std::move(parameters[r]));
+        optimizers_[r]->load_state(std::move(optimizer[r]), steps);
+        return absl::OkStatus();
+      }
+      auto params = replicas_[r]->named_parameters();
+      absl::Status s = shards_[r]->GatherEach(parameters[r], "checkpoint parameters", [&](int i, Tensor<B> full) {
+        *params[i].second = params[i].second->with_value(full);
+      });
+      if (s.ok()) optimizers_[r]->load_state(std::move(optimizer[r]), steps);
+      return s;
+    });
+  }
+
  private:
   DataParallel(std::shared_ptr<DeviceGroup<AD>> group, OptimizerFactory make_optimizer, Sharding sharding)
       : group_(std::move(group)),

@@ -75,7 +75,12 @@ class ShardedParameters {
 
   // This member's chunk of every parameter, in parameter order: what its optimizer steps.
   const std::vector<Tensor<B>>& chunks() const { return chunks_; }
-  void set_chunks(std::vector<Tensor<B>> chunks) { chunks_ = std::move(chunks); }
+  // New chunks (the optimizer's update, a loaded checkpoint's): whatever is whole is freed.
+  void set_chunks(std::vector<Tensor<B>> chunks) {
+    gathered_all_ = false;
+    ReleaseAll();
+    chunks_ = std::move(chunks);
+  }
   // How many units (without the root) the replica was cut into.
   int unit_count() const { return static_cast<int>(units_.size()) - 1; }
 

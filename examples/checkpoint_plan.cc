@@ -7,6 +7,7 @@
 #include "absl/strings/str_cat.h"
 #include "distributed/process/lead_decision.h"
 #include "examples/run_setup.h"
+#include "examples/sharded_checkpoint.h"
 #include "examples/train_position.h"
 
 namespace kiln {
@@ -24,10 +25,23 @@ absl::Status Flagged(const std::string& flag, const std::string& value, const ab
 
 }  // namespace
 
-std::optional<std::pair<std::string, nn::TrainingCheckpoint>> LatestOfRun(const std::string& dir,
-                                                                          const std::string& run,
-                                                                          const distributed::Settings& settings,
-                                                                          const char* program) {
+absl::StatusOr<ChosenCheckpoint> ReadChosenCheckpoint(const std::string& path) {
+  ChosenCheckpoint chosen;
+  if (IsShardedCheckpoint(path)) {
+    auto index = VerifyShardedCheckpoint(path);
+    if (!index.ok()) return index.status();
+    chosen.sharded = *std::move(index);
+  } else {
+    auto checkpoint = nn::ReadTrainingCheckpoint(path);
+    if (!checkpoint.ok()) return checkpoint.status();
+    chosen.checkpoint = *std::move(checkpoint);
+  }
+  return chosen;
+}
+
+std::optional<std::pair<std::string, ChosenCheckpoint>> LatestOfRun(const std::string& dir, const std::string& run,
+                                                                    const distributed::Settings& settings,
+                                                                    const char* program) {
   auto list = nn::ListTrainingCheckpoints(dir);
   if (!list.ok()) return std::nullopt;
   for (auto it = list->rbegin(); it != list->rend(); ++it) {
@@ -38,9 +52,9 @@ std::optional<std::pair<std::string, nn::TrainingCheckpoint>> LatestOfRun(const 
       // The name comes from the file: shown escaped and cut.
       why = absl::StrCat("written by run ", absl::CHexEscape(owner->substr(0, 64)), ", not by run ", run,
                          ", which last used this folder");
-    } else if (auto checkpoint = nn::ReadTrainingCheckpoint(it->path); !checkpoint.ok()) {
+    } else if (auto checkpoint = ReadChosenCheckpoint(it->path); !checkpoint.ok()) {
       why = std::string(checkpoint.status().message());
-    } else if (auto position = ParsePosition(checkpoint->state.metadata, settings, it->path);
+    } else if (auto position = ParsePosition(checkpoint->metadata(), settings, it->path);
                run.empty() && !position.ok()) {
       why = std::string(position.status().message());  // a folder without a record: another run's
     } else {
@@ -65,19 +79,23 @@ CheckpointPlan PlanCheckpoints(const CheckpointFlags& flags, const distributed::
       const std::string previous = plan.lock->previous() ? plan.lock->previous()->run : "";
       if (auto latest = LatestOfRun(flags.dir, previous, settings, program)) {
         plan.resume_path = latest->first;
-        plan.checkpoint = std::move(latest->second);
+        plan.checkpoint = std::move(latest->second.checkpoint);
+        plan.sharded = std::move(latest->second.sharded);
       } else {
         std::fprintf(stderr, "%s: --resume=latest: no sound checkpoint of %s in %s; starting afresh\n", program,
                      previous.empty() ? "any run" : absl::StrCat("run ", previous).c_str(), flags.dir.c_str());
       }
     } else if (!flags.resume.empty()) {
-      auto checkpoint = nn::ReadTrainingCheckpoint(flags.resume);
+      auto checkpoint = ReadChosenCheckpoint(flags.resume);
       if (!checkpoint.ok()) return Flagged("resume", flags.resume, checkpoint.status());
       plan.resume_path = flags.resume;
-      plan.checkpoint = *std::move(checkpoint);
+      plan.checkpoint = std::move(checkpoint->checkpoint);
+      plan.sharded = std::move(checkpoint->sharded);
     }
     // A resumed run goes on as the run it resumes: its checkpoints are that run's.
-    const std::string run = plan.checkpoint ? plan.checkpoint->state.metadata.at(nn::kRunKey) : nn::NewRunId();
+    const std::string run = plan.checkpoint ? plan.checkpoint->state.metadata.at(nn::kRunKey)
+                            : plan.sharded  ? plan.sharded->plan.metadata.at(nn::kRunKey)
+                                            : nn::NewRunId();
     return absl::StrCat(run, "\n", plan.resume_path);
   };
   const absl::StatusOr<std::string> decided = distributed::DecidedByLead(group, decide);
@@ -88,6 +106,7 @@ CheckpointPlan PlanCheckpoints(const CheckpointFlags& flags, const distributed::
   const size_t newline = decided->find('\n');
   plan.run = decided->substr(0, newline);
   plan.resume_path = decided->substr(newline + 1);
+  plan.group = group;
   if (plan.lock) {
     if (absl::Status s = plan.lock->Record(plan.run); !s.ok()) throw RunFailure{std::string(s.message())};
   }

@@ -10,17 +10,23 @@
 #include <chrono>
 #include <cstdint>
 #include <cstdio>
+#include <map>
 #include <memory>
+#include <optional>
 #include <string>
+#include <vector>
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "absl/strings/str_join.h"
 #include "distributed/data_parallel.h"
 #include "examples/checkpoint_flags.h"
 #include "examples/checkpoint_plan.h"
 #include "examples/run_setup.h"
+#include "examples/sharded_checkpoint.h"
 #include "examples/train_position.h"
 #include "nn/checkpoint_writer.h"
+#include "nn/shard_reader.h"
 #include "nn/training_checkpoint.h"
 
 namespace kiln {
@@ -33,7 +39,7 @@ class RunCheckpoints {
   RunCheckpoints(const CheckpointFlags& flags, CheckpointPlan plan, distributed::Settings settings,
                  distributed::DataParallel<B>& dp, bool lead)
       : flags_(flags), plan_(std::move(plan)), settings_(std::move(settings)), dp_(dp) {
-    if (lead && !flags_.dir.empty())
+    if (lead && !flags_.dir.empty() && !sharded())
       writer_ = std::make_unique<nn::CheckpointWriter>(flags_.dir, flags_.keep, plan_.run);
   }
 
@@ -48,18 +54,25 @@ class RunCheckpoints {
   TrainPosition Resume(const TrainPosition& here, PositionRules rules) {
     if (plan_.resume_path.empty()) return here;
     const std::string& path = plan_.resume_path;
-    if (!plan_.checkpoint) {  // rank 0 has read it already
-      auto read = nn::ReadTrainingCheckpoint(path);
-      if (!read.ok()) throw UsageError{absl::StrCat("--resume=", path, ": ", read.status().message())};
-      plan_.checkpoint = *std::move(read);
+    if (!plan_.checkpoint && !plan_.sharded) {  // rank 0 has read it already
+      const bool sharded = IsShardedCheckpoint(path);
+      auto index = sharded ? ReadShardedCheckpointIndex(path) : absl::StatusOr<nn::ShardIndex>();
+      auto read = sharded ? absl::StatusOr<nn::TrainingCheckpoint>() : nn::ReadTrainingCheckpoint(path);
+      const absl::Status status = sharded ? index.status() : read.status();
+      if (!status.ok()) throw UsageError{absl::StrCat("--resume=", path, ": ", status.message())};
+      if (sharded) plan_.sharded = *std::move(index);
+      if (!sharded) plan_.checkpoint = *std::move(read);
     }
-    const nn::TrainingCheckpoint checkpoint = *std::move(plan_.checkpoint);
+    const std::optional<nn::TrainingCheckpoint> checkpoint = std::move(plan_.checkpoint);
+    const std::optional<nn::ShardIndex> index = std::move(plan_.sharded);
     plan_.checkpoint.reset();
-    auto at = ParsePosition(checkpoint.state.metadata, settings_, path);
+    plan_.sharded.reset();
+    const std::map<std::string, std::string>& metadata = checkpoint ? checkpoint->state.metadata : index->plan.metadata;
+    auto at = ParsePosition(metadata, settings_, path);
     if (!at.ok()) throw UsageError{absl::StrCat("--resume: ", at.status().message())};
     int64_t optimizer_steps = 0;
-    const auto steps = checkpoint.state.metadata.find("optimizer.steps");
-    if (steps == checkpoint.state.metadata.end() || !nn::ParseOptimizerSteps(steps->second, &optimizer_steps)) {
+    const auto steps = metadata.find("optimizer.steps");
+    if (steps == metadata.end() || !nn::ParseOptimizerSteps(steps->second, &optimizer_steps)) {
       throw UsageError{absl::StrCat("--resume: ", path, ": the training state has no valid optimizer.steps")};
     }
     rules.loss_scaler = dp_.loss_scaler();
@@ -72,7 +85,13 @@ class RunCheckpoints {
     if (absl::Status s = dp_.CheckGeneratorStates(at->generators, members); !s.ok()) {
       throw UsageError{absl::StrCat("--resume=", path, ": ", s.message())};
     }
-    RestoreModelAndOptimizer(checkpoint, path);
+    if (checkpoint) {
+      RestoreModelAndOptimizer(*checkpoint, path);
+    } else if (dp_.sharding() == distributed::Sharding::kNone) {
+      RestoreModelAndOptimizer(ReadWhole(*index, path), path);
+    } else {
+      RestoreChunks(*index, path, optimizer_steps);
+    }
     if (nn::LossScaler* scaler = dp_.mutable_loss_scaler(); scaler != nullptr) {
       try {
         scaler->Restore(at->loss_scale, at->loss_scale_good_steps);
@@ -97,22 +116,28 @@ class RunCheckpoints {
   int64_t resumed_step() const { return resumed_step_; }  // -1: a fresh start
 
   // A checkpoint at `at`. Every rank calls it at the same step (the random streams are
-  // gathered over every member); rank 0 writes. Returns the previous write's error, if any.
+  // gathered over every member). Unsharded, rank 0 writes the whole form on its writer's thread
+  // and this returns the previous write's error, if any; sharded, every rank writes its
+  // members' chunks (no gather) and rank 0 the index, before this returns the same status on
+  // every rank.
   absl::Status Save(TrainPosition at) {
     const auto begin = std::chrono::steady_clock::now();
     auto states = dp_.GeneratorStates();
     if (!states.ok()) return states.status();
-    auto optimizer = dp_.FullOptimizer();  // sharded: gathered from every member
-    if (!optimizer.ok()) return optimizer.status();
-    if (absl::Status s = dp_.GatherParameters(); !s.ok()) return s;  // ZeRO-3: replica 0 whole
-    if (!writer_) return absl::OkStatus();
     at.generators = *std::move(states);
     if (const nn::LossScaler* scaler = dp_.loss_scaler()) {
       at.loss_scale = scaler->scale();
       at.loss_scale_good_steps = scaler->good_steps();
     }
-    const absl::Status s =
-        writer_->Write(at.step, nn::SnapshotTraining(dp_.replica(0), **optimizer, PositionMetadata(at, settings_)));
+    absl::Status s;
+    if (sharded()) {
+      if (!enabled()) return absl::OkStatus();
+      s = SaveSharded(at);
+    } else {
+      if (!writer_) return absl::OkStatus();
+      s = writer_->Write(at.step,
+                         nn::SnapshotTraining(dp_.replica(0), dp_.optimizer(0), PositionMetadata(at, settings_)));
+    }
     stall_seconds_ += std::chrono::duration<double>(std::chrono::steady_clock::now() - begin).count();
     ++written_;
     return s;
@@ -132,6 +157,91 @@ class RunCheckpoints {
   }
 
  private:
+  bool sharded() const { return dp_.sharding() != distributed::Sharding::kNone; }
+
+  // The sharded form (sharded_checkpoint.h): each local member's chunks, as they lie.
+  absl::Status SaveSharded(const TrainPosition& at) {
+    nn::ShardPlan plan{.world = dp_.group().global_size(), .stage = distributed::ShardingName(dp_.sharding())};
+    plan.metadata = PositionMetadata(at, settings_);
+    plan.metadata[nn::kRunKey] = plan_.run;
+    plan.metadata["optimizer"] = dp_.optimizer(0).name();
+    plan.metadata["optimizer.steps"] = absl::StrCat(dp_.optimizer(0).steps());
+    const auto streams = dp_.replica(0).named_generators();  // global member 0's come first
+    for (size_t i = 0; i < streams.size(); ++i) {
+      plan.metadata[nn::kStreamPrefix + streams[i].first] = absl::StrCat(at.generators[i]);
+    }
+    const ParameterLayout layout = dp_.ParameterLayout();
+    std::map<int64_t, nn::MemberChunks> local;
+    for (int r = 0; r < dp_.size(); ++r) {
+      nn::MemberChunks& chunks = local[dp_.group().global_rank(r)];
+      const std::vector<Tensor<B>> params = dp_.ParameterChunks(r);
+      for (const auto& [key, t] : dp_.OptimizerChunks(r)) chunks.emplace(key, t.to_data());
+      std::vector<std::string> stateless;
+      for (size_t i = 0; i < params.size(); ++i) {
+        const auto& [name, shape, dtype] = layout[i];
+        chunks.emplace(name, params[i].to_data());
+        plan.tensors[name] = {shape, dtype};
+        bool has = false;
+        for (const std::string& slot : dp_.optimizer(r).slots()) {
+          const auto it = chunks.find(absl::StrCat(slot, "/", name));
+          if (it == chunks.end()) continue;
+          plan.tensors[it->first] = {shape, it->second.dtype()};
+          has = true;
+        }
+        if (!has) stateless.push_back(name);
+      }
+      plan.metadata[nn::kStatelessKey] = absl::StrJoin(stateless, ",");
+    }
+    SealMetadata(plan.metadata);
+    return WriteShardedCheckpoint(plan_.group, flags_.dir, at.step, flags_.keep, plan_.run, plan, local);
+  }
+
+  // The whole form of a sharded checkpoint, for unsharded members (each holds every tensor).
+  nn::TrainingCheckpoint ReadWhole(const nn::ShardIndex& index, const std::string& path) {
+    const nn::Optimizer<B>& optimizer = dp_.optimizer(0);
+    if (absl::Status s = CheckShardedFits(index, path, dp_.ParameterLayout(), optimizer.name(), optimizer.slots());
+        !s.ok()) {
+      throw UsageError{absl::StrCat("--resume: ", s.message())};
+    }
+    absl::StatusOr<nn::TrainingCheckpoint> whole = ReadWholeCheckpoint(path, index);
+    if (absl::Status s = AgreeOnRanks(plan_.group, whole.status(), "reading the checkpoint"); !s.ok()) {
+      throw UsageError{absl::StrCat("--resume: ", s.message())};
+    }
+    return *std::move(whole);
+  }
+
+  // Every local member's chunks from a sharded checkpoint of any world size and stage (read
+  // resharded to this run's members), installed once every rank has read its own.
+  void RestoreChunks(const nn::ShardIndex& index, const std::string& path, int64_t optimizer_steps) {
+    const ParameterLayout layout = dp_.ParameterLayout();
+    const nn::Optimizer<B>& optimizer = dp_.optimizer(0);
+    if (absl::Status s = CheckShardedFits(index, path, layout, optimizer.name(), optimizer.slots()); !s.ok()) {
+      throw UsageError{absl::StrCat("--resume: ", s.message())};
+    }
+    std::vector<std::vector<Tensor<B>>> params(dp_.size());
+    std::vector<typename nn::Optimizer<B>::State> state(dp_.size());
+    absl::Status read;
+    for (int r = 0; r < dp_.size() && read.ok(); ++r) {
+      auto chunks = nn::ReadShard(path, index, dp_.group().global_size(), dp_.group().global_rank(r));
+      if (!chunks.ok()) {
+        read = chunks.status();
+        break;
+      }
+      const auto device = dp_.group().devices()[r];
+      for (const auto& [name, shape, dtype] : layout)
+        params[r].push_back(Tensor<B>::from_data(chunks->at(name), device));
+      for (const auto& [name, data] : *chunks) {
+        if (nn::IsOptimizerSlot(name)) state[r].emplace(name, Tensor<B>::from_data(data, device));
+      }
+    }
+    if (absl::Status s = AgreeOnRanks(plan_.group, read, "reading its shards"); !s.ok()) {
+      throw UsageError{absl::StrCat("--resume: ", s.message())};
+    }
+    if (absl::Status s = dp_.LoadChunks(std::move(params), std::move(state), optimizer_steps); !s.ok()) {
+      throw RunFailure{std::string(s.message())};
+    }
+  }
+
   // Every replica and optimizer from the checkpoint (nothing changes unless all of it fits).
   // The checkpoint holds the whole optimizer, whatever stage wrote it: sharded, it is read
   // whole and each member keeps its chunks.

@@ -20,6 +20,15 @@ struct AttentionModuleOptions {
   // Linear weights ~ N(0, init_std^2), those that project back into the residual stream with
   // residual_init_std (GPT-2: 0.02 and 0.02 / sqrt(2 layers)); unset: Kaiming-uniform.
   std::optional<double> init_std, residual_init_std;
+  // TransformerBlock's MLP: GELU's tanh form (GPT-2's) or the exact one (nanoGPT's nn.GELU()).
+  functional::GeluApproximation gelu = functional::GeluApproximation::kTanh;
+};
+
+// The keys and values of the positions an attention layer has seen, [batch, heads, t, head_dim]
+// each (inference with a key-value cache: each new position is computed once).
+template <Backend B>
+struct AttentionCache {
+  std::optional<Tensor<B>> k, v;
 };
 
 template <Backend B>
@@ -50,6 +59,21 @@ class CausalSelfAttention : public Module<B> {
         qkv.slice(0, 0, 1).squeeze(0), qkv.slice(0, 1, 2).squeeze(0), qkv.slice(0, 2, 3).squeeze(0), attention);
     const Tensor<B> merged = y.permute({0, 2, 1, 3}).reshape({b, s, dim_});
     return functional::dropout(this->child(proj_)(merged), dropout_, this->is_training(), this->generator(gen_));
+  }
+
+  // Inference over the positions after those in `cache`, whose keys and values join it: the
+  // first call (an empty cache) is causal over its positions; after it, one position at a time,
+  // each seeing every cached one. No dropout.
+  Tensor<B> forward_cached(const Tensor<B>& x, AttentionCache<B>& cache) {
+    const int64_t b = x.size(0), s = x.size(1), hd = dim_ / heads_;
+    if (cache.k && s != 1) ThrowInvalidArgument("CausalSelfAttention: a cached step takes one position, got %d", s);
+    const Tensor<B> qkv = this->child(qkv_)(x).reshape({b, s, 3, heads_, hd}).permute({2, 0, 3, 1, 4});
+    const Tensor<B> k = qkv.slice(0, 1, 2).squeeze(0), v = qkv.slice(0, 2, 3).squeeze(0);
+    cache.k = cache.k ? Tensor<B>::cat(std::vector<Tensor<B>>{*cache.k, k}, 2) : k;
+    cache.v = cache.v ? Tensor<B>::cat(std::vector<Tensor<B>>{*cache.v, v}, 2) : v;
+    const Tensor<B> y =
+        functional::scaled_dot_product_attention(qkv.slice(0, 0, 1).squeeze(0), *cache.k, *cache.v, {.causal = s > 1});
+    return this->child(proj_)(y.permute({0, 2, 1, 3}).reshape({b, s, dim_}));
   }
   std::unique_ptr<Module<B>> clone() const override { return this->template CloneAs<CausalSelfAttention>(); }
 

@@ -28,6 +28,8 @@ struct GptConfig {
   double dropout = 0;
   DType dtype = DType::kF32;
   bool recompute = false;  // activation checkpointing of every block (names and math unchanged)
+  // The blocks' GELU: the tanh form (GPT-2's) or exact (nanoGPT's, for its logits to the 1e-5).
+  functional::GeluApproximation gelu = functional::GeluApproximation::kTanh;
 };
 
 template <Backend B>
@@ -48,7 +50,8 @@ class Gpt : public Module<B> {
               AttentionModuleOptions{.dropout = c.dropout,
                                      .dtype = c.dtype,
                                      .init_std = 0.02,
-                                     .residual_init_std = 0.02 / std::sqrt(2.0 * std::max<int64_t>(c.layers, 1))},
+                                     .residual_init_std = 0.02 / std::sqrt(2.0 * std::max<int64_t>(c.layers, 1)),
+                                     .gelu = c.gelu},
               device)));
     }
     set_recompute(c.recompute);
@@ -73,6 +76,30 @@ class Gpt : public Module<B> {
     return functional::linear(InComputeDType(*this, h), InComputeDType(*this, token_embedding()));  // the tied head
   }
   std::unique_ptr<Module<B>> clone() const override { return this->template CloneAs<Gpt>(); }
+
+  // Inference with a key-value cache: the logits [batch, seq, vocab] of the positions after
+  // those `cache` holds (the whole prompt first, then one token at a time), which join it.
+  struct Cache {
+    std::vector<AttentionCache<B>> layers;
+    int64_t length = 0;  // positions seen
+  };
+  Tensor<B> forward_cached(const Tensor<B>& ids, Cache& cache) {
+    if (ids.rank() != 2) ThrowInvalidArgument("Gpt: needs token ids [batch, seq], got %s", ids.Describe());
+    const int64_t seq = ids.size(1);
+    if (cache.length + seq > config_.context) {
+      ThrowInvalidArgument("Gpt: %d cached and %d new positions exceed the positional table of %d", cache.length, seq,
+                           config_.context);
+    }
+    cache.layers.resize(blocks_.size());
+    const Tensor<B> positions = Tensor<B>::arange(seq, DType::kI64, ids.device()) + cache.length;
+    Tensor<B> h = this->child(wte_)(ids) + this->child(wpe_)(positions);
+    for (size_t i = 0; i < blocks_.size(); ++i) {
+      h = static_cast<TransformerBlock<B>&>(this->child(blocks_[i])).forward_cached(h, cache.layers[i]);
+    }
+    cache.length += seq;
+    h = this->child(ln_f_)(h);
+    return functional::linear(InComputeDType(*this, h), InComputeDType(*this, token_embedding()));
+  }
 
   const GptConfig& config() const { return config_; }
   // Turns activation checkpointing of every block on or off (TransformerBlock::set_recompute).

@@ -17,6 +17,8 @@
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "nlohmann/json.hpp"
+#include "nn/file_io.h"
 #include "tensor/crc32c.h"
 
 namespace kiln::nn {
@@ -26,7 +28,9 @@ constexpr char kModelFile[] = "model.safetensors";
 constexpr char kStateFile[] = "training_state.safetensors";
 constexpr char kStepPrefix[] = "step-";
 constexpr int kStepDigits = 12;
-constexpr char kTempPrefix[] = ".writing-step-";  // what an interrupted write leaves
+constexpr char kTempPrefix[] = ".writing-step-";          // what an interrupted write leaves
+constexpr char kShardIndexFileName[] = "index.json";      // nn/shard_index.h's kShardIndexFile
+constexpr uint64_t kMaxIndexBytes = uint64_t{256} << 20;  // as nn/shard_index.cc
 
 absl::Status Errno(const std::string& what) { return absl::ErrnoToStatus(errno, what); }
 
@@ -117,6 +121,27 @@ absl::Status Replace(const std::string& temp, const std::string& final_path) {
   return absl::OkStatus();
 }
 
+// The run a sharded checkpoint's index names (docs/sharded_checkpoints.md; parsed fully by
+// nn/shard_index.h, which builds on this library): NotFound when `path` has no index.
+absl::StatusOr<std::string> ShardedCheckpointRun(const std::string& path) {
+  const std::string file = absl::StrCat(path, "/", kShardIndexFileName);
+  absl::StatusOr<InputFile> in = InputFile::Open(file);
+  if (!in.ok()) {
+    if (!absl::IsNotFound(in.status())) return in.status();
+    return absl::NotFoundError(absl::StrCat(path, " has neither ", kStateFile, " nor ", kShardIndexFileName,
+                                            " (a sharded checkpoint whose writing was interrupted has no index)"));
+  }
+  std::string text(std::min<uint64_t>(in->size(), kMaxIndexBytes), '\0');
+  if (absl::Status s = in->ReadAt(0, text.data(), text.size()); !s.ok()) return s;
+  const nlohmann::json index = nlohmann::json::parse(text, nullptr, /*allow_exceptions=*/false);
+  const auto run = index.is_object() ? index.find("metadata") : index.end();
+  if (run == index.end() || !run->is_object() || !run->contains(kRunKey) || !(*run)[kRunKey].is_string() ||
+      (*run)[kRunKey].get<std::string>().empty()) {
+    return absl::InvalidArgumentError(absl::StrCat(file, " is no sharded checkpoint index naming its run"));
+  }
+  return (*run)[kRunKey].get<std::string>();
+}
+
 }  // namespace
 
 std::string NewRunId() {
@@ -138,6 +163,7 @@ absl::StatusOr<std::vector<CheckpointEntry>> ListTrainingCheckpoints(const std::
 
 absl::StatusOr<std::string> TrainingCheckpointRun(const std::string& path) {
   const std::string file = absl::StrCat(path, "/", kStateFile);
+  if (struct stat st; lstat(file.c_str(), &st) != 0 && errno == ENOENT) return ShardedCheckpointRun(path);
   auto metadata = ReadSafetensorsMetadata(file);
   if (!metadata.ok()) return metadata.status();
   const auto format = metadata->find("format");
@@ -190,17 +216,27 @@ absl::Status WriteTrainingCheckpoint(const std::string& dir, int64_t step, Train
     return absl::InvalidArgumentError("a training checkpoint must name its run (metadata \"run\")");
   }
   checkpoint.state.metadata[kChecksumKey] = ChecksumText(ChecksumOf(checkpoint));
-  if (absl::Status s = CheckCheckpointDir(dir); !s.ok()) return s;
-  std::string temp = absl::StrCat(dir, "/", kTempPrefix, step, "-XXXXXX");
-  if (mkdtemp(temp.data()) == nullptr) return Errno(absl::StrCat("cannot write a checkpoint in ", dir));
+  absl::StatusOr<std::string> made = NewCheckpointFolder(dir, step);
+  if (!made.ok()) return made.status();
+  const std::string& temp = *made;
   std::error_code ignored;
   absl::Status status = WriteSafetensors(absl::StrCat(temp, "/", kModelFile), checkpoint.model);
   if (status.ok()) status = WriteSafetensors(absl::StrCat(temp, "/", kStateFile), checkpoint.state);
+  if (!status.ok()) {
+    std::filesystem::remove_all(temp, ignored);
+    return status;
+  }
+  return PlaceTrainingCheckpoint(dir, step, temp, run->second);
+}
+
+absl::Status PlaceTrainingCheckpoint(const std::string& dir, int64_t step, const std::string& temp,
+                                     const std::string& run) {
   const std::string final_path = TrainingCheckpointPath(dir, step);
-  if (status.ok() && rename(temp.c_str(), final_path.c_str()) != 0) {
+  absl::Status status;
+  if (rename(temp.c_str(), final_path.c_str()) != 0) {
     if (errno == EEXIST || errno == ENOTEMPTY) {  // step-N is there already
       const auto owner = TrainingCheckpointRun(final_path);
-      if (owner.ok() && *owner == run->second) {
+      if (owner.ok() && *owner == run) {
         status = Replace(temp, final_path);
       } else {
         status = KeepAside(final_path);
@@ -213,10 +249,21 @@ absl::Status WriteTrainingCheckpoint(const std::string& dir, int64_t step, Train
     }
   }
   if (!status.ok()) {
+    std::error_code ignored;
     std::filesystem::remove_all(temp, ignored);
     return status;
   }
   return SyncDirectory(dir);
+}
+
+absl::StatusOr<std::string> NewCheckpointFolder(const std::string& dir, int64_t step) {
+  if (step < 0 || step >= 1'000'000'000'000) {
+    return absl::InvalidArgumentError(absl::StrCat("checkpoint step ", step, " is not in [0, 10^12)"));
+  }
+  if (absl::Status s = CheckCheckpointDir(dir); !s.ok()) return s;
+  std::string temp = absl::StrCat(dir, "/", kTempPrefix, step, "-XXXXXX");
+  if (mkdtemp(temp.data()) == nullptr) return Errno(absl::StrCat("cannot write a checkpoint in ", dir));
+  return temp;
 }
 
 absl::Status PruneTrainingCheckpoints(const std::string& dir, int keep, const std::string& run) {

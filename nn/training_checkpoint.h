@@ -120,6 +120,15 @@ std::string TrainingCheckpointPath(const std::string& dir, int64_t step);
 // on stderr. On failure nothing named step-<step> changes.
 absl::Status WriteTrainingCheckpoint(const std::string& dir, int64_t step, TrainingCheckpoint checkpoint);
 
+// The two halves of writing a checkpoint folder, for writers of other forms (a sharded
+// checkpoint, whose files several processes write): a fresh temporary folder in `dir` for
+// step `step`, which pruning removes as a leftover unless it is placed; and placing the
+// complete folder `temp` as <dir>/step-<step> of `run`, as WriteTrainingCheckpoint does (a
+// step-<step> of `run` replaced, another run's moved aside; `temp` removed on failure).
+absl::StatusOr<std::string> NewCheckpointFolder(const std::string& dir, int64_t step);
+absl::Status PlaceTrainingCheckpoint(const std::string& dir, int64_t step, const std::string& temp,
+                                     const std::string& run);
+
 // Whether checkpoints can be written in `dir`, creating it if its parent exists: an error
 // naming the problem, for a program to report before it trains.
 absl::Status CheckCheckpointDir(const std::string& dir);
@@ -132,8 +141,9 @@ struct CheckpointEntry {
 // when it cannot be read.
 absl::StatusOr<std::vector<CheckpointEntry>> ListTrainingCheckpoints(const std::string& dir);
 
-// The run that wrote the checkpoint at `path`, from its training state's header alone; an
-// error naming the file when it is no kiln training state.
+// The run that wrote the checkpoint at `path`, from its training state's header alone (or, in
+// a sharded checkpoint, from its index.json); an error naming the file when it is no kiln
+// training state (NotFound for a folder with neither file: an interrupted sharded write).
 absl::StatusOr<std::string> TrainingCheckpointRun(const std::string& path);
 
 // Removes `run`'s checkpoints in `dir` but its newest `keep` (at least one), and what

@@ -1,5 +1,6 @@
 // TransformerBlock: GPT-2's pre-LN block over [batch, seq, dim]:
-//   x + attention(ln_1(x)), then + mlp(ln_2(x)) with mlp = fc (dim -> 4 dim), GELU (tanh), proj.
+//   x + attention(ln_1(x)), then + mlp(ln_2(x)) with mlp = fc (dim -> 4 dim), GELU, proj
+// (GELU's tanh form unless AttentionModuleOptions::gelu says exact).
 // set_recompute(true): activation checkpointing (nn/recompute.h) over the whole block; the
 // parameters' names and the gradients stay exactly the same.
 #ifndef KILN_NN_TRANSFORMER_BLOCK_H_
@@ -18,7 +19,7 @@ class TransformerBlock : public Module<B> {
  public:
   TransformerBlock(int64_t dim, int64_t heads, Generator& gen, AttentionModuleOptions options = {},
                    const typename B::Device& device = {})
-      : dropout_(options.dropout), gen_(this->add_generator("dropout", gen.NextU64())) {
+      : dropout_(options.dropout), gelu_(options.gelu), gen_(this->add_generator("dropout", gen.NextU64())) {
     this->set_shard_unit(true);  // ZeRO-3 gathers a block's parameters around its forward
     const NormOptions norm{.dtype = options.dtype};
     const LinearOptions linear{.bias = options.bias, .dtype = options.dtype, .init_std = options.init_std};
@@ -28,6 +29,13 @@ class TransformerBlock : public Module<B> {
     ln_2_ = this->add_child("ln_2", std::make_unique<LayerNorm<B>>(Dims{dim}, norm, device));
     fc_ = this->add_child("mlp.fc", std::make_unique<Linear<B>>(dim, 4 * dim, gen, linear, device));
     proj_ = this->add_child("mlp.proj", std::make_unique<Linear<B>>(4 * dim, dim, gen, residual, device));
+  }
+
+  // Inference with a key-value cache (CausalSelfAttention::forward_cached); no dropout.
+  Tensor<B> forward_cached(const Tensor<B>& x, AttentionCache<B>& cache) {
+    auto& attn = static_cast<CausalSelfAttention<B>&>(this->child(attn_));
+    const Tensor<B> h = x + attn.forward_cached(this->child(ln_1_)(x), cache).to(x.dtype());
+    return h + this->child(proj_)(functional::gelu(this->child(fc_)(this->child(ln_2_)(h)), gelu_)).to(x.dtype());
   }
 
   Tensor<B> forward(const Tensor<B>& x) override {
@@ -50,12 +58,12 @@ class TransformerBlock : public Module<B> {
     // The residual stream keeps x's dtype (f32 under mixed precision); the branches may compute
     // in a half type.
     const Tensor<B> h = x + this->child(attn_)(this->child(ln_1_)(x)).to(x.dtype());
-    const Tensor<B> m = this->child(proj_)(
-        functional::gelu(this->child(fc_)(this->child(ln_2_)(h)), functional::GeluApproximation::kTanh));
+    const Tensor<B> m = this->child(proj_)(functional::gelu(this->child(fc_)(this->child(ln_2_)(h)), gelu_));
     return h + functional::dropout(m, dropout_, this->is_training(), this->generator(gen_)).to(x.dtype());
   }
 
   double dropout_;
+  functional::GeluApproximation gelu_;
   size_t gen_;  // generator(gen_): the dropout masks
   size_t ln_1_ = 0, attn_ = 0, ln_2_ = 0, fc_ = 0, proj_ = 0;
   bool recompute_ = false;

@@ -2,7 +2,8 @@
 # examples/train resumed from its training checkpoints: on the same devices it ends with the
 # parameters of an uninterrupted run byte for byte (mid-epoch and at an epoch's end, the MLP
 # and the CNN with its dropout streams); on other world sizes (1 -> 2 devices, 2 -> 1, 2
-# -> 4, 2 processes -> 1) within f32 summation order; the model file holds the parameters only; a
+# -> 4, 2 processes -> 1) within f32 summation order; sharded (--shard=optimizer) the same, in
+# the sharded form; the model file holds the parameters only; a
 # checkpoint that does not fit the run is refused naming what differs, before any training.
 set -uo pipefail
 train="$1"
@@ -81,6 +82,26 @@ within "$tmp/two_full.safetensors" "$tmp/four.safetensors"
 run from_mp --resume="$(step "$tmp/ck3" 60)" --checkpoint="$tmp/from_mp.safetensors" ||
   fail "2 processes -> 1: $(cat "$tmp/from_mp.out")"
 within "$tmp/two_full.safetensors" "$tmp/from_mp.safetensors"
+
+# Sharded (ZeRO-1 on 2 devices): each member's chunks and an index, no whole model file; the
+# same world size and stage resume byte-equal (mid-epoch and at an epoch's end), 2 x ZeRO-1 ->
+# 1 device and -> 4 x ZeRO-2 within summation order.
+run sharded_saving --devices=cpu:0,cpu:1 --shard=optimizer --checkpoint_dir="$tmp/cks" --checkpoint_every=25 \
+  --keep_checkpoints=100 --checkpoint="$tmp/sharded_full.safetensors" || fail "sharded checkpointing: $(cat "$tmp/sharded_saving.out")"
+[[ -f "$(step "$tmp/cks" 50)/index.json" && -f "$(step "$tmp/cks" 50)/shard-1-of-2.safetensors" &&
+  ! -e "$(step "$tmp/cks" 50)/model.safetensors" ]] || fail "sharded checkpoint files: $(ls "$(step "$tmp/cks" 50)")"
+cmp -s "$tmp/two_full.safetensors" "$tmp/sharded_full.safetensors" || fail "ZeRO-1 differs from unsharded on 2 devices"
+for at in 50 64; do
+  run "sharded$at" --devices=cpu:0,cpu:1 --shard=optimizer --resume="$(step "$tmp/cks" $at)" \
+    --checkpoint="$tmp/sharded$at.safetensors" || fail "sharded resume from $at: $(cat "$tmp/sharded$at.out")"
+  cmp -s "$tmp/sharded_full.safetensors" "$tmp/sharded$at.safetensors" || fail "sharded resume from $at differs"
+done
+run sharded_one --resume="$(step "$tmp/cks" 50)" --checkpoint="$tmp/sharded_one.safetensors" ||
+  fail "2 x ZeRO-1 -> 1 device: $(cat "$tmp/sharded_one.out")"
+within "$tmp/sharded_full.safetensors" "$tmp/sharded_one.safetensors"
+run sharded_four --devices=cpu:0,cpu:1,cpu:2,cpu:3 --shard=gradients --resume="$(step "$tmp/cks" 50)" \
+  --checkpoint="$tmp/sharded_four.safetensors" || fail "2 x ZeRO-1 -> 4 x ZeRO-2: $(cat "$tmp/sharded_four.out")"
+within "$tmp/sharded_full.safetensors" "$tmp/sharded_four.safetensors"
 
 # --resume=latest: the newest complete one; with none yet, a fresh start (a job's first try).
 run latest --checkpoint_dir="$tmp/ck" --resume=latest --checkpoint="$tmp/latest.safetensors" || fail "latest: $(cat "$tmp/latest.out")"

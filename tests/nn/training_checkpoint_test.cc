@@ -247,6 +247,44 @@ TEST_F(TrainingCheckpointTest, RefusesWhatIsNotACompleteCheckpoint) {
   EXPECT_FALSE(CheckCheckpointDir(dir_ + "/file/ck").ok());
 }
 
+// A sharded checkpoint (written by other code into NewCheckpointFolder's folder, then placed)
+// belongs to the run its index.json names: pruned, replaced and moved aside like a whole one.
+// A folder with neither file (an interrupted sharded write) is no checkpoint and left alone.
+TEST_F(TrainingCheckpointTest, ShardedFoldersAreOwnedByTheRunTheirIndexNames) {
+  auto m = Model(1);
+  Sgd<Cpu> sgd(0.1);
+  const auto sharded = [&](int64_t step, const std::string& run) {
+    absl::StatusOr<std::string> temp = NewCheckpointFolder(dir_, step);
+    ASSERT_TRUE(temp.ok()) << temp.status();
+    EXPECT_EQ(fs::path(*temp).filename().string().rfind(".writing-step-", 0), 0u);
+    std::ofstream(*temp + "/index.json") << R"({"format": "kiln-sharded-checkpoint/1", "metadata": {"run": ")" << run
+                                         << R"("}})";
+    ASSERT_TRUE(PlaceTrainingCheckpoint(dir_, step, *temp, run).ok());
+  };
+  Write(dir_, 1, "a", *m, sgd);
+  Write(dir_, 2, "b", *m, sgd);
+  sharded(3, "a");
+  EXPECT_EQ(TrainingCheckpointRun(TrainingCheckpointPath(dir_, 3)).value_or(""), "a");
+  sharded(3, "a");  // its own: replaced
+  sharded(2, "a");  // b's: moved aside
+  const std::string interrupted = TrainingCheckpointPath(dir_, 4);
+  fs::create_directory(interrupted);
+  std::ofstream(interrupted + "/shard-0-of-1.safetensors") << "x";
+  EXPECT_EQ(TrainingCheckpointRun(interrupted).status().message(),
+            interrupted +
+                " has neither training_state.safetensors nor index.json (a sharded checkpoint whose writing was "
+                "interrupted has no index)");
+  std::ofstream(interrupted + "/index.json") << R"({"metadata": {"run": 5}})";
+  EXPECT_EQ(TrainingCheckpointRun(interrupted).status().message(),
+            interrupted + "/index.json is no sharded checkpoint index naming its run");
+  fs::remove(interrupted + "/index.json");
+  ASSERT_TRUE(PruneTrainingCheckpoints(dir_, 1, "a").ok());
+  std::set<std::string> left;
+  for (const auto& name : Entries(dir_)) left.insert(name.rfind("step-000000000002.kept-", 0) == 0 ? "kept" : name);
+  EXPECT_EQ(left, std::set<std::string>({"kept", "step-000000000003", "step-000000000004"}));
+  EXPECT_EQ(TrainingCheckpointRun(TrainingCheckpointPath(dir_, 3)).value_or(""), "a");
+}
+
 TEST_F(TrainingCheckpointTest, TheWriterWritesInOrderOffTheCallingThreadAsItsRun) {
   auto m = Model(1);
   Sgd<Cpu> sgd(0.1);
