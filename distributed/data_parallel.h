@@ -194,6 +194,8 @@ class DataParallel {
   nn::LossScaler* mutable_loss_scaler() { return scaler_ ? &*scaler_ : nullptr; }
   // Whether the last Step skipped its update (its gradients overflowed under loss scaling).
   bool last_step_skipped() const { return last_step_skipped_; }
+  // The last Step's global gradient norm before clipping (for metrics); NaN when it did not clip.
+  double last_grad_norm() const { return last_grad_norm_; }
 
   // One step on the global batch (x, y on any device); returns the mean loss over the batch.
   // Across processes (a group with a process group) every process passes the same global
@@ -202,6 +204,7 @@ class DataParallel {
     if (absl::Status s = CheckBatch(x, y); !s.ok()) return s;
     std::vector<double> losses(size());
     overflowed_.assign(size(), false);
+    last_grad_norm_ = NAN;
     const absl::Status status = threads_.Run([&](int r) -> absl::Status {
       absl::StatusOr<Tensor<B>> share = MemberStep(r, x, y, loss);
       if (!share.ok()) return share.status();
@@ -335,7 +338,10 @@ class DataParallel {
       absl::StatusOr<bool> overflow = Overflowed(r, *synced, scale);
       if (!overflow.ok() || *overflow) return overflow;
     }
-    if (clip_grad_norm_ > 0) nn::ClipGradNorm(*replicas_[r], *synced, clip_grad_norm_);
+    if (clip_grad_norm_ > 0) {
+      const double norm = nn::ClipGradNorm(*replicas_[r], *synced, clip_grad_norm_);
+      if (r == 0) last_grad_norm_ = norm;
+    }
     optimizers_[r]->step(*replicas_[r], *synced);
     return false;
   }
@@ -350,7 +356,9 @@ class DataParallel {
       if (!overflow.ok() || *overflow) return overflow;
     }
     if (clip_grad_norm_ > 0) {
-      if (absl::StatusOr<double> norm = shard.Clip(*chunks, clip_grad_norm_); !norm.ok()) return norm.status();
+      absl::StatusOr<double> norm = shard.Clip(*chunks, clip_grad_norm_);
+      if (!norm.ok()) return norm.status();
+      if (r == 0) last_grad_norm_ = *norm;
     }
     if (!sharded_params_.empty()) {  // ZeRO-3: the chunks are the parameters; the next forward gathers them
       ShardedParameters<B>& params = *sharded_params_[r];
@@ -434,6 +442,7 @@ class DataParallel {
   std::optional<nn::LossScaler> scaler_;
   std::vector<char> overflowed_;  // per member, in the current step (char: written by each member's thread)
   bool last_step_skipped_ = false;
+  double last_grad_norm_ = NAN;  // written by member 0's thread within Step
   std::vector<std::unique_ptr<GradientSync<B>>> syncs_;
   std::vector<std::unique_ptr<ShardedUpdate<B>>> shards_;              // per member when sharded
   std::vector<std::unique_ptr<ShardedParameters<B>>> sharded_params_;  // per member under ZeRO-3

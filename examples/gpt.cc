@@ -32,6 +32,7 @@
 #include "examples/progress.h"
 #include "examples/run_checkpoints.h"
 #include "examples/run_setup.h"
+#include "examples/run_watch.h"
 #include "examples/shard_flag.h"
 #include "examples/train_position.h"
 #include "nn/checkpoint.h"
@@ -98,6 +99,7 @@ struct Config {
   distributed::Sharding shard;
   GptTokenDataOptions tokens;  // --train_data and the rest; tokens.train empty: the text corpus
   int64_t train_tokens = 0;    // in the training split (set when the token data opens)
+  WatchFlags watch;
 };
 
 // --gelu, --init_from and --export_nanogpt (whose folder must be writable before training).
@@ -196,6 +198,7 @@ Config ConfigFromFlags() {
     throw UsageError{
         "--init_from: the starting weights of a fresh run; a run with --resume starts from its checkpoint"};
   }
+  c.watch = WatchFlagsFromFlags();
   return c;
 }
 
@@ -376,6 +379,7 @@ struct Steps {
   bool lead;
   int64_t tokens_per_step;
   Progress progress;
+  RunWatch& watch;  // --metrics, --tensorboard_dir (the lead's)
   std::chrono::steady_clock::time_point start;
   double val_loss = NAN, seconds = 0;
   int64_t steps_run = 0;
@@ -405,8 +409,17 @@ struct Steps {
     at.data_generator = batches.state();
     ++steps_run;
     seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-    if (lead)
-      progress.Step(1, step + 1, at.loss_sum / (step + 1), steps_run * tokens_per_step / std::max(seconds, 1e-9));
+    if (!lead) return;
+    progress.Step(1, step + 1, at.loss_sum / (step + 1), steps_run * tokens_per_step / std::max(seconds, 1e-9));
+    const absl::Status logged = watch.Step({.step = step + 1,
+                                            .loss = *loss,
+                                            .lr = LearningRate(c, step),
+                                            .grad_norm = dp.last_grad_norm(),
+                                            .loss_scale = dp.loss_scaler() ? dp.loss_scaler()->scale() : NAN,
+                                            .per_sec = steps_run * tokens_per_step / std::max(seconds, 1e-9),
+                                            .peak_bytes = PeakBytes<B>(dp.group().devices())},
+                                           checkpoints.due(at.step));
+    if (!logged.ok()) throw RunFailure{std::string(logged.message())};
   }
 
   // After step at.step: the validation and the checkpoints due there.
@@ -427,6 +440,10 @@ struct Steps {
   void Validate(const TrainPosition& at) {
     nn::Module<Autodiff<B>>& model = dp.replica(0);
     val_loss = ValLoss();
+    progress.Clear();
+    const absl::Status logged = watch.Eval(
+        {.step = at.step, .values = {{"val_loss", val_loss}, {"val_bits_per_byte", val_loss / std::numbers::ln2}}});
+    if (!logged.ok()) throw RunFailure{std::string(logged.message())};
     std::printf("step %lld: train loss %.4f, val loss %.4f (%.3f bits/byte)\n", static_cast<long long>(at.step),
                 at.loss_sum / at.step, val_loss, val_loss / std::numbers::ln2);
     std::fflush(stdout);
@@ -467,6 +484,9 @@ int TrainOn(const Config& c, const std::shared_ptr<distributed::DeviceGroup<Auto
   RunCheckpoints<B> checkpoints(c.checkpoints, std::move(plan), MathSettings(c), *dp, lead);
   TrainPosition at = Resume(c, checkpoints, group->devices(), processes, tokens);
   Generator batches(at.data_generator);
+  RunWatch watch(c.watch, "tokens");
+  if (absl::Status s = lead ? watch.Open(at.step) : absl::OkStatus(); !s.ok())
+    throw RunFailure{std::string(s.message())};
   auto memory = MemoryStatus<B>(group->devices());  // the progress line's device and process memory
   Steps<B> steps{.c = c,
                  .train = train,
@@ -478,6 +498,7 @@ int TrainOn(const Config& c, const std::shared_ptr<distributed::DeviceGroup<Auto
                  .lead = lead,
                  .tokens_per_step = tokens_per_step,
                  .progress = Progress(lead && isatty(STDOUT_FILENO), c.steps, 1, "tokens", std::move(memory)),
+                 .watch = watch,
                  .start = std::chrono::steady_clock::now()};
   for (int64_t step = at.step; step < c.steps; ++step) {
     steps.Train(step, batches, at);
@@ -512,6 +533,7 @@ std::optional<GptTokenData> OpenTokenData(Config& c) {
 }
 
 int Main(Config c) {
+  if (absl::Status s = CheckWatchPaths(c.watch); !s.ok()) throw UsageError{std::string(s.message())};
   const std::optional<GptTokenData> tokens = OpenTokenData(c);
   distributed::Settings agreed = MathSettings(c);
   for (auto& setting : CheckpointAgreement(c.checkpoints)) agreed.push_back(std::move(setting));

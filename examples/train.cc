@@ -33,6 +33,7 @@
 #include "examples/progress.h"
 #include "examples/run_checkpoints.h"
 #include "examples/run_setup.h"
+#include "examples/run_watch.h"
 #include "examples/train_flags.h"
 #include "examples/train_position.h"
 #include "nn/activation.h"
@@ -246,7 +247,8 @@ struct Epochs {
   int64_t n, steps_per_epoch;
   nn::CosineSchedule schedule;
   Progress progress;
-  double last_loss, accuracy = 0, train_seconds = 0;
+  RunWatch& watch;  // --metrics, --tensorboard_dir (the lead's)
+  double last_loss, accuracy = 0, train_seconds = 0, step_loss = NAN;
   int64_t samples = 0;
   bool evaluated = false;
 
@@ -256,13 +258,30 @@ struct Epochs {
     at.data_generator = gen.state();
     const Tensor<B> order = Shuffle<B>(n, gen, device);
     const auto start = std::chrono::steady_clock::now();
-    for (int64_t b = at.step_in_epoch; b < steps_per_epoch; ++b) {
+    const int64_t first = at.step_in_epoch;
+    for (int64_t b = first; b < steps_per_epoch; ++b) {
       if (absl::Status s = Step(epoch, b, order, at); !s.ok()) return s;
       const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
       if (lead)
         progress.Step(static_cast<int>(epoch), b + 1, at.loss_sum / (b + 1),
                       std::min(n, (b + 1) * c.batch_size) / std::max(seconds, 1e-9));
-      if (checkpoints.due(at.step) && b + 1 < steps_per_epoch) {  // an epoch's end has its own
+      const bool save = checkpoints.due(at.step) && b + 1 < steps_per_epoch;  // an epoch's end has its own
+      if (lead) {
+        const double samples_per_sec =
+            (std::min(n, (b + 1) * c.batch_size) - first * c.batch_size) / std::max(seconds, 1e-9);
+        if (absl::Status s = watch.Step({.step = at.step,
+                                         .epoch = epoch,
+                                         .loss = step_loss,
+                                         .lr = dp.optimizer(0).lr(),
+                                         .grad_norm = dp.last_grad_norm(),
+                                         .loss_scale = dp.loss_scaler() ? dp.loss_scaler()->scale() : NAN,
+                                         .per_sec = samples_per_sec,
+                                         .peak_bytes = PeakBytes<B>(dp.group().devices())},
+                                        save);
+            !s.ok())
+          return s;
+      }
+      if (save) {
         if (absl::Status s = checkpoints.Save(at); !s.ok()) return s;
       }
     }
@@ -290,6 +309,7 @@ struct Epochs {
           *loss, static_cast<long long>(epoch), static_cast<long long>(at.step + 1)));
     }
     samples += idx.size(0);
+    step_loss = *loss;
     at.loss_sum += *loss;
     at.step_in_epoch = b + 1;
     ++at.step;
@@ -309,6 +329,9 @@ struct Epochs {
       accuracy = Evaluate(dp.replica(0), data.test_x, data.test_y);
       evaluated = true;
       progress.EndEpoch(static_cast<int>(epoch), last_loss, accuracy);
+      const absl::Status logged = watch.Eval(
+          {.step = at.step, .epoch = epoch, .values = {{"train_loss", last_loss}, {"test_accuracy", accuracy}}});
+      if (!logged.ok()) return logged;
       if (!c.checkpoint.empty()) {
         if (absl::Status s = nn::SaveCheckpoint(c.checkpoint, dp.replica(0)); !s.ok()) return s;
       }
@@ -336,6 +359,8 @@ int TrainOn(const TrainConfig& c, const std::shared_ptr<distributed::DeviceGroup
   const bool lead = rank == 0;  // evaluates, prints and writes the checkpoints
   RunCheckpoints<B> checkpoints(c.checkpoints, std::move(plan), MathSettings(c), *dp, lead);
   TrainPosition at = Resume(c, checkpoints, devices, processes, members, n, gen);
+  RunWatch watch(c.watch, "samples");
+  if (absl::Status s = lead ? watch.Open(at.step) : absl::OkStatus(); !s.ok()) return Fail(s);
 
   Epochs<B> epochs{.c = c,
                    .data = data,
@@ -348,6 +373,7 @@ int TrainOn(const TrainConfig& c, const std::shared_ptr<distributed::DeviceGroup
                    .schedule = {.base_lr = c.lr, .total_steps = steps_per_epoch * c.epochs, .min_lr = c.lr * 0.01},
                    .progress = Progress(lead && isatty(STDOUT_FILENO), steps_per_epoch, c.epochs, "samples",
                                         MemoryStatus<B>(devices)),
+                   .watch = watch,
                    .last_loss = at.last_epoch_loss};
   for (int64_t epoch = at.epoch; epoch <= c.epochs; ++epoch) {
     if (absl::Status s = epochs.Run(epoch, gen, at); !s.ok()) return Fail(s);
@@ -366,6 +392,7 @@ int TrainOn(const TrainConfig& c, const std::shared_ptr<distributed::DeviceGroup
 }
 
 int Train(TrainConfig c) {
+  if (absl::Status s = CheckWatchPaths(c.watch); !s.ok()) throw UsageError{std::string(s.message())};
   std::vector<std::pair<std::string, std::string>> agreed = MathSettings(c);
   for (auto& setting : CheckpointAgreement(c.checkpoints)) agreed.push_back(std::move(setting));
   agreed.emplace_back("--shard", distributed::ShardingName(c.shard));  // not the math: resumable under any

@@ -90,6 +90,7 @@ absl::StatusOr<TrainConfig> TrainConfigFromFlags() {
                absl::StrCat("--collective_timeout must be > 0 seconds and at most ", kMaxTimeoutSeconds, " (a week)"));
   }
   c.flight_recorder_dir = absl::GetFlag(FLAGS_flight_recorder_dir);
+  c.watch = WatchFlagsFromFlags();
   if (c.flight_recorder_dir.size() > kMaxFlightRecorderDir) {
     return Bad("flight_recorder_dir", c.flight_recorder_dir.substr(0, 40) + "...",
                absl::StrCat("a path of at most ", kMaxFlightRecorderDir, " bytes"));

@@ -12,6 +12,7 @@
 #include "absl/status/statusor.h"
 #include "examples/checkpoint_flags.h"
 #include "examples/precision_flags.h"
+#include "examples/run_watch.h"
 #include "examples/shard_flag.h"
 
 namespace kiln {
@@ -36,6 +37,7 @@ struct TrainConfig {
   bool recompute = false;            // activation checkpointing over runs of 3 layers
   double collective_timeout_s = 60;  // in (0, kMaxTimeoutSeconds]
   std::string flight_recorder_dir;   // "": $KILN_FLIGHT_RECORDER_DIR
+  WatchFlags watch;                  // --metrics, --tensorboard_dir
 };
 
 // The longest --flight_recorder_dir (a path).
