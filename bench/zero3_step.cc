@@ -56,6 +56,21 @@ double Median(std::vector<double> v) {
   return v[v.size() / 2];
 }
 
+// Rank 0's table and one JSON line.
+void Report(nn::Gpt<ADB>& model, const nn::GptConfig& config, const std::vector<Variant>& variants) {
+  std::printf("GPT %lld parameters (%lld blocks, width %lld, context %lld), global batch %d, 2 processes over Gloo\n",
+              static_cast<long long>(model.parameter_count()), static_cast<long long>(config.layers),
+              static_cast<long long>(config.width), static_cast<long long>(config.context), absl::GetFlag(FLAGS_batch));
+  const double ddp = Median(variants[0].ms);
+  std::vector<std::string> json;
+  for (const Variant& v : variants) {
+    std::printf("%-14s %10.2f ms  %6.3fx DDP\n", v.name.c_str(), Median(v.ms), Median(v.ms) / ddp);
+    json.push_back(absl::StrFormat("\"%s\":%.3f", v.name, Median(v.ms)));
+  }
+  std::printf("{\"step_ms\":{%s},\"zero3_of_ddp\":%.4f}\n", absl::StrJoin(json, ",").c_str(),
+              Median(variants[2].ms) / ddp);
+}
+
 int Main() {
   auto env = distributed::ReadLaunchEnv();
   if (!env.ok() || !env->has_value()) {
@@ -107,18 +122,7 @@ int Main() {
     }
     if (lead) std::fprintf(stderr, "round %d of %d\n", round + 1, rounds + 2);
   }
-  if (!lead) return 0;
-  std::printf("GPT %lld parameters (%lld blocks, width %lld, context %lld), global batch %d, 2 processes over Gloo\n",
-              static_cast<long long>(model.parameter_count()), static_cast<long long>(config.layers),
-              static_cast<long long>(config.width), static_cast<long long>(config.context), absl::GetFlag(FLAGS_batch));
-  const double ddp = Median(variants[0].ms);
-  std::vector<std::string> json;
-  for (const Variant& v : variants) {
-    std::printf("%-14s %10.2f ms  %6.3fx DDP\n", v.name.c_str(), Median(v.ms), Median(v.ms) / ddp);
-    json.push_back(absl::StrFormat("\"%s\":%.3f", v.name, Median(v.ms)));
-  }
-  std::printf("{\"step_ms\":{%s},\"zero3_of_ddp\":%.4f}\n", absl::StrJoin(json, ",").c_str(),
-              Median(variants[2].ms) / ddp);
+  if (lead) Report(model, config, variants);
   return 0;
 }
 

@@ -108,6 +108,10 @@ void NanoGptFlags(Config& c) {
   if (gelu != "tanh" && gelu != "exact") throw UsageError{absl::StrCat("--gelu=", gelu, ": expected tanh or exact")};
   c.model.gelu = gelu == "exact" ? nn::functional::GeluApproximation::kNone : nn::functional::GeluApproximation::kTanh;
   c.init_from = absl::GetFlag(FLAGS_init_from);
+  if (!c.init_from.empty() && !c.checkpoints.resume.empty()) {
+    throw UsageError{
+        "--init_from: the starting weights of a fresh run; a run with --resume starts from its checkpoint"};
+  }
   c.export_nanogpt = absl::GetFlag(FLAGS_export_nanogpt);
   if (c.export_nanogpt.empty()) return;
   if (absl::Status s = nn::CheckWritable(c.export_nanogpt); !s.ok()) {
@@ -175,14 +179,13 @@ Config ConfigFromFlags() {
   c.eval_every = in("eval_every", absl::GetFlag(FLAGS_eval_every), 1, 10000000);
   c.eval_batches = in("eval_batches", absl::GetFlag(FLAGS_eval_batches), 1, 100000);
   c.checkpoint = absl::GetFlag(FLAGS_checkpoint);
-  NanoGptFlags(c);
   auto checkpoints = CheckpointFlagsFromFlags();
   if (!checkpoints.ok()) throw UsageError{std::string(checkpoints.status().message())};
   c.checkpoints = *std::move(checkpoints);
+  NanoGptFlags(c);  // after --resume
   c.sample = in("sample", absl::GetFlag(FLAGS_sample), 0, 1000000);
   c.kv_cache = absl::GetFlag(FLAGS_kv_cache);
-  c.prompt = absl::GetFlag(FLAGS_prompt);
-  if (c.prompt.empty()) c.prompt = "\n";
+  c.prompt = absl::GetFlag(FLAGS_prompt).empty() ? std::string("\n") : absl::GetFlag(FLAGS_prompt);
   c.temperature = real("temperature", absl::GetFlag(FLAGS_temperature), 0, 100, true);
   c.top_k = in("top_k", absl::GetFlag(FLAGS_top_k), 0, 256);
   c.timeout_s = real("collective_timeout", absl::GetFlag(FLAGS_collective_timeout), 0, 7 * 24 * 3600, true);
@@ -194,10 +197,6 @@ Config ConfigFromFlags() {
   auto shard = ShardingFromFlag();
   if (!shard.ok()) throw UsageError{std::string(shard.status().message())};
   c.shard = *shard;
-  if (!c.init_from.empty() && !c.checkpoints.resume.empty()) {
-    throw UsageError{
-        "--init_from: the starting weights of a fresh run; a run with --resume starts from its checkpoint"};
-  }
   c.watch = WatchFlagsFromFlags();
   return c;
 }

@@ -54,15 +54,7 @@ class RunCheckpoints {
   TrainPosition Resume(const TrainPosition& here, PositionRules rules) {
     if (plan_.resume_path.empty()) return here;
     const std::string& path = plan_.resume_path;
-    if (!plan_.checkpoint && !plan_.sharded) {  // rank 0 has read it already
-      const bool sharded = IsShardedCheckpoint(path);
-      auto index = sharded ? ReadShardedCheckpointIndex(path) : absl::StatusOr<nn::ShardIndex>();
-      auto read = sharded ? absl::StatusOr<nn::TrainingCheckpoint>() : nn::ReadTrainingCheckpoint(path);
-      const absl::Status status = sharded ? index.status() : read.status();
-      if (!status.ok()) throw UsageError{absl::StrCat("--resume=", path, ": ", status.message())};
-      if (sharded) plan_.sharded = *std::move(index);
-      if (!sharded) plan_.checkpoint = *std::move(read);
-    }
+    ReadChosenIfNeeded(path);
     const std::optional<nn::TrainingCheckpoint> checkpoint = std::move(plan_.checkpoint);
     const std::optional<nn::ShardIndex> index = std::move(plan_.sharded);
     plan_.checkpoint.reset();
@@ -157,6 +149,18 @@ class RunCheckpoints {
   }
 
  private:
+  // The chosen checkpoint (either form) into plan_, unless rank 0 has read it already.
+  void ReadChosenIfNeeded(const std::string& path) {
+    if (plan_.checkpoint || plan_.sharded) return;
+    const bool sharded = IsShardedCheckpoint(path);
+    auto index = sharded ? ReadShardedCheckpointIndex(path) : absl::StatusOr<nn::ShardIndex>();
+    auto read = sharded ? absl::StatusOr<nn::TrainingCheckpoint>() : nn::ReadTrainingCheckpoint(path);
+    const absl::Status status = sharded ? index.status() : read.status();
+    if (!status.ok()) throw UsageError{absl::StrCat("--resume=", path, ": ", status.message())};
+    if (sharded) plan_.sharded = *std::move(index);
+    if (!sharded) plan_.checkpoint = *std::move(read);
+  }
+
   bool sharded() const { return dp_.sharding() != distributed::Sharding::kNone; }
 
   // The sharded form (sharded_checkpoint.h): each local member's chunks, as they lie.
