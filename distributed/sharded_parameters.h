@@ -98,6 +98,7 @@ class ShardedParameters {
   // Every parameter whole in the replica (for evaluation, sampling, saving), until the next
   // step or Reshard. A collective of every member.
   absl::Status GatherAll() {
+    if (gathered_all_) return absl::OkStatus();
     ReleaseAll();  // what a step left whole may hold gather_dtype's rounding
     for (int k = 0; k < static_cast<int>(units_.size()); ++k) {
       if (absl::Status s = Install(k, /*exact=*/true); !s.ok()) return s;
@@ -170,7 +171,8 @@ class ShardedParameters {
       unit.whole = true;
       return;
     }
-    const std::optional<DType> wire = exact ? std::nullopt : options_.gather_dtype;
+    std::optional<DType> wire;  // not a ternary: GCC 12 then warns maybe-uninitialized
+    if (!exact) wire = options_.gather_dtype;
     std::vector<Tensor<B>> mine;
     std::vector<Shape> shapes;
     std::vector<DType> dtypes;
