@@ -48,16 +48,16 @@ class DataParallel {
       dp->optimizers_.push_back(make_optimizer());
     }
     if (absl::Status s = dp->CheckShardingAgrees(); !s.ok()) return s;
-    if (absl::Status s = dp->BroadcastParameters(); !s.ok()) return s;
+    std::vector<std::vector<Tensor<B>>> chunks(n);  // ZeRO-3: each member's, taken as they arrive
+    if (absl::Status s = dp->BroadcastParameters(chunks); !s.ok()) return s;
     for (int r = 0; r < n; ++r) {
       dp->syncs_.push_back(std::make_unique<GradientSync<B>>(dp->group_->inner(), r, *dp->replicas_[r], options));
       if (options.sharding == Sharding::kNone) continue;
       dp->shards_.push_back(
           std::make_unique<ShardedUpdate<B>>(dp->group_->inner(), r, *dp->replicas_[r], dp->syncs_[r]->buckets()));
       if (options.sharding != Sharding::kParameters) continue;
-      dp->sharded_params_.push_back(
-          std::make_unique<ShardedParameters<B>>(dp->group_->inner(), r, *dp->replicas_[r], *dp->syncs_[r],
-                                                 std::move(dp->first_chunks_[r]), options.parameters));
+      dp->sharded_params_.push_back(std::make_unique<ShardedParameters<B>>(
+          dp->group_->inner(), r, *dp->replicas_[r], *dp->syncs_[r], std::move(chunks[r]), options.parameters));
     }
     return dp;
   }
@@ -397,11 +397,11 @@ class DataParallel {
   }
 
   // Every replica takes replica 0's values, after its parameters' names and shapes are checked.
-  absl::Status BroadcastParameters() {
+  // ZeRO-3: chunks[r] gets member r's chunk of each parameter and the replica's value is freed.
+  absl::Status BroadcastParameters(std::vector<std::vector<Tensor<B>>>& chunks) {
     // From the only member to itself is the identity (and on CUDA would make an NCCL
     // communicator for nothing).
     const bool zero3 = sharding_ == Sharding::kParameters;
-    first_chunks_.assign(size(), {});
     if (group_->global_size() == 1 && !zero3) return absl::OkStatus();
     auto first = replicas_[0]->named_parameters();
     for (int r = 1; r < size(); ++r) {
@@ -427,7 +427,7 @@ class DataParallel {
           if (!value.ok()) return value.status();
           *p = p->with_value(*value);
         }
-        if (zero3) first_chunks_[r].push_back(ShardedParameters<B>::TakeChunk(group_->inner(), r, *p));
+        if (zero3) chunks[r].push_back(ShardedParameters<B>::TakeChunk(group_->inner(), r, *p));
       }
       return absl::OkStatus();
     });
@@ -446,7 +446,6 @@ class DataParallel {
   std::vector<std::unique_ptr<GradientSync<B>>> syncs_;
   std::vector<std::unique_ptr<ShardedUpdate<B>>> shards_;              // per member when sharded
   std::vector<std::unique_ptr<ShardedParameters<B>>> sharded_params_;  // per member under ZeRO-3
-  std::vector<std::vector<Tensor<B>>> first_chunks_;  // ZeRO-3: each member's chunks, until Create hands them on
   MemberThreads threads_;
 };
 

@@ -69,11 +69,9 @@ class Gpt : public Module<B> {
       ThrowInvalidArgument("Gpt: a sequence of %d tokens is longer than the positional table of %d", seq,
                            config_.context);
     }
-    const Tensor<B> positions = Tensor<B>::arange(seq, DType::kI64, ids.device());
-    Tensor<B> h = this->child(wte_)(ids) + this->child(wpe_)(positions);
+    Tensor<B> h = Embed(ids, 0);
     for (size_t i : blocks_) h = this->child(i)(h);
-    h = this->child(ln_f_)(h);
-    return functional::linear(InComputeDType(*this, h), InComputeDType(*this, token_embedding()));  // the tied head
+    return Logits(h);
   }
   std::unique_ptr<Module<B>> clone() const override { return this->template CloneAs<Gpt>(); }
 
@@ -91,14 +89,12 @@ class Gpt : public Module<B> {
                            config_.context);
     }
     cache.layers.resize(blocks_.size());
-    const Tensor<B> positions = Tensor<B>::arange(seq, DType::kI64, ids.device()) + cache.length;
-    Tensor<B> h = this->child(wte_)(ids) + this->child(wpe_)(positions);
+    Tensor<B> h = Embed(ids, cache.length);
     for (size_t i = 0; i < blocks_.size(); ++i) {
       h = static_cast<TransformerBlock<B>&>(this->child(blocks_[i])).forward_cached(h, cache.layers[i]);
     }
     cache.length += seq;
-    h = this->child(ln_f_)(h);
-    return functional::linear(InComputeDType(*this, h), InComputeDType(*this, token_embedding()));
+    return Logits(h);
   }
 
   const GptConfig& config() const { return config_; }
@@ -110,6 +106,17 @@ class Gpt : public Module<B> {
   const Tensor<B>& token_embedding() { return static_cast<Embedding<B>&>(this->child(wte_)).weight(); }
 
  private:
+  // Token plus position embeddings of ids [batch, seq] at positions first, first + 1, ...
+  Tensor<B> Embed(const Tensor<B>& ids, int64_t first) {
+    const Tensor<B> positions = Tensor<B>::arange(ids.size(1), DType::kI64, ids.device());
+    return this->child(wte_)(ids) + this->child(wpe_)(first == 0 ? positions : positions + first);
+  }
+  // The final norm, then the head tied to the token embedding.
+  Tensor<B> Logits(const Tensor<B>& h) {
+    const Tensor<B> normed = this->child(ln_f_)(h);
+    return functional::linear(InComputeDType(*this, normed), InComputeDType(*this, token_embedding()));
+  }
+
   GptConfig config_;
   size_t wte_ = 0, wpe_ = 0, ln_f_ = 0;
   std::vector<size_t> blocks_;

@@ -31,12 +31,8 @@ class TransformerBlock : public Module<B> {
     proj_ = this->add_child("mlp.proj", std::make_unique<Linear<B>>(4 * dim, dim, gen, residual, device));
   }
 
-  // Inference with a key-value cache (CausalSelfAttention::forward_cached); no dropout.
-  Tensor<B> forward_cached(const Tensor<B>& x, AttentionCache<B>& cache) {
-    auto& attn = static_cast<CausalSelfAttention<B>&>(this->child(attn_));
-    const Tensor<B> h = x + attn.forward_cached(this->child(ln_1_)(x), cache).to(x.dtype());
-    return h + this->child(proj_)(functional::gelu(this->child(fc_)(this->child(ln_2_)(h)), gelu_)).to(x.dtype());
-  }
+  // Inference with a key-value cache (CausalSelfAttention::forward_cached).
+  Tensor<B> forward_cached(const Tensor<B>& x, AttentionCache<B>& cache) { return Compute(x, &cache); }
 
   Tensor<B> forward(const Tensor<B>& x) override {
     if (!recompute_) return Compute(x);
@@ -54,10 +50,15 @@ class TransformerBlock : public Module<B> {
   bool recompute() const { return recompute_; }
 
  private:
-  Tensor<B> Compute(const Tensor<B>& x) {
+  // `cache`: attention over the cached keys and values too (inference), else the plain attention.
+  Tensor<B> Compute(const Tensor<B>& x, AttentionCache<B>* cache = nullptr) {
     // The residual stream keeps x's dtype (f32 under mixed precision); the branches may compute
     // in a half type.
-    const Tensor<B> h = x + this->child(attn_)(this->child(ln_1_)(x)).to(x.dtype());
+    const Tensor<B> normed = this->child(ln_1_)(x);
+    const Tensor<B> attended =
+        cache ? static_cast<CausalSelfAttention<B>&>(this->child(attn_)).forward_cached(normed, *cache)
+              : this->child(attn_)(normed);
+    const Tensor<B> h = x + attended.to(x.dtype());
     const Tensor<B> m = this->child(proj_)(functional::gelu(this->child(fc_)(this->child(ln_2_)(h)), gelu_));
     return h + functional::dropout(m, dropout_, this->is_training(), this->generator(gen_)).to(x.dtype());
   }
