@@ -190,6 +190,11 @@ struct Autodiff {
   static Primitive gelu_backward(const Primitive& x, const Primitive& gy, bool tanh) requires FusedGelu<B> {
     return {B::gelu_backward(x.value, gy.value, tanh), nullptr};
   }
+  static AttentionForward<Primitive> causal_attention(const Primitive& qkv, int64_t heads) requires FusedAttention<B>;
+  static Primitive causal_attention_backward(const Primitive& qkv, const Primitive& weights, const Primitive& gy,
+                                             int64_t heads) requires FusedAttention<B> {
+    return {B::causal_attention_backward(qkv.value, weights.value, gy.value, heads), nullptr};
+  }
   static CrossEntropyForward<Primitive> cross_entropy_rows(const Primitive& logits, const Primitive& targets,
                                                            int64_t ignore_index,
                                                            double smoothing) requires FusedCrossEntropy<B>;
@@ -266,6 +271,7 @@ constexpr bool RecordsEveryOp() {
   if constexpr (FusedNorm<B>) static_assert(FusedNorm<Autodiff<B>>);
   if constexpr (FusedGelu<B>) static_assert(FusedGelu<Autodiff<B>>);
   if constexpr (FusedCrossEntropy<B>) static_assert(FusedCrossEntropy<Autodiff<B>>);
+  if constexpr (FusedAttention<B>) static_assert(FusedAttention<Autodiff<B>>);
   return true;
 }
 

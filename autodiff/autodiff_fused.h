@@ -54,6 +54,17 @@ CrossEntropyForward<typename Autodiff<B>::Primitive> Autodiff<B>::cross_entropy_
   return {std::move(loss), {f.lse, nullptr}};
 }
 
+template <Backend B>
+AttentionForward<typename Autodiff<B>::Primitive> Autodiff<B>::causal_attention(
+    const Primitive& qkv, int64_t heads) requires FusedAttention<B> {
+  AttentionForward<P> f = B::causal_attention(qkv.value, heads);
+  const P qv = qkv.value, weights = f.weights;
+  Primitive y = Record(std::move(f.y), {qkv}, [=](const P& g, uint32_t) {
+    return Grads{B::causal_attention_backward(qv, weights, g, heads)};
+  });
+  return {std::move(y), {f.weights, nullptr}};
+}
+
 }  // namespace kiln
 
 #endif  // KILN_AUTODIFF_AUTODIFF_FUSED_H_

@@ -50,14 +50,10 @@ class CausalSelfAttention : public Module<B> {
     if (x.rank() != 3 || x.size(2) != dim_) {
       ThrowInvalidArgument("CausalSelfAttention(%d): input %s must be [batch, seq, %d]", dim_, x.Describe(), dim_);
     }
-    const int64_t b = x.size(0), s = x.size(1), hd = dim_ / heads_;
-    // [b, s, 3*d] -> [3, b, heads, s, hd]
-    const Tensor<B> qkv = this->child(qkv_)(x).reshape({b, s, 3, heads_, hd}).permute({2, 0, 3, 1, 4});
-    const functional::AttentionOptions<B> attention{
-        .causal = true, .dropout = dropout_, .training = this->is_training(), .gen = &this->generator(gen_)};
-    const Tensor<B> y = functional::scaled_dot_product_attention(
-        qkv.slice(0, 0, 1).squeeze(0), qkv.slice(0, 1, 2).squeeze(0), qkv.slice(0, 2, 3).squeeze(0), attention);
-    const Tensor<B> merged = y.permute({0, 2, 1, 3}).reshape({b, s, dim_});
+    const Tensor<B> projected = this->child(qkv_)(x);  // [b, s, 3 d]: q, k, v side by side
+    const bool dropping = dropout_ > 0 && this->is_training();
+    // Without dropout on the weights, one fused op reads the heads in place (tensor/fused.h).
+    const Tensor<B> merged = dropping ? AttendWithDropout(projected) : fused::causal_attention(projected, heads_).y;
     return functional::dropout(this->child(proj_)(merged), dropout_, this->is_training(), this->generator(gen_));
   }
 
@@ -78,6 +74,17 @@ class CausalSelfAttention : public Module<B> {
   std::unique_ptr<Module<B>> clone() const override { return this->template CloneAs<CausalSelfAttention>(); }
 
  private:
+  // The heads as views of the projections, then scaled_dot_product_attention with its dropout.
+  Tensor<B> AttendWithDropout(const Tensor<B>& projected) {
+    const int64_t b = projected.size(0), s = projected.size(1), hd = dim_ / heads_;
+    const Tensor<B> qkv = projected.reshape({b, s, 3, heads_, hd}).permute({2, 0, 3, 1, 4});  // [3, b, heads, s, hd]
+    const functional::AttentionOptions<B> attention{
+        .causal = true, .dropout = dropout_, .training = true, .gen = &this->generator(gen_)};
+    const Tensor<B> y = functional::scaled_dot_product_attention(
+        qkv.slice(0, 0, 1).squeeze(0), qkv.slice(0, 1, 2).squeeze(0), qkv.slice(0, 2, 3).squeeze(0), attention);
+    return y.permute({0, 2, 1, 3}).reshape({b, s, dim_});
+  }
+
   int64_t dim_, heads_;
   double dropout_;
   size_t gen_;  // generator(gen_): the dropout masks

@@ -5,6 +5,7 @@
 #ifndef KILN_TENSOR_FUSED_H_
 #define KILN_TENSOR_FUSED_H_
 
+#include <array>
 #include <cmath>
 #include <numbers>
 #include <type_traits>
@@ -205,6 +206,65 @@ CrossEntropyForward<Tensor<B>> cross_entropy_rows(const Tensor<B>& logits, const
     return {Tensor<B>(f.loss), Tensor<B>(f.lse)};
   } else {
     return composed::CrossEntropyRows(logits, ids, ignore_index, smoothing);
+  }
+}
+
+namespace composed {
+
+// q, k and v of packed projections [b, s, 3 d], each [b, heads, s, hd].
+template <Backend B>
+std::array<Tensor<B>, 3> AttentionHeads(const Tensor<B>& qkv, int64_t heads) {
+  const int64_t b = qkv.size(0), s = qkv.size(1), d = qkv.size(2) / 3;
+  const Tensor<B> parts = qkv.reshape({b, s, 3, heads, d / heads}).permute({2, 0, 3, 1, 4});
+  return {parts.slice(0, 0, 1).squeeze(0), parts.slice(0, 1, 2).squeeze(0), parts.slice(0, 2, 3).squeeze(0)};
+}
+
+template <Backend B>
+AttentionForward<Tensor<B>> CausalAttention(const Tensor<B>& qkv, int64_t heads) {
+  const auto [q, k, v] = AttentionHeads(qkv, heads);
+  const double scale = 1 / std::sqrt(static_cast<double>(q.size(3)));
+  Tensor<B> weights = softmax_last(q.matmul(k.transpose(2, 3)) * scale, false, true);
+  Tensor<B> y = weights.matmul(v).permute({0, 2, 1, 3}).reshape({qkv.size(0), qkv.size(1), qkv.size(2) / 3});
+  return {std::move(y), std::move(weights)};
+}
+
+template <Backend B>
+Tensor<B> CausalAttentionBackward(const Tensor<B>& qkv, const Tensor<B>& weights, const Tensor<B>& gy, int64_t heads) {
+  const auto [q, k, v] = AttentionHeads(qkv, heads);
+  const int64_t b = qkv.size(0), s = qkv.size(1), hd = q.size(3);
+  const Tensor<B> g = gy.reshape({b, s, heads, hd}).permute({0, 2, 1, 3});
+  const Tensor<B> gv = weights.transpose(2, 3).matmul(g);
+  const Tensor<B> gw = g.matmul(v.transpose(2, 3));
+  Tensor<B> gscores;
+  if constexpr (FusedSoftmax<B>) {
+    gscores = Tensor<B>(B::softmax_last_backward(weights.primitive(), gw.primitive(), false, true));
+  } else {
+    gscores = SoftmaxBackward(weights, gw, false, true);
+  }
+  gscores = gscores * (1 / std::sqrt(static_cast<double>(hd)));
+  const Tensor<B> gq = gscores.matmul(k), gk = gscores.transpose(2, 3).matmul(q);
+  return Tensor<B>::cat(std::vector<Tensor<B>>{gq.unsqueeze(0), gk.unsqueeze(0), gv.unsqueeze(0)}, 0)
+      .permute({1, 3, 0, 2, 4})
+      .reshape(qkv.shape().dims());
+}
+
+}  // namespace composed
+
+// GPT's causal self-attention over packed projections qkv [b, s, 3 d] (op_table.h): y [b, s, d]
+// and the softmax weights [b, heads, s, s].
+template <Backend B>
+AttentionForward<Tensor<B>> causal_attention(const Tensor<B>& qkv, int64_t heads) {
+  if (!IsFloating(qkv.dtype()) || qkv.rank() != 3 || heads < 1 || qkv.size(2) < 3 * heads ||
+      qkv.size(2) % (3 * heads) != 0) {
+    ThrowInvalidArgument(
+        "causal_attention: needs a floating qkv [batch, seq, 3 x heads x head_dim], got %s for %d heads",
+        qkv.Describe(), heads);
+  }
+  if constexpr (FusedAttention<B>) {
+    const auto f = B::causal_attention(qkv.primitive(), heads);
+    return {Tensor<B>(f.y), Tensor<B>(f.weights)};
+  } else {
+    return composed::CausalAttention(qkv, heads);
   }
 }
 

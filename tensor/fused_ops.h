@@ -42,6 +42,14 @@ struct CrossEntropyForward {
   }
 };
 template <class P>
+struct AttentionForward {
+  P y, weights;
+  template <class F>
+  auto Map(F f) const -> AttentionForward<decltype(f(y))> {
+    return {f(y), f(weights)};
+  }
+};
+template <class P>
 struct SgdStep {
   P param, velocity;
   template <class F>
@@ -77,6 +85,9 @@ concept FusedGelu = KILN_FUSED_GELU_OPS(KILN_HAS_FUSED_OP)
 true;
 template <class B>
 concept FusedCrossEntropy = KILN_FUSED_CROSS_ENTROPY_OPS(KILN_HAS_FUSED_OP)
+true;
+template <class B>
+concept FusedAttention = KILN_FUSED_ATTENTION_OPS(KILN_HAS_FUSED_OP)
 true;
 template <class B>
 concept FusedSgd = KILN_FUSED_SGD_OPS(KILN_HAS_FUSED_OP)

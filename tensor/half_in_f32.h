@@ -81,6 +81,14 @@ struct HalfInF32 {
                 B::dtype(logits));
   }
 
+  static AttentionForward<P> causal_attention(const P& qkv, int64_t heads) {
+    const AttentionForward<P> f = B::causal_attention(Up(qkv), heads);
+    return {Down(f.y, B::dtype(qkv)), Down(f.weights, B::dtype(qkv))};
+  }
+  static P causal_attention_backward(const P& qkv, const P& weights, const P& gy, int64_t heads) {
+    return Down(B::causal_attention_backward(Up(qkv), Up(weights), Up(gy), heads), B::dtype(qkv));
+  }
+
   // Optimizer updates in f32; the new state is rounded to each input's dtype.
   static SgdStep<P> sgd_update(const P& p, const P& g, const P* velocity, double lr, double momentum,
                                double weight_decay, bool nesterov) {

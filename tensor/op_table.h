@@ -143,6 +143,19 @@
      int64_t ignore_index, double smoothing),                                                     \
     (logits, targets, lse, g, ignore_index, smoothing), CrossEntropyRowsBackward)
 
+// causal_attention(qkv [b, s, 3 d], heads): GPT's causal self-attention over its packed
+// projections. q, k and v are the three thirds of the last dim, each cut into `heads` heads of
+// hd = d / heads columns; per head, weights = softmax(q k^T / sqrt(hd)) with key j > query i masked
+// (weight 0), and y = weights v. y is [b, s, d] with the heads side by side (column h hd + c is
+// head h's c); weights [b, heads, s, s] are kept for the backward.
+// causal_attention_backward(qkv, weights, gy [b, s, d], heads): the gradient of qkv, [b, s, 3 d].
+#define KILN_FUSED_ATTENTION_OPS(X)                                                               \
+  X(FusedAttention, AttentionForward<Primitive>, causal_attention,                                \
+    (const Primitive& qkv, int64_t heads), (qkv, heads), CausalAttention)                         \
+  X(FusedAttention, Primitive, causal_attention_backward,                                         \
+    (const Primitive& qkv, const Primitive& weights, const Primitive& gy, int64_t heads),         \
+    (qkv, weights, gy, heads), CausalAttentionBackward)
+
 // Optimizer updates in one pass per parameter (PyTorch's rules); all operands of p's shape.
 // sgd_update(p, g, velocity (null on the first step), lr, momentum, weight_decay, nesterov):
 //   d = g + weight_decay p; v = momentum v + d (v = d on the first step);
@@ -171,7 +184,7 @@
   KILN_FUSED_SOFTMAX_OPS(X) KILN_FUSED_NORM_OPS(X) KILN_FUSED_GELU_OPS(X)                         \
   KILN_FUSED_CROSS_ENTROPY_OPS(X)
 #define KILN_FUSED_OPTIMIZER_OPS(X) KILN_FUSED_SGD_OPS(X) KILN_FUSED_ADAMW_OPS(X)
-#define KILN_FUSED_OPS(X) KILN_FUSED_KERNEL_OPS(X) KILN_FUSED_OPTIMIZER_OPS(X)
+#define KILN_FUSED_OPS(X) KILN_FUSED_KERNEL_OPS(X) KILN_FUSED_ATTENTION_OPS(X) KILN_FUSED_OPTIMIZER_OPS(X)
 
 // ---- Declarations, for a backend struct (after its `Primitive` and `Device`) -----------------
 
@@ -183,6 +196,8 @@
 #define KILN_DECLARE_BACKEND_OPS() KILN_CORE_OPS(KILN_OP_DECLARATION)
 // The fused kernel groups (FusedSoftmax, FusedNorm, FusedGelu, FusedCrossEntropy).
 #define KILN_DECLARE_FUSED_KERNEL_OPS() KILN_FUSED_KERNEL_OPS(KILN_FUSED_OP_DECLARATION)
+// FusedAttention (the CPU's so far; the others compose it).
+#define KILN_DECLARE_FUSED_ATTENTION_OPS() KILN_FUSED_ATTENTION_OPS(KILN_FUSED_OP_DECLARATION)
 // The optimizer groups (FusedSgd, FusedAdamW).
 #define KILN_DECLARE_FUSED_OPTIMIZER_OPS() KILN_FUSED_OPTIMIZER_OPS(KILN_FUSED_OP_DECLARATION)
 

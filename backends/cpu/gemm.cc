@@ -16,12 +16,16 @@
 
 namespace kiln::cpu {
 
-#define DECLARE_KERNEL(NS)                                                                                     \
-  namespace NS {                                                                                               \
-  void GemmBlockF32(const float* a, MatrixLayout la, const float* b, MatrixLayout lb, float* c, int64_t r0,    \
-                    int64_t rows, int64_t k, int64_t n);                                                       \
-  void GemmBlockF64(const double* a, MatrixLayout la, const double* b, MatrixLayout lb, double* c, int64_t r0, \
-                    int64_t rows, int64_t k, int64_t n);                                                       \
+#define DECLARE_KERNEL(NS)                                                                                        \
+  namespace NS {                                                                                                  \
+  void GemmBlockF32(const float* a, MatrixLayout la, const float* b, MatrixLayout lb, float* c, int64_t r0,       \
+                    int64_t rows, int64_t k, int64_t n);                                                          \
+  void GemmBlockF64(const double* a, MatrixLayout la, const double* b, MatrixLayout lb, double* c, int64_t r0,    \
+                    int64_t rows, int64_t k, int64_t n);                                                          \
+  void GemmStridedF32(const float* a, MatrixLayout la, const float* b, MatrixLayout lb, float* c, int64_t ldc,    \
+                      int64_t m, int64_t k, int64_t n, bool accumulate);                                          \
+  void GemmStridedF64(const double* a, MatrixLayout la, const double* b, MatrixLayout lb, double* c, int64_t ldc, \
+                      int64_t m, int64_t k, int64_t n, bool accumulate);                                          \
   }
 DECLARE_KERNEL(avx2)
 DECLARE_KERNEL(avx512)
@@ -75,6 +79,16 @@ void GemmBlock(const float* a, MatrixLayout la, const float* b, MatrixLayout lb,
 void GemmBlock(const double* a, MatrixLayout la, const double* b, MatrixLayout lb, double* c, int64_t r0, int64_t rows,
                int64_t k, int64_t n) {
   (WideChoice().avx512 ? avx512::GemmBlockF64 : avx2::GemmBlockF64)(a, la, b, lb, c, r0, rows, k, n);
+}
+
+void Gemm(const float* a, MatrixLayout la, const float* b, MatrixLayout lb, float* c, int64_t ldc, int64_t m, int64_t k,
+          int64_t n, bool accumulate) {
+  (WideChoice().avx512 ? avx512::GemmStridedF32 : avx2::GemmStridedF32)(a, la, b, lb, c, ldc, m, k, n, accumulate);
+}
+
+void Gemm(const double* a, MatrixLayout la, const double* b, MatrixLayout lb, double* c, int64_t ldc, int64_t m,
+          int64_t k, int64_t n, bool accumulate) {
+  (WideChoice().avx512 ? avx512::GemmStridedF64 : avx2::GemmStridedF64)(a, la, b, lb, c, ldc, m, k, n, accumulate);
 }
 
 void GemmBlock(const BFloat16* a, MatrixLayout la, const BFloat16* b, MatrixLayout lb, BFloat16* c, int64_t r0,

@@ -28,6 +28,13 @@ void GemmBlock(const float* a, MatrixLayout la, const float* b, MatrixLayout lb,
 void GemmBlock(const double* a, MatrixLayout la, const double* b, MatrixLayout lb, double* c, int64_t r0, int64_t rows,
                int64_t k, int64_t n);
 
+// C = A B (or C += A B when `accumulate`) on this thread, A m x k, B k x n, C row-major with its
+// rows ldc apart (a block of a wider matrix).
+void Gemm(const float* a, MatrixLayout la, const float* b, MatrixLayout lb, float* c, int64_t ldc, int64_t m, int64_t k,
+          int64_t n, bool accumulate);
+void Gemm(const double* a, MatrixLayout la, const double* b, MatrixLayout lb, double* c, int64_t ldc, int64_t m,
+          int64_t k, int64_t n, bool accumulate);
+
 // bf16 through AMX or vdpbf16ps, accumulating in f32 and rounding once; only where NativeBf16Gemm().
 void GemmBlock(const BFloat16* a, MatrixLayout la, const BFloat16* b, MatrixLayout lb, BFloat16* c, int64_t r0,
                int64_t rows, int64_t k, int64_t n);

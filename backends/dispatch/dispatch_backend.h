@@ -213,7 +213,8 @@ struct Dispatch {
 };
 
 static_assert(Backend<Dispatch>);
-static_assert(FusedSoftmax<Dispatch> && FusedNorm<Dispatch> && FusedGelu<Dispatch> && FusedCrossEntropy<Dispatch>);
+static_assert(FusedSoftmax<Dispatch> && FusedNorm<Dispatch> && FusedGelu<Dispatch> && FusedCrossEntropy<Dispatch> &&
+              FusedAttention<Dispatch>);
 static_assert(FusedSgd<Dispatch> && FusedAdamW<Dispatch>);
 
 }  // namespace kiln

@@ -198,6 +198,9 @@ TYPED_TEST(GradCheckTest, FusedOps) {
   this->Check([](const Args& a) { return fused::norm_last(a[0], &a[1], nullptr, 1e-6, true).y; }, {x, w});
   this->Check([](const Args& a) { return fused::gelu(a[0], false); }, {x});
   this->Check([](const Args& a) { return fused::gelu(a[0], true); }, {x});
+  // Causal attention: two heads, and one head over more than one block of 64 queries.
+  this->Check([](const Args& a) { return fused::causal_attention(a[0], 2).y; }, {Uniform({2, 4, 12}, -1, 1, 25)});
+  this->Check([](const Args& a) { return fused::causal_attention(a[0], 1).y; }, {Uniform({1, 67, 3}, -1, 1, 26)});
   const auto logits = Uniform({4, 6}, -2, 2, 24);
   for (double s : {0.0, 0.2}) {
     this->Check(

@@ -85,6 +85,37 @@ std::pair<Ref, Ref> RefCrossEntropy(const Ref& logits, const std::vector<int64_t
   return {loss, lse};
 }
 
+struct RefAttentionOut {
+  Ref y, weights;
+};
+// GPT's causal attention over packed q, k, v [b, s, 3 d], head by head, loop by loop.
+RefAttentionOut RefCausalAttention(const Ref& qkv, int64_t heads) {
+  const int64_t b = qkv.shape[0], s = qkv.shape[1], d = qkv.shape[2] / 3, hd = d / heads;
+  RefAttentionOut out{Make({b, s, d}), Make({b, heads, s, s})};
+  const auto at = [&](int64_t seq, int64_t t, int64_t part, int64_t h, int64_t c) {
+    return qkv.v[(seq * s + t) * 3 * d + part * d + h * hd + c];
+  };
+  for (int64_t seq = 0; seq < b; ++seq) {
+    for (int64_t h = 0; h < heads; ++h) {
+      for (int64_t i = 0; i < s; ++i) {
+        double* w = out.weights.v.data() + ((seq * heads + h) * s + i) * s;
+        double m = -kInf, sum = 0;
+        for (int64_t j = 0; j <= i; ++j) {
+          for (int64_t c = 0; c < hd; ++c) w[j] += at(seq, i, 0, h, c) * at(seq, j, 1, h, c) / std::sqrt(hd);
+          m = std::max(m, w[j]);
+        }
+        for (int64_t j = 0; j <= i; ++j) sum += std::exp(w[j] - m);
+        for (int64_t j = 0; j <= i; ++j) w[j] = std::exp(w[j] - m) / sum;
+        for (int64_t c = 0; c < hd; ++c) {
+          double& y = out.y.v[(seq * s + i) * d + h * hd + c];
+          for (int64_t j = 0; j <= i; ++j) y += w[j] * at(seq, j, 2, h, c);
+        }
+      }
+    }
+  }
+  return out;
+}
+
 template <class C>
 class Fused : public Conformance<C> {};
 TYPED_TEST_SUITE(Fused, FloatConfigs, ConfigNames);
@@ -151,6 +182,30 @@ TYPED_TEST(Fused, GeluExactAndTanh) {
   }
 }
 
+// Shapes around the CPU kernel's blocks of 64 queries, one head or several, empty batches.
+TYPED_TEST(Fused, CausalAttentionOverPackedHeads) {
+  using Tn = typename TestFixture::Tn;
+  struct Case {
+    int64_t b, s, heads, hd;
+  };
+  for (const Case& c : {Case{2, 5, 2, 3}, Case{1, 70, 1, 4}, Case{2, 130, 3, 2}, Case{1, 1, 1, 1}, Case{0, 3, 1, 2},
+                        Case{2, 0, 2, 2}}) {
+    SCOPED_TRACE(absl::StrCat("b ", c.b, " s ", c.s, " heads ", c.heads, " hd ", c.hd));
+    const Tn qkv = this->Random({c.b, c.s, 3 * c.heads * c.hd}, -1, 1);
+    const RefAttentionOut want = RefCausalAttention(this->R(qkv), c.heads);
+    for (const auto& got :
+         {fused::causal_attention(qkv, c.heads), fused::causal_attention(this->Strided(qkv), c.heads)}) {
+      this->ExpectClose(got.y, want.y, 16);
+      this->ExpectClose(got.weights, want.weights, 16);
+    }
+    if constexpr (!kIsHalf<typename TestFixture::T>) {  // the composition rounds at each of its ops
+      const auto composed = fused::composed::CausalAttention(qkv, c.heads);
+      this->ExpectClose(composed.y, want.y, 16);
+      this->ExpectClose(composed.weights, want.weights, 16);
+    }
+  }
+}
+
 TYPED_TEST(Fused, CrossEntropyRowsWithIgnoredRowsAndSmoothing) {
   using Tn = typename TestFixture::Tn;
   const Tn logits = this->Random({6, 11}, -3, 3);
@@ -212,6 +267,15 @@ TYPED_TEST(Fused, BackwardKernelsEqualTheComposedFormulas) {
     for (bool tanh : {false, true}) {
       close(Tn(B::gelu_backward(x.primitive(), this->Strided(gy).primitive(), tanh)),
             fused::composed::GeluBackward(x, gy, tanh));
+    }
+  }
+  if constexpr (FusedAttention<B>) {
+    for (const int64_t s : {5, 130}) {  // one block of queries, and three
+      SCOPED_TRACE(absl::StrCat("attention s ", s));
+      const Tn qkv = this->Random({2, s, 12}, -1, 1, 10), g = this->Random({2, s, 4}, -1, 1, 11);
+      const Tn weights = fused::causal_attention(qkv, 2).weights;
+      close(Tn(B::causal_attention_backward(qkv.primitive(), weights.primitive(), this->Strided(g).primitive(), 2)),
+            fused::composed::CausalAttentionBackward(qkv, weights, g, 2));
     }
   }
   if constexpr (FusedCrossEntropy<B>) {
@@ -289,6 +353,14 @@ TYPED_TEST(Fused, BadArgumentsAreNamed) {
   EXPECT_EQ(message([&] { (void)fused::cross_entropy_rows(x, x, -100, 0); }),
             "cross_entropy: needs logits [N, C >= 1] and integer targets [N] on one device, got " + d + "[2,3] on " +
                 dev + " and " + d + "[2,3] on " + dev);
+  EXPECT_EQ(message([&] {
+              (void)fused::causal_attention(this->Random({2, 3, 12}), 5);
+            }),
+            "causal_attention: needs a floating qkv [batch, seq, 3 x heads x head_dim], got " + d + "[2,3,12] on " +
+                dev + " for 5 heads");
+  EXPECT_EQ(message([&] { (void)fused::causal_attention(x, 1); }),
+            "causal_attention: needs a floating qkv [batch, seq, 3 x heads x head_dim], got " + d + "[2,3] on " + dev +
+                " for 1 heads");
   EXPECT_EQ(message([&] { (void)fused::cross_entropy_rows(x, ids, -100, 1.5); }),
             "cross_entropy: label_smoothing 1.5 must be in [0, 1]");
 }
