@@ -195,6 +195,7 @@ struct Autodiff {
                                              int64_t heads) requires FusedAttention<B> {
     return {B::causal_attention_backward(qkv.value, weights.value, gy.value, heads), nullptr};
   }
+  static Primitive linear(const Primitive& x, const Primitive& weight, const Primitive* bias) requires FusedLinear<B>;
   static CrossEntropyForward<Primitive> cross_entropy_rows(const Primitive& logits, const Primitive& targets,
                                                            int64_t ignore_index,
                                                            double smoothing) requires FusedCrossEntropy<B>;
@@ -272,6 +273,7 @@ constexpr bool RecordsEveryOp() {
   if constexpr (FusedGelu<B>) static_assert(FusedGelu<Autodiff<B>>);
   if constexpr (FusedCrossEntropy<B>) static_assert(FusedCrossEntropy<Autodiff<B>>);
   if constexpr (FusedAttention<B>) static_assert(FusedAttention<Autodiff<B>>);
+  if constexpr (FusedLinear<B>) static_assert(FusedLinear<Autodiff<B>>);
   return true;
 }
 

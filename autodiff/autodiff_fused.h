@@ -65,6 +65,27 @@ AttentionForward<typename Autodiff<B>::Primitive> Autodiff<B>::causal_attention(
   return {std::move(y), {f.weights, nullptr}};
 }
 
+// The gradients over the rows of x folded into one dim, so each is one product (or sum).
+template <Backend B>
+typename Autodiff<B>::Primitive Autodiff<B>::linear(const Primitive& x, const Primitive& weight,
+                                                    const Primitive* bias) requires FusedLinear<B> {
+  const P xv = x.value, wv = weight.value;
+  std::vector<Primitive> inputs = {x, weight};
+  if (bias != nullptr) inputs.push_back(*bias);
+  const bool has_bias = bias != nullptr;
+  return Record(B::linear(xv, wv, bias ? &bias->value : nullptr), inputs, [=](const P& g, uint32_t needs) {
+    const Shape& in_shape = B::shape(xv);
+    const int64_t in = B::shape(wv)[1], out = B::shape(wv)[0];
+    const int64_t rows = Shape(Dims(in_shape.dims().begin(), in_shape.dims().end() - 1)).numel();
+    const P g2 = B::reshape(g, Shape{rows, out});
+    Grads grads(has_bias ? 3 : 2);
+    if (Needs(needs, 0)) grads[0] = B::reshape(B::matmul(g2, wv), in_shape);
+    if (Needs(needs, 1)) grads[1] = B::matmul(B::permute(g2, {1, 0}), B::reshape(xv, Shape{rows, in}));
+    if (has_bias && Needs(needs, 2)) grads[2] = B::reduce(ReduceOp::kSum, g2, {0}, false);
+    return grads;
+  });
+}
+
 }  // namespace kiln
 
 #endif  // KILN_AUTODIFF_AUTODIFF_FUSED_H_

@@ -38,8 +38,10 @@ class Linear : public Module<B> {
       ThrowInvalidArgument("Linear(%d -> %d): input %s must end in a dim of %d", w.size(1), w.size(0), x.Describe(),
                            w.size(1));
     }
-    Tensor<B> y = InComputeDType(*this, x).matmul(InComputeDType(*this, w).transpose(0, 1));
-    return bias_ ? y + InComputeDType(*this, this->param(*bias_)) : y;
+    const Tensor<B> xc = InComputeDType(*this, x), wc = InComputeDType(*this, w);
+    if (!bias_) return fused::linear(xc, wc, nullptr);
+    const Tensor<B> bc = InComputeDType(*this, this->param(*bias_));
+    return fused::linear(xc, wc, &bc);
   }
   std::unique_ptr<Module<B>> clone() const override { return this->template CloneAs<Linear>(); }
 

@@ -8,6 +8,7 @@
 #include <array>
 #include <cmath>
 #include <numbers>
+#include <string>
 #include <type_traits>
 #include <vector>
 
@@ -248,7 +249,33 @@ Tensor<B> CausalAttentionBackward(const Tensor<B>& qkv, const Tensor<B>& weights
       .reshape(qkv.shape().dims());
 }
 
+template <Backend B>
+Tensor<B> Linear(const Tensor<B>& x, const Tensor<B>& weight, const std::type_identity_t<Tensor<B>>* bias) {
+  const Tensor<B> y = x.matmul(weight.transpose(0, 1));
+  return bias != nullptr ? y + *bias : y;
+}
+
 }  // namespace composed
+
+// x weight^T + bias (nn::Linear's product), x [..., in], weight [out, in], bias [out] or null.
+template <Backend B>
+Tensor<B> linear(const Tensor<B>& x, const Tensor<B>& weight, const std::type_identity_t<Tensor<B>>* bias) {
+  const bool fits = IsFloating(x.dtype()) && x.rank() >= 1 && weight.rank() == 2 && x.size(-1) == weight.size(1) &&
+                    weight.dtype() == x.dtype() && weight.device() == x.device() &&
+                    (bias == nullptr || (bias->shape() == Shape({weight.size(0)}) && bias->dtype() == x.dtype() &&
+                                         bias->device() == x.device()));
+  if (!fits) {
+    ThrowInvalidArgument(
+        "linear: needs x [..., in], weight [out, in] and bias [out] of one float dtype on one device, "
+        "got %s, %s and %s",
+        x.Describe(), weight.Describe(), bias ? bias->Describe() : std::string("no bias"));
+  }
+  if constexpr (FusedLinear<B>) {
+    return Tensor<B>(B::linear(x.primitive(), weight.primitive(), bias ? &bias->primitive() : nullptr));
+  } else {
+    return composed::Linear(x, weight, bias);
+  }
+}
 
 // GPT's causal self-attention over packed projections qkv [b, s, 3 d] (op_table.h): y [b, s, d]
 // and the softmax weights [b, heads, s, s].

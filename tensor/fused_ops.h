@@ -90,6 +90,9 @@ template <class B>
 concept FusedAttention = KILN_FUSED_ATTENTION_OPS(KILN_HAS_FUSED_OP)
 true;
 template <class B>
+concept FusedLinear = KILN_FUSED_LINEAR_OPS(KILN_HAS_FUSED_OP)
+true;
+template <class B>
 concept FusedSgd = KILN_FUSED_SGD_OPS(KILN_HAS_FUSED_OP)
 true;
 template <class B>

@@ -89,6 +89,11 @@ struct HalfInF32 {
     return Down(B::causal_attention_backward(Up(qkv), Up(weights), Up(gy), heads), B::dtype(qkv));
   }
 
+  static P linear(const P& x, const P& weight, const P* bias) {
+    std::optional<P> b;
+    return Down(B::linear(Up(x), Up(weight), Up(bias, b)), B::dtype(x));
+  }
+
   // Optimizer updates in f32; the new state is rounded to each input's dtype.
   static SgdStep<P> sgd_update(const P& p, const P& g, const P* velocity, double lr, double momentum,
                                double weight_decay, bool nesterov) {

@@ -156,6 +156,13 @@
     (const Primitive& qkv, const Primitive& weights, const Primitive& gy, int64_t heads),         \
     (qkv, weights, gy, heads), CausalAttentionBackward)
 
+// linear(x [..., in], weight [out, in], bias [out] or null): x weight^T + bias, [..., out]
+// (nn::Linear's product with its bias added as the product is formed, not in a pass of its own).
+// The gradients are plain products and a sum (Autodiff<B>::linear).
+#define KILN_FUSED_LINEAR_OPS(X)                                                                  \
+  X(FusedLinear, Primitive, linear, (const Primitive& x, const Primitive& weight,                 \
+                                     const Primitive* bias), (x, weight, bias), Linear)
+
 // Optimizer updates in one pass per parameter (PyTorch's rules); all operands of p's shape.
 // sgd_update(p, g, velocity (null on the first step), lr, momentum, weight_decay, nesterov):
 //   d = g + weight_decay p; v = momentum v + d (v = d on the first step);
@@ -184,7 +191,8 @@
   KILN_FUSED_SOFTMAX_OPS(X) KILN_FUSED_NORM_OPS(X) KILN_FUSED_GELU_OPS(X)                         \
   KILN_FUSED_CROSS_ENTROPY_OPS(X)
 #define KILN_FUSED_OPTIMIZER_OPS(X) KILN_FUSED_SGD_OPS(X) KILN_FUSED_ADAMW_OPS(X)
-#define KILN_FUSED_OPS(X) KILN_FUSED_KERNEL_OPS(X) KILN_FUSED_ATTENTION_OPS(X) KILN_FUSED_OPTIMIZER_OPS(X)
+#define KILN_FUSED_OPS(X) KILN_FUSED_KERNEL_OPS(X) KILN_FUSED_ATTENTION_OPS(X) KILN_FUSED_LINEAR_OPS(X) \
+  KILN_FUSED_OPTIMIZER_OPS(X)
 
 // ---- Declarations, for a backend struct (after its `Primitive` and `Device`) -----------------
 
@@ -198,6 +206,8 @@
 #define KILN_DECLARE_FUSED_KERNEL_OPS() KILN_FUSED_KERNEL_OPS(KILN_FUSED_OP_DECLARATION)
 // FusedAttention (the CPU's so far; the others compose it).
 #define KILN_DECLARE_FUSED_ATTENTION_OPS() KILN_FUSED_ATTENTION_OPS(KILN_FUSED_OP_DECLARATION)
+// FusedLinear (the CPU's so far).
+#define KILN_DECLARE_FUSED_LINEAR_OPS() KILN_FUSED_LINEAR_OPS(KILN_FUSED_OP_DECLARATION)
 // The optimizer groups (FusedSgd, FusedAdamW).
 #define KILN_DECLARE_FUSED_OPTIMIZER_OPS() KILN_FUSED_OPTIMIZER_OPS(KILN_FUSED_OP_DECLARATION)
 

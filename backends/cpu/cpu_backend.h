@@ -42,6 +42,7 @@ struct Cpu {
   // The fused kernels (backends/cpu/fused.cc) and optimizer updates (optimizer_kernels.cc).
   KILN_DECLARE_FUSED_KERNEL_OPS()
   KILN_DECLARE_FUSED_ATTENTION_OPS()  // attention.cc
+  KILN_DECLARE_FUSED_LINEAR_OPS()     // matmul.cc
   KILN_DECLARE_FUSED_OPTIMIZER_OPS()
 
   // A row-major copy when `p` is a non-contiguous view; `p` itself otherwise.
@@ -49,7 +50,8 @@ struct Cpu {
 };
 
 static_assert(Backend<Cpu>);
-static_assert(FusedSoftmax<Cpu> && FusedNorm<Cpu> && FusedGelu<Cpu> && FusedCrossEntropy<Cpu> && FusedAttention<Cpu>);
+static_assert(FusedSoftmax<Cpu> && FusedNorm<Cpu> && FusedGelu<Cpu> && FusedCrossEntropy<Cpu> && FusedAttention<Cpu> &&
+              FusedLinear<Cpu>);
 static_assert(FusedSgd<Cpu> && FusedAdamW<Cpu>);
 
 using CpuTensor = Tensor<Cpu>;

@@ -2,10 +2,12 @@
 // BF16) where the CPU has one. Transposed views are read in place (a column-major map), broadcast batch dims cost
 // nothing, and work is split over batches and row blocks (column blocks for wide bf16 products) so each of the
 // device's threads runs one single-threaded GEMM.
+#include <algorithm>
 #include <optional>
 
 #include "backends/cpu/cpu_backend.h"
 #include "backends/cpu/gemm.h"
+#include "backends/cpu/kernels.h"
 #include "backends/cpu/strided.h"
 #include "tensor/half_in_f32.h"
 #include "tensor/shape_rules.h"
@@ -135,7 +137,53 @@ void Gemm(const Operand& pa, const Operand& pb, const Product& p, const Blocks& 
     run(0, p.batches * s.blocks);
 }
 
+// Rows [r0, r0 + rows) of y = x w^T + bias: the bias copied into each row, then the product
+// added to it (Eigen's GEMM accumulates into C: the bias takes the place of its zero fill).
+template <class T>
+void LinearRows(const T* x, const T* w, const T* bias, T* y, int64_t r0, int64_t rows, int64_t in, int64_t out) {
+  T* block = y + r0 * out;
+  if (bias != nullptr) {
+    for (int64_t r = 0; r < rows; ++r) std::copy(bias, bias + out, block + r * out);
+  } else if (in == 0) {
+    std::fill(block, block + rows * out, T{});
+  }
+  if (in > 0) cpu::Gemm(x + r0 * in, {true, in}, w, {false, in}, block, out, rows, in, out, bias != nullptr);
+}
+
 }  // namespace
+
+Cpu::Primitive Cpu::linear(const Primitive& x, const Primitive& weight, const Primitive* bias) {
+  const int64_t in = weight.shape[1], out = weight.shape[0];
+  Dims dims(x.shape.dims().begin(), x.shape.dims().end());
+  dims.back() = out;
+  const int64_t rows = Shape(Dims(dims.begin(), dims.end() - 1)).numel();
+  if (IsHalf(x.dtype)) {  // the bf16 GEMM writes C whole: the bias is added after it
+    const Primitive y = reshape(matmul(reshape(x, Shape{rows, in}), permute(weight, {1, 0})), Shape(dims));
+    return bias != nullptr ? binary(BinaryOp::kAdd, y, *bias) : y;
+  }
+  const StridedTensor xc = contiguous(x), wc = contiguous(weight);
+  const StridedTensor bc = bias != nullptr ? contiguous(*bias) : StridedTensor{};
+  StridedTensor y = StridedTensor::Empty(Shape(dims), x.dtype, x.device);
+  const int64_t threads = rows * in * out >= kParallelWork ? cpu::ThreadsOf(x.device) : 1;
+  const int64_t per = std::max((rows + threads - 1) / threads, kMinRowsPerBlock);
+  cpu::ForFloat(x.dtype, [&](auto t) {
+    using T = decltype(t);
+    const T *xs = xc.data<T>(), *ws = wc.data<T>(), *bs = bias != nullptr ? bc.data<T>() : nullptr;
+    T* ys = y.mutable_data<T>();
+    auto run = [&](int64_t lo, int64_t hi) {
+      for (int64_t r0 = lo * per; r0 < std::min(hi * per, rows); r0 += per) {
+        LinearRows(xs, ws, bs, ys, r0, std::min(per, rows - r0), in, out);
+      }
+    };
+    const int64_t blocks = (rows + per - 1) / per;
+    if (blocks > 1) {
+      cpu::ParallelFor(x.device, blocks, 1, run);
+    } else {
+      run(0, blocks);
+    }
+  });
+  return y;
+}
 
 Cpu::Primitive Cpu::matmul(const Primitive& a, const Primitive& b) {
   const bool native_bf16 = a.dtype == DType::kBF16 && cpu::NativeBf16Gemm();

@@ -214,7 +214,7 @@ struct Dispatch {
 
 static_assert(Backend<Dispatch>);
 static_assert(FusedSoftmax<Dispatch> && FusedNorm<Dispatch> && FusedGelu<Dispatch> && FusedCrossEntropy<Dispatch> &&
-              FusedAttention<Dispatch>);
+              FusedAttention<Dispatch> && FusedLinear<Dispatch>);
 static_assert(FusedSgd<Dispatch> && FusedAdamW<Dispatch>);
 
 }  // namespace kiln

@@ -198,6 +198,10 @@ TYPED_TEST(GradCheckTest, FusedOps) {
   this->Check([](const Args& a) { return fused::norm_last(a[0], &a[1], nullptr, 1e-6, true).y; }, {x, w});
   this->Check([](const Args& a) { return fused::gelu(a[0], false); }, {x});
   this->Check([](const Args& a) { return fused::gelu(a[0], true); }, {x});
+  // Linear over rank-3 and rank-1 inputs, with and without its bias.
+  const auto lw = Uniform({4, 5}, -1, 1, 27), lb = Uniform({4}, -1, 1, 28);
+  this->Check([](const Args& a) { return fused::linear(a[0], a[1], &a[2]); }, {x, lw, lb});
+  this->Check([](const Args& a) { return fused::linear(a[0], a[1], nullptr); }, {Uniform({5}, -1, 1, 29), lw});
   // Causal attention: two heads, and one head over more than one block of 64 queries.
   this->Check([](const Args& a) { return fused::causal_attention(a[0], 2).y; }, {Uniform({2, 4, 12}, -1, 1, 25)});
   this->Check([](const Args& a) { return fused::causal_attention(a[0], 1).y; }, {Uniform({1, 67, 3}, -1, 1, 26)});

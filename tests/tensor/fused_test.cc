@@ -206,6 +206,38 @@ TYPED_TEST(Fused, CausalAttentionOverPackedHeads) {
   }
 }
 
+// Rows enough to split over threads, rank 3 and 1, no bias, an empty input dim.
+TYPED_TEST(Fused, LinearAddsItsBiasToTheProduct) {
+  using Tn = typename TestFixture::Tn;
+  struct Case {
+    Shape x;
+    int64_t out;
+    bool bias;
+  };
+  for (const Case& c : {Case{{3, 70, 33}, 17, true}, Case{{300, 40}, 50, false}, Case{{5}, 3, true},
+                        Case{{4, 0}, 3, true}, Case{{0, 6}, 2, true}}) {
+    SCOPED_TRACE(absl::StrCat(c.x.ToString(), " -> ", c.out, c.bias ? " with bias" : ""));
+    const int64_t in = c.x[c.x.rank() - 1];
+    const Tn x = this->Random(c.x, -1, 1, 1), w = this->Random({c.out, in}, -1, 1, 2),
+             b = this->Random({c.out}, -1, 1, 3);
+    const Ref rx = this->R(x), rw = this->R(w), rb = this->R(b);
+    Index shape = rx.shape;
+    shape.back() = c.out;
+    Ref want = Make(shape);
+    for (size_t r = 0; r < want.v.size() / c.out; ++r) {
+      for (int64_t o = 0; o < c.out; ++o) {
+        double sum = c.bias ? rb.v[o] : 0;
+        for (int64_t i = 0; i < in; ++i) sum += rx.v[r * in + i] * rw.v[o * in + i];
+        want.v[r * c.out + o] = sum;
+      }
+    }
+    const Tn* bias = c.bias ? &b : nullptr;
+    this->ExpectClose(fused::linear(x, w, bias), want, 4);
+    this->ExpectClose(fused::linear(this->Strided(x), this->Strided(w), bias), want, 4);
+    this->ExpectClose(fused::composed::Linear(x, w, bias), want, 4);
+  }
+}
+
 TYPED_TEST(Fused, CrossEntropyRowsWithIgnoredRowsAndSmoothing) {
   using Tn = typename TestFixture::Tn;
   const Tn logits = this->Random({6, 11}, -3, 3);
@@ -361,6 +393,11 @@ TYPED_TEST(Fused, BadArgumentsAreNamed) {
   EXPECT_EQ(message([&] { (void)fused::causal_attention(x, 1); }),
             "causal_attention: needs a floating qkv [batch, seq, 3 x heads x head_dim], got " + d + "[2,3] on " + dev +
                 " for 1 heads");
+  EXPECT_EQ(message([&] {
+              (void)fused::linear(x, w.reshape({2, 2}), &w);
+            }),
+            "linear: needs x [..., in], weight [out, in] and bias [out] of one float dtype on one device, got " + d +
+                "[2,3] on " + dev + ", " + d + "[2,2] on " + dev + " and " + d + "[4] on " + dev);
   EXPECT_EQ(message([&] { (void)fused::cross_entropy_rows(x, ids, -100, 1.5); }),
             "cross_entropy: label_smoothing 1.5 must be in [0, 1]");
 }
