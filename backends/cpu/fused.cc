@@ -254,9 +254,17 @@ Cpu::Primitive Cpu::gelu_backward(const Primitive& x, const Primitive& gy, bool 
     MapChunks<T>(x.device, x.shape.numel(), [&](int64_t at, int64_t n) {
       const ConstRowOf<T> v(src + at, n), gr(g + at, n);
       if (tanh) {
-        const Eigen::Array<T, Eigen::Dynamic, 1> th = (T(kSqrt2OverPi) * (v + T(kGeluCubic) * v.cube())).tanh();
-        RowOf<T>(dst + at, n) = gr * (T(0.5) * (T(1) + th) + T(0.5) * v * (T(1) - th.square()) * T(kSqrt2OverPi) *
-                                                                 (T(1) + T(3 * kGeluCubic) * v.square()));
+        // tanh is needed twice: kept for blocks of 256 on the stack (no heap array, in cache).
+        constexpr int64_t kBlock = 256;
+        for (int64_t i = 0; i < n; i += kBlock) {
+          const int64_t len = std::min(kBlock, n - i);
+          const ConstRowOf<T> vb(src + at + i, len), gb(g + at + i, len);
+          const Eigen::Array<T, Eigen::Dynamic, 1, 0, kBlock, 1> th =
+              (T(kSqrt2OverPi) * (vb + T(kGeluCubic) * vb.cube())).tanh();
+          RowOf<T>(dst + at + i, len) =
+              gb * (T(0.5) * (T(1) + th) +
+                    T(0.5) * vb * (T(1) - th.square()) * T(kSqrt2OverPi) * (T(1) + T(3 * kGeluCubic) * vb.square()));
+        }
       } else {
         const T inv_sqrt_2pi = T(0.5 * std::numbers::inv_sqrtpi * std::numbers::sqrt2);
         RowOf<T>(dst + at, n) = gr * (T(0.5) * (T(1) + (v * T(std::numbers::sqrt2 / 2)).erf()) +
