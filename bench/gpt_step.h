@@ -62,7 +62,8 @@ inline double ModelFlopsPerStep(int64_t flop_parameters, const GptBenchConfig& c
 
 // The step's largest GEMM, by FLOPs: the MLP's fc, [B*T, C] x [C, 4C] (its projection back,
 // [B*T, 4C] x [4C, C], ties it; the QKV projection is 3C wide), unless the vocabulary exceeds
-// 4C and the tied head, [B*T, C] x [C, V], is larger.
+// 4C and the tied head, [B*T, C] x [C, V], is larger. nn::Linear keeps its weight as [out, in]
+// and multiplies by its transpose, a view: [B*T, C] x [4C, C]^T.
 struct GemmShape {
   int64_t m, k, n;
   std::string what;
@@ -70,8 +71,8 @@ struct GemmShape {
 };
 inline GemmShape LargestGemm(const GptBenchConfig& c) {
   const int64_t rows = c.tokens(), width = c.model.width;
-  if (c.model.vocab > 4 * width) return {rows, width, c.model.vocab, "tied head [B*T, C] x [C, V]"};
-  return {rows, width, 4 * width, "MLP fc [B*T, C] x [C, 4C]"};
+  if (c.model.vocab > 4 * width) return {rows, width, c.model.vocab, "tied head [B*T, C] x [V, C]^T"};
+  return {rows, width, 4 * width, "MLP fc [B*T, C] x [4C, C]^T"};
 }
 
 // AdamW whose updates count as the optimizer's in a profile (and mark its phase). Used only on
