@@ -7,6 +7,7 @@
 
 #include "absl/container/flat_hash_map.h"
 #include "absl/strings/numbers.h"
+#include "backends/cpu/profile_counters.h"
 
 namespace kiln::cpu {
 namespace {
@@ -87,6 +88,7 @@ Cache& GetCache() {
 }  // namespace
 
 std::byte* AllocateBuffer(int64_t nbytes) {
+  CountedScope counted(ProfileCounter::kAllocation);
   const int64_t size = Rounded(std::max<int64_t>(nbytes, 1));
   if (size >= kCachedMinimum) {
     if (std::byte* p = GetCache().Take(size)) return p;
@@ -95,6 +97,7 @@ std::byte* AllocateBuffer(int64_t nbytes) {
 }
 
 void FreeBuffer(std::byte* data, int64_t nbytes) {
+  CountedScope counted(ProfileCounter::kAllocation);
   const int64_t size = Rounded(std::max<int64_t>(nbytes, 1));
   if (size >= kCachedMinimum && GetCache().Give(data, size)) return;
   ::operator delete(data, kAlign);

@@ -3,6 +3,8 @@
 #include <algorithm>
 #include <chrono>
 
+#include "backends/cpu/profile_counters.h"
+
 #if defined(__x86_64__) || defined(__i386__)
 #include <immintrin.h>
 #endif
@@ -88,6 +90,7 @@ void WorkerPool::Run(int64_t chunks, absl::FunctionRef<void(int64_t)> chunk) {
   }
   const int64_t offered = std::min<int64_t>(chunks - 1, workers());
   for (int64_t w = 0; w < offered; ++w) {
+    CountedScope counted(ProfileCounter::kSynchronisation);  // the wake-up
     Slot& slot = *slots_[w];
     slot.chunk = &chunk;
     slot.index = w + 1;
@@ -103,6 +106,7 @@ void WorkerPool::Run(int64_t chunks, absl::FunctionRef<void(int64_t)> chunk) {
     if (ticket % 2 == 0 && slot.ticket.compare_exchange_strong(ticket, ticket + 1, std::memory_order_acq_rel)) {
       chunk(w + 1);  // the worker had not started it
     } else {
+      CountedScope counted(ProfileCounter::kSynchronisation);
       AwaitValue(slot.finished, ticket / 2, spin_);
     }
   }
