@@ -222,7 +222,10 @@ std::string MemoryEstimate::Describe() const {
 // runs (--steps=1 --eval_batches=1) over 18 configurations from 16 MiB to 2.8 GiB: widths
 // 16-1024, 0-8 layers, contexts 16-512, batches 4-256, 4-8 heads, 1-4 devices, f32/bf16/f16.
 // Estimate / peak: 1.1-1.7 (e.g. batch 64, context 256, 2 layers, width 64: 878 MiB peak,
-// 1282 MiB estimated; batch 8, context 64, width 1024, 1 layer: 549 and 649).
+// 1282 MiB estimated; batch 8, context 64, width 1024, 1 layer: 549 and 649). Refitted for the
+// fused attention and linear layers (2026-12-04, Intel Xeon): the attention keeps one map of
+// weights instead of 3.5, its backward none, and a block ~20 width-sized values, not 30 (batch 64,
+// context 256, 2 layers, width 64: 362 MiB peak).
 MemoryEstimate EstimateGptMemory(const GptMemoryConfig& c) {
   const double d = static_cast<double>(c.width), s = static_cast<double>(c.context);
   const double h = static_cast<double>(c.heads), v = static_cast<double>(c.vocab);
@@ -240,9 +243,9 @@ MemoryEstimate EstimateGptMemory(const GptMemoryConfig& c) {
       params * 4 *
           ParameterCopies(c.devices, c.members, c.shard,
                           std::max(per_layer_params, params - layers * per_layer_params) / params));
-  // What autograd keeps per block: ~30 width-sized values per token (norms, qkv and its
-  // heads, the MLP's 4x width twice, residuals) and 3.5 attention maps of heads x context.
-  const double block_activations = tokens * (30 * d + 3.5 * h * s) * act;
+  // What autograd keeps per block: ~20 width-sized values per token (norms, qkv, the attention's
+  // output, the MLP's 4x width twice, residuals) and the attention weights, heads x context.
+  const double block_activations = tokens * (20 * d + h * s) * act;
   if (c.recompute) {
     // Each block's input, and one block's activations while its forward is recomputed.
     Add(e.parts, "activations kept for backward", tokens * layers * d * 4 + (c.layers > 0 ? block_activations : 0));
@@ -250,14 +253,14 @@ MemoryEstimate EstimateGptMemory(const GptMemoryConfig& c) {
     Add(e.parts, "activations kept for backward", layers * block_activations);
   }
   Add(e.parts, "embeddings, logits and loss (batch x context x vocab)", tokens * (5 * d + 3 * v) * act);
-  // One block's backward at a time: its attention maps' gradients, and each device's weight
-  // gradients of one block before they join the others.
+  // One block's backward at a time (the attention's runs head by head in cache), and each
+  // device's weight gradients of one block before they join the others.
   if (c.layers > 0) {
-    Add(e.parts, "backward's temporaries", tokens * (3 * h * s + 8 * d) * act + devices * 3 * per_layer_params * 4);
+    Add(e.parts, "backward's temporaries", tokens * 8 * d * act + devices * 3 * per_layer_params * 4);
   }
   // Validation runs whole batches of --batch_size on one device without gradients, one batch
   // of the --eval_batches at a time; what the step's threads freed is not all reused.
-  const double forward_per_token = c.layers > 0 ? 3 * h * s + 8 * d + 3 * v : d + v;
+  const double forward_per_token = c.layers > 0 ? h * s + 8 * d + 3 * v : d + v;
   if (c.eval_batches > 0) Add(e.parts, "validation forward", batch_tokens * forward_per_token * act);
   if (c.sample > 0) Add(e.parts, "sampling", s * forward_per_token * 4 + static_cast<double>(c.sample) * 9);
   // The corpus and its train/validation copies; each step's windows as vectors and tensors.

@@ -1,5 +1,6 @@
 // Fused kernels a backend may provide: one pass where composition would take several (the
-// transformer's softmax, norms, GELU and cross-entropy) and the optimizer updates. Their rows,
+// transformer's softmax, norms, GELU, cross-entropy, causal attention and biased linear layer) and
+// the optimizer updates. Their rows,
 // with what each computes, are in tensor/op_table.h (KILN_FUSED_OPS). Each group is optional and
 // detected by its concept below: a backend that lacks one gets the composition of its plain ops
 // (tensor/fused.h), never an error. Autodiff<B> differentiates a fused kernel with B's fused
