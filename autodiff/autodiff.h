@@ -26,6 +26,17 @@
 namespace kiln {
 
 template <Backend B>
+struct Autodiff;
+
+// Autodiff<B> has the fused groups B has (tensor/fused_ops.h).
+template <Backend B>
+struct WrappedFusedGroups<Autodiff<B>> {
+  static constexpr bool softmax = FusedSoftmax<B>, norm = FusedNorm<B>, gelu = FusedGelu<B>,
+                        cross_entropy = FusedCrossEntropy<B>, attention = FusedAttention<B>, linear = FusedLinear<B>,
+                        sgd = FusedSgd<B>, adamw = FusedAdamW<B>;
+};
+
+template <Backend B>
 struct Autodiff {
   using Inner = B;
   using Device = typename B::Device;

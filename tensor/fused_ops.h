@@ -74,31 +74,41 @@ struct AdamWStep {
 
 KILN_FUSED_OPS(KILN_FUSED_OP_REQUIREMENT)
 
+// The groups of a backend that wraps another (Autodiff<B> specialises this: its inner backend's
+// groups). A wrapper declares each group's ops with a `requires` clause on its inner backend, and
+// GCC 12 lets `&Wrapper::op` name such a member even where the clause is false, so the concepts
+// below ask this too; every other backend answers true.
+template <class B>
+struct WrappedFusedGroups {
+  static constexpr bool softmax = true, norm = true, gelu = true, cross_entropy = true, attention = true, linear = true,
+                        sgd = true, adamw = true;
+};
+
 // A backend has a group when it has every op of the group's rows.
 template <class B>
 concept FusedSoftmax = KILN_FUSED_SOFTMAX_OPS(KILN_HAS_FUSED_OP)
-true;
+WrappedFusedGroups<B>::softmax;
 template <class B>
 concept FusedNorm = KILN_FUSED_NORM_OPS(KILN_HAS_FUSED_OP)
-true;
+WrappedFusedGroups<B>::norm;
 template <class B>
 concept FusedGelu = KILN_FUSED_GELU_OPS(KILN_HAS_FUSED_OP)
-true;
+WrappedFusedGroups<B>::gelu;
 template <class B>
 concept FusedCrossEntropy = KILN_FUSED_CROSS_ENTROPY_OPS(KILN_HAS_FUSED_OP)
-true;
+WrappedFusedGroups<B>::cross_entropy;
 template <class B>
 concept FusedAttention = KILN_FUSED_ATTENTION_OPS(KILN_HAS_FUSED_OP)
-true;
+WrappedFusedGroups<B>::attention;
 template <class B>
 concept FusedLinear = KILN_FUSED_LINEAR_OPS(KILN_HAS_FUSED_OP)
-true;
+WrappedFusedGroups<B>::linear;
 template <class B>
 concept FusedSgd = KILN_FUSED_SGD_OPS(KILN_HAS_FUSED_OP)
-true;
+WrappedFusedGroups<B>::sgd;
 template <class B>
 concept FusedAdamW = KILN_FUSED_ADAMW_OPS(KILN_HAS_FUSED_OP)
-true;
+WrappedFusedGroups<B>::adamw;
 
 }  // namespace kiln
 
