@@ -26,6 +26,7 @@
 
 #include "absl/container/flat_hash_map.h"
 #include "autodiff/autodiff.h"
+#include "distributed/bucket_plan.h"
 #include "distributed/device_group.h"
 #include "distributed/shard_layout.h"
 #include "distributed/sharding.h"
@@ -78,18 +79,14 @@ class GradientSync {
       s.shapes.push_back(p->shape());
       s.dtypes.push_back(p->dtype());
     }
-    // Buckets in reverse parameter order: the order backward finishes gradients in.
-    int64_t bytes = 0;
+    // Buckets in reverse parameter order, the order backward finishes gradients in
+    // (bucket_plan.h: sharded, large parameters travel alone).
+    std::vector<int64_t> bytes;
+    for (auto& [name, p] : params) bytes.push_back(p->numel() * DTypeSize(p->dtype()));
+    s.buckets = PlanBuckets(bytes, BucketBytes(options), s.sharded());
     s.bucket_of.resize(params.size());
-    for (int i = static_cast<int>(params.size()) - 1; i >= 0; --i) {
-      const int64_t size = params[i].second->numel() * DTypeSize(params[i].second->dtype());
-      if (s.buckets.empty() || (bytes > 0 && bytes + size > BucketBytes(options))) {
-        s.buckets.emplace_back();
-        bytes = 0;
-      }
-      s.buckets.back().push_back(i);
-      s.bucket_of[i] = static_cast<int>(s.buckets.size()) - 1;
-      bytes += size;
+    for (size_t k = 0; k < s.buckets.size(); ++k) {
+      for (int i : s.buckets[k]) s.bucket_of[i] = static_cast<int>(k);
     }
     s.Reset();
     for (size_t i = 0; i < params.size(); ++i) {
