@@ -4,14 +4,11 @@
 #include <new>
 
 #include "absl/strings/str_cat.h"
-#include "distributed/spin_wait.h"
 #include "tensor/error.h"
 
 namespace kiln::distributed {
 
-// The caller of Run needs a core too between steps: members spinning on every core would keep
-// it from handing them the next job.
-MemberThreads::MemberThreads(int size) : spin_(SpinPays(size + 1)), results_(size) {
+MemberThreads::MemberThreads(int size) : results_(size) {
   for (int r = 0; r < size; ++r) threads_.emplace_back([this, r] { Loop(r); });
 }
 
@@ -42,11 +39,6 @@ void MemberThreads::Loop(int member) {
   uint64_t seen = 0;
   std::unique_lock lock(mu_);
   while (true) {
-    if (spin_ && generation_ == seen) {
-      lock.unlock();
-      SpinUntil([&] { return generation_.load(std::memory_order_acquire) != seen; }, kMeetingSpin);
-      lock.lock();
-    }
     cv_.wait(lock, [&] { return stop_ || generation_ != seen; });
     if (stop_) return;
     seen = generation_;

@@ -1,12 +1,9 @@
 // MemberThreads: one long-lived thread per member of a group, each running its part of a job;
 // Run returns when every member is done. (Starting threads per step would cost more than a
-// small model's step.) A member that finished a job spins a little for the next (spin_wait.h)
-// while the members and the caller fit the machine's cores: a training loop hands it one a few microseconds
-// after the last, and waking a sleeping thread costs more than that.
+// small model's step.)
 #ifndef KILN_DISTRIBUTED_MEMBER_THREADS_H_
 #define KILN_DISTRIBUTED_MEMBER_THREADS_H_
 
-#include <atomic>
 #include <condition_variable>
 #include <functional>
 #include <mutex>
@@ -35,8 +32,7 @@ class MemberThreads {
   std::mutex mu_;
   std::condition_variable cv_;
   const std::function<absl::Status(int)>* job_ = nullptr;
-  std::atomic<uint64_t> generation_{0};  // written under mu_; read without it while spinning
-  const bool spin_;
+  uint64_t generation_ = 0;
   int running_ = 0;
   bool stop_ = false;
   std::vector<absl::Status> results_;
