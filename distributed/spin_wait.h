@@ -1,8 +1,10 @@
-// A short spin before a thread sleeps on a condition variable. The members of an in-process
-// group meet many times a step (collectives, the start and end of each step), a few to tens of
-// microseconds apart; waking a thread that slept (a futex, the scheduler, an idle virtual CPU's
-// exit to the hypervisor) costs about as much as the work between the meetings. Spinning only
-// pays while every member has a core of its own (SpinPays), as the CPU worker pools decide.
+// A short spin before a thread sleeps on a condition variable (Meeting). The members of an
+// in-process group meet twice per collective, many times a step, usually microseconds apart;
+// waking a thread that slept (a futex, the scheduler, an idle virtual CPU's exit to the
+// hypervisor) costs about as much as the work between the meetings. Spinning only pays while
+// every member has a core of its own (SpinPays), as the CPU worker pools decide. (Members
+// waiting for their next job do not spin: their device's worker threads and the caller need
+// those cores then.)
 #ifndef KILN_DISTRIBUTED_SPIN_WAIT_H_
 #define KILN_DISTRIBUTED_SPIN_WAIT_H_
 
