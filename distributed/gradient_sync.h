@@ -1,6 +1,7 @@
 // GradientSync: gradient all-reduce as a backward op. Hooks on a replica's parameters fire the
 // moment each gradient is final during backward; the gradient joins its bucket, and a full
-// bucket is all-reduced by a communication thread while backward goes on computing the rest.
+// bucket is all-reduced by a communication thread while backward goes on computing the rest
+// (in one process on a host-staged engine, by backward's own thread as it fills: inline_reduce).
 // Buckets are fixed up front (parameters in reverse order, as backward produces them, filled
 // to bucket_bytes) and reduced in bucket order on every member, each tagged with its step and
 // bucket, so members cannot mix rounds. A parameter a step did not use counts as a zero
@@ -22,10 +23,12 @@
 #include <new>
 #include <optional>
 #include <thread>
+#include <type_traits>
 #include <vector>
 
 #include "absl/container/flat_hash_map.h"
 #include "autodiff/autodiff.h"
+#include "distributed/bucket_plan.h"
 #include "distributed/device_group.h"
 #include "distributed/shard_layout.h"
 #include "distributed/sharding.h"
@@ -63,6 +66,12 @@ inline int64_t BucketBytes(const SyncOptions& options) {
   return options.sharding == Sharding::kNone ? kDdpBucketBytes : kShardedBucketBytes;
 }
 
+// See GradientSync::State::inline_reduce.
+template <Backend B>
+bool InlineReduce(const DeviceGroup<B>& group) {
+  return group.processes() == 1 && std::is_same_v<typename DeviceGroup<B>::Engine, HostStagedEngine<B>>;
+}
+
 template <Backend B>
 class GradientSync {
  public:
@@ -78,18 +87,14 @@ class GradientSync {
       s.shapes.push_back(p->shape());
       s.dtypes.push_back(p->dtype());
     }
-    // Buckets in reverse parameter order: the order backward finishes gradients in.
-    int64_t bytes = 0;
+    // Buckets in reverse parameter order, the order backward finishes gradients in
+    // (bucket_plan.h: sharded, large parameters travel alone).
+    std::vector<int64_t> bytes;
+    for (auto& [name, p] : params) bytes.push_back(p->numel() * DTypeSize(p->dtype()));
+    s.buckets = PlanBuckets(bytes, BucketBytes(options), s.sharded());
     s.bucket_of.resize(params.size());
-    for (int i = static_cast<int>(params.size()) - 1; i >= 0; --i) {
-      const int64_t size = params[i].second->numel() * DTypeSize(params[i].second->dtype());
-      if (s.buckets.empty() || (bytes > 0 && bytes + size > BucketBytes(options))) {
-        s.buckets.emplace_back();
-        bytes = 0;
-      }
-      s.buckets.back().push_back(i);
-      s.bucket_of[i] = static_cast<int>(s.buckets.size()) - 1;
-      bytes += size;
+    for (size_t k = 0; k < s.buckets.size(); ++k) {
+      for (int i : s.buckets[k]) s.bucket_of[i] = static_cast<int>(k);
     }
     s.Reset();
     for (size_t i = 0; i < params.size(); ++i) {
@@ -226,9 +231,10 @@ class GradientSync {
       filled = 0;
     }
 
-    // Called from the backward thread by a parameter's hook, or by Finish (lock held there).
+    // Called from the backward thread by a parameter's hook. In one process on a host-staged
+    // engine, the bucket it fills is reduced right here (InlineReduce).
     void OnGradient(int i, const P& g) {
-      std::lock_guard lock(mu);
+      std::unique_lock lock(mu);
       if (!enabled) {
         pending[i] = pending[i] ? B::binary(BinaryOp::kAdd, *pending[i], g) : g;
         return;
@@ -241,15 +247,18 @@ class GradientSync {
         return;
       }
       Deliver(i, pending[i] ? B::binary(BinaryOp::kAdd, *pending[i], g) : g);
+      while (inline_reduce && error.ok() && NextReady()) ReduceNext(lock);
     }
 
-    // A full bucket wakes the communication thread, except the last: backward is over by then,
-    // so Finish reduces it on the member's own thread.
+    // A full bucket wakes the communication thread, except the last (backward is over by then,
+    // so Finish reduces it on the member's own thread) and except when the backward thread
+    // reduces it itself (inline_reduce: a job that holds it up is running on the communication
+    // thread, which looks for ready buckets when the job ends).
     void Deliver(int i, P g) {
       grads[i] = std::move(g);
       pending[i].reset();
       const int k = bucket_of[i];
-      if (--remaining[k] == 0 && k + 1 < static_cast<int>(buckets.size())) cv.notify_all();
+      if (--remaining[k] == 0 && k + 1 < static_cast<int>(buckets.size()) && !inline_reduce) cv.notify_all();
       while (filled < static_cast<int>(buckets.size()) && remaining[filled] == 0) ++filled;
     }
 
@@ -386,6 +395,13 @@ class GradientSync {
     DeviceGroup<B>& group;
     const int member;
     const SyncOptions options;
+    // Whether backward's thread reduces each bucket as it fills rather than handing it to the
+    // communication thread: when every member is a thread of this process on a host-staged
+    // engine, a reduction is work on the members' own cores and a rendezvous of their threads,
+    // so a second thread per member only adds hand-offs (and, on a machine whose cores the
+    // members fill, takes turns with backward for a core). Across processes the thread lets
+    // backward go on while the bytes travel. ZeRO-3's gathers stay on it either way (Enqueue).
+    const bool inline_reduce = InlineReduce(group);
     std::vector<std::string> names;
     std::vector<Shape> shapes;
     std::vector<DType> dtypes;

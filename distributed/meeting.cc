@@ -2,11 +2,12 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "distributed/spin_wait.h"
 #include "tensor/error.h"
 
 namespace kiln::distributed {
 
-Meeting::Meeting(int size, std::chrono::milliseconds timeout) : size_(size), timeout_(timeout) {
+Meeting::Meeting(int size, std::chrono::milliseconds timeout) : size_(size), timeout_(timeout), spin_(SpinPays(size)) {
   if (absl::Status s = CheckTimeout(timeout, "device group"); !s.ok()) throw Error(s);
 }
 
@@ -38,6 +39,11 @@ absl::Status Meeting::Meet(std::unique_lock<std::mutex>& lock, int member, const
     ++phase_;
     cv_.notify_all();
     return fn != nullptr ? together_ : absl::OkStatus();
+  }
+  if (spin_) {  // the last member is usually microseconds away: catch it without sleeping
+    lock.unlock();
+    SpinUntil([&] { return phase_.load(std::memory_order_acquire) != phase; }, kMeetingSpin);
+    lock.lock();
   }
   const auto deadline = std::chrono::steady_clock::now() + timeout_;
   while (phase_ == phase && broken_.ok()) {

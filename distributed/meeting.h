@@ -5,6 +5,7 @@
 #ifndef KILN_DISTRIBUTED_MEETING_H_
 #define KILN_DISTRIBUTED_MEETING_H_
 
+#include <atomic>
 #include <chrono>
 #include <condition_variable>
 #include <cstdint>
@@ -54,9 +55,10 @@ class Meeting {
 
   const int size_;
   const std::chrono::milliseconds timeout_;
+  const bool spin_;  // waiting members spin a little before they sleep (spin_wait.h)
   std::mutex mu_;
   std::condition_variable cv_;
-  uint64_t phase_ = 0;
+  std::atomic<uint64_t> phase_{0};  // written under mu_; read without it while spinning
   int waiting_ = 0;
   std::vector<bool> here_;
   std::vector<std::string> signatures_;

@@ -66,6 +66,7 @@ class ShardedParameters {
     }
     units_.push_back(std::move(root));  // last: gathered for the whole step
     for (int k = 0; k + 1 < static_cast<int>(units_.size()); ++k) InstallWrapper(k);
+    FlattenUnits();
   }
   ~ShardedParameters() {
     for (int k = 0; k + 1 < static_cast<int>(units_.size()); ++k) units_[k].module->set_around_forward(nullptr);
@@ -80,6 +81,7 @@ class ShardedParameters {
     gathered_all_ = false;
     ReleaseAll();
     chunks_ = std::move(chunks);
+    FlattenUnits();
   }
   // How many units (without the root) the replica was cut into.
   int unit_count() const { return static_cast<int>(units_.size()) - 1; }
@@ -115,6 +117,7 @@ class ShardedParameters {
       unit.whole = false;
     }
     for (size_t i = 0; i < params_.size(); ++i) chunks_[i] = TakeChunk(group_, member_, *params_[i]);
+    FlattenUnits();
   }
   // This member's chunk of p's whole value (its own memory, not a view of it), p freed.
   static Tensor<B> TakeChunk(DeviceGroup<B>& group, int member, Tensor<AD>& p) {
@@ -131,9 +134,31 @@ class ShardedParameters {
     bool whole = false;  // the replica holds its parameters' values
     std::shared_ptr<std::vector<Tensor<B>>> arriving;
     std::optional<std::future<absl::Status>> gather;  // queued, not yet installed
+    std::optional<Tensor<B>> flat;                    // its chunks, which are views of it (FlattenUnits)
   };
 
   int Root() const { return static_cast<int>(units_.size()) - 1; }
+
+  // Each unit's chunks as views of one flat tensor, so that its gathers (forward's and
+  // backward's) send that as it is: concatenated per gather, a unit's chunks were copied twice
+  // a step, the copy beside the forward's or backward's live tensors (in ZeRO-3's in-step peak).
+  // Here the copy is once a step, after the update, when the step's activations are gone.
+  void FlattenUnits() {
+    for (Unit& unit : units_) {
+      unit.flat.reset();
+      if (unit.params.size() < 2) continue;
+      std::vector<Tensor<B>> parts;
+      for (int i : unit.params) parts.push_back(chunks_[i]);
+      unit.flat = Tensor<B>::cat(parts, 0);
+      parts.clear();
+      int64_t at = 0;
+      for (int i : unit.params) {
+        const int64_t c = chunks_[i].numel();
+        chunks_[i] = unit.flat->slice(0, at, at + c);
+        at += c;
+      }
+    }
+  }
 
   void InstallWrapper(int k) {
     nn::Module<AD>* module = units_[k].module;
@@ -181,6 +206,7 @@ class ShardedParameters {
       shapes.push_back(params_[i]->shape());
       dtypes.push_back(params_[i]->dtype());
     }
+    if (!wire && unit.flat) mine = {*unit.flat};  // FlattenUnits: no copy
     auto out = std::make_shared<std::vector<Tensor<B>>>();
     unit.arriving = out;
     const int n = group_.global_size();

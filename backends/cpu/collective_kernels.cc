@@ -10,37 +10,54 @@ namespace kiln {
 
 namespace {
 
-template <class T, class F>
-void Fold(const std::vector<const void*>& inputs, T* out, int64_t begin, int64_t end, F f) {
+// out = f over the inputs in member order, then last(out) in the same pass as the last input
+// (a mean's division: one pass over the output fewer; each value is rounded as in two passes).
+template <class T, class F, class Last>
+void Fold(const std::vector<const void*>& inputs, T* out, int64_t begin, int64_t end, F f, Last last) {
   const T* a = static_cast<const T*>(inputs[0]);
   if (inputs.size() == 1) {
-    std::copy(a + begin, a + end, out + begin);
+    for (int64_t i = begin; i < end; ++i) out[i] = last(a[i]);
     return;
   }
   const T* b = static_cast<const T*>(inputs[1]);
+  if (inputs.size() == 2) {
+    for (int64_t i = begin; i < end; ++i) out[i] = last(f(a[i], b[i]));
+    return;
+  }
   for (int64_t i = begin; i < end; ++i) out[i] = f(a[i], b[i]);
-  for (size_t m = 2; m < inputs.size(); ++m) {
+  for (size_t m = 2; m + 1 < inputs.size(); ++m) {
     const T* c = static_cast<const T*>(inputs[m]);
     for (int64_t i = begin; i < end; ++i) out[i] = f(out[i], c[i]);
   }
+  const T* z = static_cast<const T*>(inputs.back());
+  for (int64_t i = begin; i < end; ++i) out[i] = last(f(out[i], z[i]));
+}
+template <class T, class F>
+void Fold(const std::vector<const void*>& inputs, T* out, int64_t begin, int64_t end, F f) {
+  Fold<T>(inputs, out, begin, end, f, [](T x) { return x; });
 }
 
 template <class T>
 void ReduceTyped(ReduceOp kind, const std::vector<const void*>& inputs, T* out, int64_t begin, int64_t end) {
   switch (kind) {
     case ReduceOp::kSum:
-    case ReduceOp::kMean:
-      if constexpr (std::is_integral_v<T>) {
-        using U = std::make_unsigned_t<T>;
-        Fold<T>(inputs, out, begin, end, [](T x, T y) { return static_cast<T>(U(x) + U(y)); });
+    case ReduceOp::kMean: {
+      const auto add = [](T x, T y) {
+        if constexpr (std::is_integral_v<T>) {
+          using U = std::make_unsigned_t<T>;
+          return static_cast<T>(U(x) + U(y));
+        } else {
+          return x + y;
+        }
+      };
+      if (kind == ReduceOp::kSum) {
+        Fold<T>(inputs, out, begin, end, add);
       } else {
-        Fold<T>(inputs, out, begin, end, [](T x, T y) { return x + y; });
-      }
-      if (kind == ReduceOp::kMean) {
         const T n = static_cast<T>(inputs.size());
-        for (int64_t i = begin; i < end; ++i) out[i] = out[i] / n;
+        Fold<T>(inputs, out, begin, end, add, [n](T x) { return static_cast<T>(x / n); });
       }
       return;
+    }
     case ReduceOp::kMax: Fold<T>(inputs, out, begin, end, [](T x, T y) { return x != x || x > y ? x : y; }); return;
     case ReduceOp::kMin: Fold<T>(inputs, out, begin, end, [](T x, T y) { return x != x || x < y ? x : y; }); return;
   }
