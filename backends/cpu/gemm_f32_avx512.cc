@@ -1,0 +1,166 @@
+// kiln's f32 GEMM for AVX-512 (gemm_f32_avx512.h). Only intrinsics and functions of this file's
+// anonymous namespace: an inline function or template shared with other files (std's, say)
+// would be compiled here with AVX-512 and could be the copy the linker keeps for everyone.
+#include "backends/cpu/gemm_f32_avx512.h"
+
+#include <immintrin.h>
+
+// GCC 12's AVX-512 intrinsics start from `__m512 __Y = __Y;`, which -W(maybe-)uninitialized
+// reports at every use once they are inlined.
+#if defined(__GNUC__) && !defined(__clang__)
+#pragma GCC diagnostic ignored "-Wuninitialized"
+#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
+#endif
+
+namespace kiln::cpu::avx512f32 {
+namespace {
+
+int64_t Min(int64_t a, int64_t b) { return a < b ? a : b; }
+
+// A mask of the first `n` of 16 lanes (none for n <= 0).
+__mmask16 FirstLanes(int64_t n) {
+  return n >= 16 ? __mmask16(0xffff) : n <= 0 ? __mmask16(0) : __mmask16((1u << n) - 1);
+}
+
+// Transposes 16 rows of 16 floats in place: element j of row i becomes element i of row j.
+void Transpose16x16(__m512 r[16]) {
+  __m512 t[16];
+  for (int i = 0; i < 8; ++i) {
+    t[2 * i] = _mm512_unpacklo_ps(r[2 * i], r[2 * i + 1]);
+    t[2 * i + 1] = _mm512_unpackhi_ps(r[2 * i], r[2 * i + 1]);
+  }
+  for (int i = 0; i < 4; ++i) {
+    const __m512d a = _mm512_castps_pd(t[4 * i]), b = _mm512_castps_pd(t[4 * i + 1]);
+    const __m512d c = _mm512_castps_pd(t[4 * i + 2]), d = _mm512_castps_pd(t[4 * i + 3]);
+    r[4 * i] = _mm512_castpd_ps(_mm512_unpacklo_pd(a, c));
+    r[4 * i + 1] = _mm512_castpd_ps(_mm512_unpackhi_pd(a, c));
+    r[4 * i + 2] = _mm512_castpd_ps(_mm512_unpacklo_pd(b, d));
+    r[4 * i + 3] = _mm512_castpd_ps(_mm512_unpackhi_pd(b, d));
+  }
+  // Each 128-bit lane now holds a transposed 4 x 4 block; two rounds of lane shuffles place them.
+  for (int i = 0; i < 2; ++i) {
+    for (int c = 0; c < 4; ++c) {
+      t[8 * i + c] = _mm512_shuffle_f32x4(r[8 * i + c], r[8 * i + 4 + c], 0x88);
+      t[8 * i + 4 + c] = _mm512_shuffle_f32x4(r[8 * i + c], r[8 * i + 4 + c], 0xdd);
+    }
+  }
+  for (int c = 0; c < 8; ++c) {
+    r[c] = _mm512_shuffle_f32x4(t[c], t[8 + c], 0x88);
+    r[8 + c] = _mm512_shuffle_f32x4(t[c], t[8 + c], 0xdd);
+  }
+}
+
+// One packed panel: `lanes` rows of A (or columns of B), `width` (kMR or kNR) apart, over kc
+// values of k: k index p of lane l at out[p * width + l], from x[p * ks + l * ls]. Lanes past
+// `lanes` are zero, so the micro-kernel needs no row or column tests inside its loop.
+void PackPanel(const float* x, int64_t ks, int64_t ls, int64_t kc, int64_t lanes, int64_t width, float* out) {
+  if (ls == 1) {
+    // Lanes contiguous (column-major A, row-major B): a masked copy along each k.
+    for (int64_t p = 0; p < kc; ++p) {
+      for (int64_t l = 0; l < width; l += 16) {
+        const __m512 v = _mm512_maskz_loadu_ps(FirstLanes(lanes - l), x + p * ks + l);
+        _mm512_mask_storeu_ps(out + p * width + l, FirstLanes(width - l), v);
+      }
+    }
+    return;
+  }
+  // k contiguous along each lane (row-major A, column-major B): 16 x 16 blocks, transposed.
+  for (int64_t p0 = 0; p0 < kc; p0 += 16) {
+    const __mmask16 k_in = FirstLanes(kc - p0);
+    const int64_t depth = Min(16, kc - p0);
+    for (int64_t l = 0; l < width; l += 16) {
+      const __mmask16 in_panel = FirstLanes(width - l);
+      __m512 rows[16];
+      for (int64_t i = 0; i < 16; ++i) {
+        rows[i] = l + i < lanes ? _mm512_maskz_loadu_ps(k_in, x + p0 + (l + i) * ls) : _mm512_setzero_ps();
+      }
+      Transpose16x16(rows);
+      for (int64_t p = 0; p < depth; ++p) _mm512_mask_storeu_ps(out + (p0 + p) * width + l, in_panel, rows[p]);
+    }
+  }
+}
+
+// Rows [i0, i0 + mc) x k [p0, p0 + kc) of A as kMR-row panels, panel q at ap + q * kMR * kc.
+void PackA(const float* a, MatrixLayout la, int64_t i0, int64_t mc, int64_t p0, int64_t kc, float* ap) {
+  const int64_t rs = la.row_major ? la.ld : 1, ks = la.row_major ? 1 : la.ld;
+  for (int64_t ir = 0; ir < mc; ir += kMR) {
+    PackPanel(a + (i0 + ir) * rs + p0 * ks, ks, rs, kc, Min(kMR, mc - ir), kMR, ap + ir * kc);
+  }
+}
+
+// k [p0, p0 + kc) x columns [j0, j0 + nc) of B as kNR-column panels, panel q at bp + q * kNR * kc.
+void PackB(const float* b, MatrixLayout lb, int64_t p0, int64_t kc, int64_t j0, int64_t nc, float* bp) {
+  const int64_t ks = lb.row_major ? lb.ld : 1, cs = lb.row_major ? 1 : lb.ld;
+  for (int64_t jr = 0; jr < nc; jr += kNR) {
+    PackPanel(b + p0 * ks + (j0 + jr) * cs, ks, cs, kc, Min(kNR, nc - jr), kNR, bp + jr * kc);
+  }
+}
+
+// R rows x nr (<= kNR) columns of C over kc values of k, continuing from C (load_c) or from 0.
+template <int R>
+void Micro(const float* ap, const float* bp, int64_t kc, float* c, int64_t ldc, int64_t nr, bool load_c) {
+  static_assert(kNR == 32, "two zmm per row");
+  const __mmask16 m0 = FirstLanes(nr), m1 = FirstLanes(nr - 16);
+  __m512 acc[R][2];
+  for (int r = 0; r < R; ++r) {
+    acc[r][0] = load_c ? _mm512_maskz_loadu_ps(m0, c + r * ldc) : _mm512_setzero_ps();
+    acc[r][1] = load_c ? _mm512_maskz_loadu_ps(m1, c + r * ldc + 16) : _mm512_setzero_ps();
+  }
+  for (int64_t p = 0; p < kc; ++p) {
+    const __m512 b0 = _mm512_load_ps(bp + p * kNR), b1 = _mm512_load_ps(bp + p * kNR + 16);
+    for (int r = 0; r < R; ++r) {
+      const __m512 a = _mm512_set1_ps(ap[p * kMR + r]);
+      acc[r][0] = _mm512_fmadd_ps(a, b0, acc[r][0]);
+      acc[r][1] = _mm512_fmadd_ps(a, b1, acc[r][1]);
+    }
+  }
+  for (int r = 0; r < R; ++r) {
+    _mm512_mask_storeu_ps(c + r * ldc, m0, acc[r][0]);
+    _mm512_mask_storeu_ps(c + r * ldc + 16, m1, acc[r][1]);
+  }
+}
+
+using MicroKernel = void (*)(const float*, const float*, int64_t, float*, int64_t, int64_t, bool);
+// By the number of rows, 1 .. kMR.
+constexpr MicroKernel kMicro[kMR] = {Micro<1>, Micro<2>, Micro<3>,  Micro<4>,  Micro<5>,  Micro<6>,  Micro<7>,
+                                     Micro<8>, Micro<9>, Micro<10>, Micro<11>, Micro<12>, Micro<13>, Micro<14>};
+
+// With k == 0 the product is zero.
+void ZeroRows(float* c, int64_t ldc, int64_t m, int64_t n) {
+  for (int64_t i = 0; i < m; ++i) {
+    for (int64_t j = 0; j < n; j += 16) _mm512_mask_storeu_ps(c + i * ldc + j, FirstLanes(n - j), _mm512_setzero_ps());
+  }
+}
+
+}  // namespace
+
+void Gemm(const float* a, MatrixLayout la, const float* b, MatrixLayout lb, float* c, int64_t ldc, int64_t m, int64_t k,
+          int64_t n, bool accumulate, const Scratch& scratch) {
+  if (m <= 0 || n <= 0) return;
+  if (k <= 0) {
+    if (!accumulate) ZeroRows(c, ldc, m, n);
+    return;
+  }
+  // k blocks of nearly equal length, so the last is not a sliver.
+  const int64_t blocks = (k + kKC - 1) / kKC, block_k = (k + blocks - 1) / blocks;
+  for (int64_t jc = 0; jc < n; jc += kNC) {
+    const int64_t nc = Min(kNC, n - jc);
+    for (int64_t pc = 0; pc < k; pc += block_k) {
+      const int64_t kc = Min(block_k, k - pc);
+      const bool load_c = accumulate || pc > 0;
+      PackB(b, lb, pc, kc, jc, nc, scratch.b);
+      for (int64_t ic = 0; ic < m; ic += kMC) {
+        const int64_t mc = Min(kMC, m - ic);
+        PackA(a, la, ic, mc, pc, kc, scratch.a);
+        for (int64_t jr = 0; jr < nc; jr += kNR) {
+          for (int64_t ir = 0; ir < mc; ir += kMR) {
+            kMicro[Min(kMR, mc - ir) - 1](scratch.a + ir * kc, scratch.b + jr * kc, kc, c + (ic + ir) * ldc + jc + jr,
+                                          ldc, Min(kNR, nc - jr), load_c);
+          }
+        }
+      }
+    }
+  }
+}
+
+}  // namespace kiln::cpu::avx512f32
