@@ -50,32 +50,41 @@ void Transpose16x16(__m512 r[16]) {
   }
 }
 
-// One packed panel: `lanes` rows of A (or columns of B), `width` (kMR or kNR) apart, over kc
-// values of k: k index p of lane l at out[p * width + l], from x[p * ks + l * ls]. Lanes past
-// `lanes` are zero, so the micro-kernel needs no row or column tests inside its loop.
-void PackPanel(const float* x, int64_t ks, int64_t ls, int64_t kc, int64_t lanes, int64_t width, float* out) {
+// Panels of `width` (kMR or kNR) lanes over kc values of k, from `lanes` rows of A (or columns
+// of B): k index p of lane q * width + l lands at out[q * width * kc + p * width + l], read from
+// x[p * ks + (q * width + l) * ls]. Lanes past `lanes` are zero, so the micro-kernel needs no
+// row or column tests inside its loop.
+void PackPanels(const float* x, int64_t ks, int64_t ls, int64_t kc, int64_t lanes, int64_t width, float* out) {
   if (ls == 1) {
-    // Lanes contiguous (column-major A, row-major B): a masked copy along each k.
+    // Lanes contiguous (column-major A, row-major B): along each k, one pass over all panels,
+    // so the source is read row by row (panel by panel would stride over pages).
     for (int64_t p = 0; p < kc; ++p) {
-      for (int64_t l = 0; l < width; l += 16) {
-        const __m512 v = _mm512_maskz_loadu_ps(FirstLanes(lanes - l), x + p * ks + l);
-        _mm512_mask_storeu_ps(out + p * width + l, FirstLanes(width - l), v);
+      for (int64_t q0 = 0; q0 < lanes; q0 += width) {
+        for (int64_t l = 0; l < width; l += 16) {
+          const __m512 v = _mm512_maskz_loadu_ps(FirstLanes(lanes - q0 - l), x + p * ks + q0 + l);
+          _mm512_mask_storeu_ps(out + q0 * kc + p * width + l, FirstLanes(width - l), v);
+        }
       }
     }
     return;
   }
   // k contiguous along each lane (row-major A, column-major B): 16 x 16 blocks, transposed.
-  for (int64_t p0 = 0; p0 < kc; p0 += 16) {
-    const __mmask16 k_in = FirstLanes(kc - p0);
-    const int64_t depth = Min(16, kc - p0);
-    for (int64_t l = 0; l < width; l += 16) {
-      const __mmask16 in_panel = FirstLanes(width - l);
-      __m512 rows[16];
-      for (int64_t i = 0; i < 16; ++i) {
-        rows[i] = l + i < lanes ? _mm512_maskz_loadu_ps(k_in, x + p0 + (l + i) * ls) : _mm512_setzero_ps();
+  for (int64_t q0 = 0; q0 < lanes; q0 += width) {
+    for (int64_t p0 = 0; p0 < kc; p0 += 16) {
+      const __mmask16 k_in = FirstLanes(kc - p0);
+      const int64_t depth = Min(16, kc - p0);
+      for (int64_t l = 0; l < width; l += 16) {
+        __m512 rows[16];
+        for (int64_t i = 0; i < 16; ++i) {
+          const int64_t lane = q0 + l + i;
+          rows[i] =
+              l + i < width && lane < lanes ? _mm512_maskz_loadu_ps(k_in, x + p0 + lane * ls) : _mm512_setzero_ps();
+        }
+        Transpose16x16(rows);
+        const __mmask16 in_panel = FirstLanes(width - l);
+        for (int64_t p = 0; p < depth; ++p)
+          _mm512_mask_storeu_ps(out + q0 * kc + (p0 + p) * width + l, in_panel, rows[p]);
       }
-      Transpose16x16(rows);
-      for (int64_t p = 0; p < depth; ++p) _mm512_mask_storeu_ps(out + (p0 + p) * width + l, in_panel, rows[p]);
     }
   }
 }
@@ -83,29 +92,34 @@ void PackPanel(const float* x, int64_t ks, int64_t ls, int64_t kc, int64_t lanes
 // Rows [i0, i0 + mc) x k [p0, p0 + kc) of A as kMR-row panels, panel q at ap + q * kMR * kc.
 void PackA(const float* a, MatrixLayout la, int64_t i0, int64_t mc, int64_t p0, int64_t kc, float* ap) {
   const int64_t rs = la.row_major ? la.ld : 1, ks = la.row_major ? 1 : la.ld;
-  for (int64_t ir = 0; ir < mc; ir += kMR) {
-    PackPanel(a + (i0 + ir) * rs + p0 * ks, ks, rs, kc, Min(kMR, mc - ir), kMR, ap + ir * kc);
-  }
+  PackPanels(a + i0 * rs + p0 * ks, ks, rs, kc, mc, kMR, ap);
 }
 
 // k [p0, p0 + kc) x columns [j0, j0 + nc) of B as kNR-column panels, panel q at bp + q * kNR * kc.
 void PackB(const float* b, MatrixLayout lb, int64_t p0, int64_t kc, int64_t j0, int64_t nc, float* bp) {
   const int64_t ks = lb.row_major ? lb.ld : 1, cs = lb.row_major ? 1 : lb.ld;
-  for (int64_t jr = 0; jr < nc; jr += kNR) {
-    PackPanel(b + p0 * ks + (j0 + jr) * cs, ks, cs, kc, Min(kNR, nc - jr), kNR, bp + jr * kc);
-  }
+  PackPanels(b + p0 * ks + j0 * cs, ks, cs, kc, nc, kNR, bp);
 }
 
-// R rows x nr (<= kNR) columns of C over kc values of k, continuing from C (load_c) or from 0.
+// `next` is the C tile the following call works on: fetched now, its loads will not wait.
 template <int R>
-void Micro(const float* ap, const float* bp, int64_t kc, float* c, int64_t ldc, int64_t nr, bool load_c) {
+void Micro(const float* ap, const float* bp, int64_t kc, float* c, int64_t ldc, int64_t nr, bool load_c,
+           const float* next) {
   static_assert(kNR == 32, "two zmm per row");
+  for (int r = 0; r < R; ++r) {
+    _mm_prefetch(reinterpret_cast<const char*>(next + r * ldc), _MM_HINT_T0);
+    _mm_prefetch(reinterpret_cast<const char*>(next + r * ldc + 16), _MM_HINT_T0);
+  }
   const __mmask16 m0 = FirstLanes(nr), m1 = FirstLanes(nr - 16);
   __m512 acc[R][2];
-  for (int r = 0; r < R; ++r) {
-    acc[r][0] = load_c ? _mm512_maskz_loadu_ps(m0, c + r * ldc) : _mm512_setzero_ps();
-    acc[r][1] = load_c ? _mm512_maskz_loadu_ps(m1, c + r * ldc + 16) : _mm512_setzero_ps();
+  for (int r = 0; r < R; ++r) acc[r][0] = acc[r][1] = _mm512_setzero_ps();
+  if (load_c) {
+    for (int r = 0; r < R; ++r) {
+      acc[r][0] = _mm512_maskz_loadu_ps(m0, c + r * ldc);
+      acc[r][1] = _mm512_maskz_loadu_ps(m1, c + r * ldc + 16);
+    }
   }
+#pragma GCC unroll 4
   for (int64_t p = 0; p < kc; ++p) {
     const __m512 b0 = _mm512_load_ps(bp + p * kNR), b1 = _mm512_load_ps(bp + p * kNR + 16);
     for (int r = 0; r < R; ++r) {
@@ -120,7 +134,7 @@ void Micro(const float* ap, const float* bp, int64_t kc, float* c, int64_t ldc, 
   }
 }
 
-using MicroKernel = void (*)(const float*, const float*, int64_t, float*, int64_t, int64_t, bool);
+using MicroKernel = void (*)(const float*, const float*, int64_t, float*, int64_t, int64_t, bool, const float*);
 // By the number of rows, 1 .. kMR.
 constexpr MicroKernel kMicro[kMR] = {Micro<1>, Micro<2>, Micro<3>,  Micro<4>,  Micro<5>,  Micro<6>,  Micro<7>,
                                      Micro<8>, Micro<9>, Micro<10>, Micro<11>, Micro<12>, Micro<13>, Micro<14>};
@@ -152,10 +166,13 @@ void Gemm(const float* a, MatrixLayout la, const float* b, MatrixLayout lb, floa
       for (int64_t ic = 0; ic < m; ic += kMC) {
         const int64_t mc = Min(kMC, m - ic);
         PackA(a, la, ic, mc, pc, kc, scratch.a);
-        for (int64_t jr = 0; jr < nc; jr += kNR) {
-          for (int64_t ir = 0; ir < mc; ir += kMR) {
-            kMicro[Min(kMR, mc - ir) - 1](scratch.a + ir * kc, scratch.b + jr * kc, kc, c + (ic + ir) * ldc + jc + jr,
-                                          ldc, Min(kNR, nc - jr), load_c);
+        for (int64_t ir = 0; ir < mc; ir += kMR) {
+          float* const c_rows = c + (ic + ir) * ldc + jc;
+          for (int64_t jr = 0; jr < nc; jr += kNR) {
+            // The next tile: along these rows, else the next rows' first.
+            const float* next = jr + kNR < nc ? c_rows + jr + kNR : ir + kMR < mc ? c_rows + kMR * ldc : c_rows;
+            kMicro[Min(kMR, mc - ir) - 1](scratch.a + ir * kc, scratch.b + jr * kc, kc, c_rows + jr, ldc,
+                                          Min(kNR, nc - jr), load_c, next);
           }
         }
       }

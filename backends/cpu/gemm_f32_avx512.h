@@ -19,10 +19,11 @@
 namespace kiln::cpu::avx512f32 {
 
 // Register block of C (rows x columns: kMR x kNR / 16 zmm accumulators), and cache blocks: a
-// kKC x kNR panel of packed B (32 KiB) stays in L1 while kMC rows of packed A (L2) go past it;
-// a kKC x kNC block of packed B sits in L2/L3.
+// kMR x kKC panel of packed A (21 KiB) stays in L1 while the kKC x kNC block of packed B
+// (1.2 MiB, in L2) goes past it; kMC rows of A are packed at a time. Measured on a Xeon with
+// AVX-512 (48 KiB L1, 2 MiB L2): kKC 384 over 256 +5%, 128 -15%; kMR 12 and 14 alike.
 inline constexpr int64_t kMR = 14, kNR = 32;
-inline constexpr int64_t kKC = 256, kMC = 196, kNC = 2048;
+inline constexpr int64_t kKC = 384, kMC = 196, kNC = 768;
 
 // Elements of the caller-owned buffers (64-byte aligned) for a product of depth k and width n.
 inline constexpr int64_t kPackedA = kMC * kKC;
