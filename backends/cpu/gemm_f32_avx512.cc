@@ -101,36 +101,37 @@ void PackB(const float* b, MatrixLayout lb, int64_t p0, int64_t kc, int64_t j0, 
   PackPanels(b + p0 * ks + j0 * cs, ks, cs, kc, nc, kNR, bp);
 }
 
+// R rows x nr (<= kNR) columns of C over kc values of k, continuing from C (load_c) or from 0.
 // `next` is the C tile the following call works on: fetched now, its loads will not wait.
 template <int R>
 void Micro(const float* ap, const float* bp, int64_t kc, float* c, int64_t ldc, int64_t nr, bool load_c,
            const float* next) {
-  static_assert(kNR == 32, "two zmm per row");
+  constexpr int kV = kNR / 16;  // zmm per row
   for (int r = 0; r < R; ++r) {
-    _mm_prefetch(reinterpret_cast<const char*>(next + r * ldc), _MM_HINT_T0);
-    _mm_prefetch(reinterpret_cast<const char*>(next + r * ldc + 16), _MM_HINT_T0);
+    for (int v = 0; v < kV; ++v) _mm_prefetch(reinterpret_cast<const char*>(next + r * ldc + 16 * v), _MM_HINT_T0);
   }
-  const __mmask16 m0 = FirstLanes(nr), m1 = FirstLanes(nr - 16);
-  __m512 acc[R][2];
-  for (int r = 0; r < R; ++r) acc[r][0] = acc[r][1] = _mm512_setzero_ps();
+  __mmask16 cols[kV];
+  for (int v = 0; v < kV; ++v) cols[v] = FirstLanes(nr - 16 * v);
+  __m512 acc[R][kV];
+  for (int r = 0; r < R; ++r) {
+    for (int v = 0; v < kV; ++v) acc[r][v] = _mm512_setzero_ps();
+  }
   if (load_c) {
     for (int r = 0; r < R; ++r) {
-      acc[r][0] = _mm512_maskz_loadu_ps(m0, c + r * ldc);
-      acc[r][1] = _mm512_maskz_loadu_ps(m1, c + r * ldc + 16);
+      for (int v = 0; v < kV; ++v) acc[r][v] = _mm512_maskz_loadu_ps(cols[v], c + r * ldc + 16 * v);
     }
   }
 #pragma GCC unroll 4
   for (int64_t p = 0; p < kc; ++p) {
-    const __m512 b0 = _mm512_load_ps(bp + p * kNR), b1 = _mm512_load_ps(bp + p * kNR + 16);
+    __m512 b[kV];
+    for (int v = 0; v < kV; ++v) b[v] = _mm512_load_ps(bp + p * kNR + 16 * v);
     for (int r = 0; r < R; ++r) {
       const __m512 a = _mm512_set1_ps(ap[p * kMR + r]);
-      acc[r][0] = _mm512_fmadd_ps(a, b0, acc[r][0]);
-      acc[r][1] = _mm512_fmadd_ps(a, b1, acc[r][1]);
+      for (int v = 0; v < kV; ++v) acc[r][v] = _mm512_fmadd_ps(a, b[v], acc[r][v]);
     }
   }
   for (int r = 0; r < R; ++r) {
-    _mm512_mask_storeu_ps(c + r * ldc, m0, acc[r][0]);
-    _mm512_mask_storeu_ps(c + r * ldc + 16, m1, acc[r][1]);
+    for (int v = 0; v < kV; ++v) _mm512_mask_storeu_ps(c + r * ldc + 16 * v, cols[v], acc[r][v]);
   }
 }
 
