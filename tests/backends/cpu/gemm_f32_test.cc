@@ -1,7 +1,8 @@
 // The f32 GEMM the CPU backend picked (gemm.h: kiln's own AVX-512 kernel where chosen, else
 // Eigen's) against a double-precision triple loop: every layout pair, odd sizes around and past
 // the register and cache blocks, leading dimensions wider than the matrices, C written and C
-// accumulated into; and a result that does not depend on how the rows are split.
+// accumulated into; and a result that does not depend on how the rows are split (GemmBlock's
+// row blocks, and Tensor matmul on 1 or 2 threads).
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -11,6 +12,7 @@
 #include <string>
 #include <vector>
 
+#include "backends/cpu/cpu_backend.h"
 #include "backends/cpu/gemm.h"
 
 namespace kiln::cpu {
@@ -108,7 +110,7 @@ std::vector<float> ProductSplitAt(const Matrix& a, const Matrix& b, const std::v
 
 // Each element's k-sum runs in one fixed order, whichever rows a thread gets: every split gives
 // the same bits as one call.
-TEST(GemmF32, RowSplitsGiveTheSameBits) {
+TEST(GemmF32Splits, RowBlocksGiveTheSameBits) {
   std::mt19937 gen(5);
   for (bool ra : {true, false}) {
     for (bool rb : {true, false}) {
@@ -126,6 +128,21 @@ TEST(GemmF32, RowSplitsGiveTheSameBits) {
       }
     }
   }
+}
+
+// The same through Tensor matmul, where the rows go to the device's threads: 1 thread and 2
+// give the same bits (each thread's GemmBlock gets its own rows).
+TEST(GemmF32Splits, MatmulOnOneOrTwoThreadsGivesTheSameBits) {
+  Generator gen(2);
+  const CpuTensor a = CpuTensor::uniform({301, 700}, -1, 1, gen), b = CpuTensor::uniform({77, 700}, -1, 1, gen);
+  std::vector<TensorData> results;
+  for (int threads : {1, 2}) {
+    ASSERT_TRUE(Configure({.devices = 1, .threads_per_device = threads}).ok());
+    results.push_back(a.matmul(b.transpose(0, 1)).to_data());
+  }
+  const absl::Span<const float> one = results[0].values<float>(), two = results[1].values<float>();
+  ASSERT_EQ(one.size(), two.size());
+  EXPECT_EQ(std::memcmp(one.data(), two.data(), one.size() * sizeof(float)), 0);
 }
 
 }  // namespace
