@@ -30,10 +30,12 @@ struct GemmShape {
   int64_t m, k, n;
 };
 
-// The GPT's (width 384, 8 x 128 tokens): forward x W^T, backward dX = dY W, dW = dY^T X.
+// The GPT's (width 384, 8 x 128 tokens): forward x W^T, backward dX = dY W, dW = dY^T X; one
+// head's attention scores Q K^T and W V (default: context 64, head 32; larger: 256, 64).
 constexpr GemmShape kShapes[] = {
-    {"qkv", 1024, 384, 1152},    {"mlp_up", 1024, 384, 1536}, {"proj", 1024, 384, 256}, {"dx_qkv", 1024, 1152, 384},
-    {"dx_mlp", 1024, 1536, 384}, {"dw_mlp", 1536, 2048, 384}, {"sq256", 256, 256, 256}, {"sq1024", 1024, 1024, 1024},
+    {"qkv", 1024, 384, 1152},    {"mlp_up", 1024, 384, 1536}, {"proj", 1024, 384, 256},     {"dx_qkv", 1024, 1152, 384},
+    {"dx_mlp", 1024, 1536, 384}, {"dw_mlp", 1536, 2048, 384}, {"att_qk64", 64, 32, 64},     {"att_qk256", 256, 64, 256},
+    {"att_wv256", 256, 256, 64}, {"sq256", 256, 256, 256},    {"sq1024", 1024, 1024, 1024},
 };
 
 enum class Impl { kEigen, kKiln, kTensor };
