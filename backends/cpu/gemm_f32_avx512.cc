@@ -89,10 +89,24 @@ void PackPanels(const float* x, int64_t ks, int64_t ls, int64_t kc, int64_t lane
   }
 }
 
-// Rows [i0, i0 + mc) x k [p0, p0 + kc) of A as kMR-row panels, panel q at ap + q * kMR * kc.
+// Rows [i0, i0 + mc) x k [p0, p0 + kc) of A as kMR-row panels, panel q at ap + q * kMR * kKC.
+// Column-major A is packed k-major (k index p of row r at p * kMR + r); row-major A keeps its rows
+// (at r * kKC + p), a plain copy: a transpose per k would cost up to a fifth of a narrow product
+// (n = 64). The micro-kernel reads either (kRowPanel).
 void PackA(const float* a, MatrixLayout la, int64_t i0, int64_t mc, int64_t p0, int64_t kc, float* ap) {
-  const int64_t rs = la.row_major ? la.ld : 1, ks = la.row_major ? 1 : la.ld;
-  PackPanels(a + i0 * rs + p0 * ks, ks, rs, kc, mc, kMR, ap);
+  if (!la.row_major) {
+    for (int64_t ir = 0; ir < mc; ir += kMR) {
+      PackPanels(a + i0 + ir + p0 * la.ld, la.ld, 1, kc, Min(kMR, mc - ir), kMR, ap + ir * kKC);
+    }
+    return;
+  }
+  for (int64_t i = 0; i < mc; ++i) {
+    const float* row = a + (i0 + i) * la.ld + p0;
+    for (int64_t p = 0; p < kc; p += 16) {
+      const __mmask16 in = FirstLanes(kc - p);
+      _mm512_mask_storeu_ps(ap + i * kKC + p, in, _mm512_maskz_loadu_ps(in, row + p));
+    }
+  }
 }
 
 // k [p0, p0 + kc) x columns [j0, j0 + nc) of B as kNR-column panels, panel q at bp + q * kNR * kc.
@@ -103,7 +117,7 @@ void PackB(const float* b, MatrixLayout lb, int64_t p0, int64_t kc, int64_t j0, 
 
 // R rows x nr (<= kNR) columns of C over kc values of k, continuing from C (load_c) or from 0.
 // `next` is the C tile the following call works on: fetched now, its loads will not wait.
-template <int R>
+template <int R, bool kRowPanel>
 void Micro(const float* ap, const float* bp, int64_t kc, float* c, int64_t ldc, int64_t nr, bool load_c,
            const float* next) {
   constexpr int kV = kNR / 16;  // zmm per row
@@ -126,7 +140,7 @@ void Micro(const float* ap, const float* bp, int64_t kc, float* c, int64_t ldc, 
     __m512 b[kV];
     for (int v = 0; v < kV; ++v) b[v] = _mm512_load_ps(bp + p * kNR + 16 * v);
     for (int r = 0; r < R; ++r) {
-      const __m512 a = _mm512_set1_ps(ap[p * kMR + r]);
+      const __m512 a = _mm512_set1_ps(kRowPanel ? ap[r * kKC + p] : ap[p * kMR + r]);
       for (int v = 0; v < kV; ++v) acc[r][v] = _mm512_fmadd_ps(a, b[v], acc[r][v]);
     }
   }
@@ -136,9 +150,12 @@ void Micro(const float* ap, const float* bp, int64_t kc, float* c, int64_t ldc, 
 }
 
 using MicroKernel = void (*)(const float*, const float*, int64_t, float*, int64_t, int64_t, bool, const float*);
-// By the number of rows, 1 .. kMR.
-constexpr MicroKernel kMicro[kMR] = {Micro<1>, Micro<2>, Micro<3>,  Micro<4>,  Micro<5>,  Micro<6>,  Micro<7>,
-                                     Micro<8>, Micro<9>, Micro<10>, Micro<11>, Micro<12>, Micro<13>, Micro<14>};
+// By A's panel layout (rows kept or k-major), then the number of rows, 1 .. kMR.
+template <bool kRowPanel>
+constexpr MicroKernel kMicro[kMR] = {
+    Micro<1, kRowPanel>,  Micro<2, kRowPanel>,  Micro<3, kRowPanel>,  Micro<4, kRowPanel>, Micro<5, kRowPanel>,
+    Micro<6, kRowPanel>,  Micro<7, kRowPanel>,  Micro<8, kRowPanel>,  Micro<9, kRowPanel>, Micro<10, kRowPanel>,
+    Micro<11, kRowPanel>, Micro<12, kRowPanel>, Micro<13, kRowPanel>, Micro<14, kRowPanel>};
 
 // With k == 0 the product is zero.
 void ZeroRows(float* c, int64_t ldc, int64_t m, int64_t n) {
@@ -172,8 +189,8 @@ void Gemm(const float* a, MatrixLayout la, const float* b, MatrixLayout lb, floa
           for (int64_t jr = 0; jr < nc; jr += kNR) {
             // The next tile: along these rows, else the next rows' first.
             const float* next = jr + kNR < nc ? c_rows + jr + kNR : ir + kMR < mc ? c_rows + kMR * ldc : c_rows;
-            kMicro[Min(kMR, mc - ir) - 1](scratch.a + ir * kc, scratch.b + jr * kc, kc, c_rows + jr, ldc,
-                                          Min(kNR, nc - jr), load_c, next);
+            const MicroKernel micro = (la.row_major ? kMicro<true> : kMicro<false>)[Min(kMR, mc - ir) - 1];
+            micro(scratch.a + ir * kKC, scratch.b + jr * kc, kc, c_rows + jr, ldc, Min(kNR, nc - jr), load_c, next);
           }
         }
       }
