@@ -78,8 +78,9 @@ std::vector<Shape> Shapes() {
       for (int64_t n : {1, 15, 17, 33, 47}) shapes.push_back({m, k, n});
     }
   }
-  // Past the cache blocks: rows (196), depth (256, so 2 and 3 blocks) and width (2048).
-  for (Shape s : {Shape{100, 257, 100}, Shape{257, 100, 65}, Shape{257, 600, 33}, Shape{3, 5, 2100}}) {
+  // Past the cache blocks: rows (196), depth (384: 2 and 3 blocks) and width (768); no depth.
+  for (Shape s : {Shape{100, 257, 100}, Shape{257, 100, 65}, Shape{257, 600, 33}, Shape{20, 1200, 40},
+                  Shape{3, 5, 2100}, Shape{5, 0, 17}}) {
     shapes.push_back(s);
   }
   return shapes;
