@@ -68,7 +68,7 @@ void PackPanels(const float* x, int64_t ks, int64_t ls, int64_t kc, int64_t lane
     }
     return;
   }
-  // k contiguous along each lane (row-major A, column-major B): 16 x 16 blocks, transposed.
+  // k contiguous along each lane (column-major B): 16 x 16 blocks, transposed.
   for (int64_t q0 = 0; q0 < lanes; q0 += width) {
     for (int64_t p0 = 0; p0 < kc; p0 += 16) {
       const __mmask16 k_in = FirstLanes(kc - p0);
