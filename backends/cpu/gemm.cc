@@ -11,6 +11,7 @@
 #include "backends/cpu/gemm_bf16_amx.h"
 #include "backends/cpu/gemm_bf16_avx512.h"
 #include "backends/cpu/gemm_choice.h"
+#include "backends/cpu/gemm_f32_avx512.h"
 #include "tensor/error.h"
 #include "tensor/half.h"
 
@@ -69,11 +70,25 @@ T* Scratch(std::vector<T>& v, int64_t n) {
   return static_cast<T*>(std::align(64, n * sizeof(T), p, space));
 }
 
+// kiln's own AVX-512 f32 GEMM with this thread's packing buffers.
+void GemmF32Avx512(const float* a, MatrixLayout la, const float* b, MatrixLayout lb, float* c, int64_t ldc, int64_t m,
+                   int64_t k, int64_t n, bool accumulate) {
+  thread_local std::vector<float> packed_a, packed_b;
+  const avx512f32::Scratch scratch{Scratch(packed_a, avx512f32::kPackedA), Scratch(packed_b, avx512f32::PackedB(k, n))};
+  avx512f32::Gemm(a, la, b, lb, c, ldc, m, k, n, accumulate, scratch);
+}
+
 }  // namespace
 
+// f32 on AVX-512 runs kiln's own kernel (faster than Eigen's in every layout, and C is written
+// without a zero-fill first); AVX2 and f64 run Eigen's.
 void GemmBlock(const float* a, MatrixLayout la, const float* b, MatrixLayout lb, float* c, int64_t r0, int64_t rows,
                int64_t k, int64_t n) {
-  (WideChoice().avx512 ? avx512::GemmBlockF32 : avx2::GemmBlockF32)(a, la, b, lb, c, r0, rows, k, n);
+  if (WideChoice().avx512) {
+    GemmF32Avx512(a + r0 * (la.row_major ? la.ld : 1), la, b, lb, c + r0 * n, n, rows, k, n, false);
+    return;
+  }
+  avx2::GemmBlockF32(a, la, b, lb, c, r0, rows, k, n);
 }
 
 void GemmBlock(const double* a, MatrixLayout la, const double* b, MatrixLayout lb, double* c, int64_t r0, int64_t rows,
@@ -83,7 +98,11 @@ void GemmBlock(const double* a, MatrixLayout la, const double* b, MatrixLayout l
 
 void Gemm(const float* a, MatrixLayout la, const float* b, MatrixLayout lb, float* c, int64_t ldc, int64_t m, int64_t k,
           int64_t n, bool accumulate) {
-  (WideChoice().avx512 ? avx512::GemmStridedF32 : avx2::GemmStridedF32)(a, la, b, lb, c, ldc, m, k, n, accumulate);
+  if (WideChoice().avx512) {
+    GemmF32Avx512(a, la, b, lb, c, ldc, m, k, n, accumulate);
+    return;
+  }
+  avx2::GemmStridedF32(a, la, b, lb, c, ldc, m, k, n, accumulate);
 }
 
 void Gemm(const double* a, MatrixLayout la, const double* b, MatrixLayout lb, double* c, int64_t ldc, int64_t m,

@@ -1,0 +1,117 @@
+// kiln's f32 GEMM against Eigen's, side by side in one run, at the GPT's shapes and square ones,
+// in every layout pair, on 1 and 2 threads. Three ways to run each product:
+//  - eigen:  Eigen's GEMM built for AVX-512 (what GemmBlock ran before kiln had its own), one
+//            call per thread on the row blocks matmul.cc cuts;
+//  - kiln:   cpu::GemmBlock (kiln's own AVX-512 kernel where chosen) on the same row blocks;
+//  - tensor: Tensor matmul on views of the same layouts (threading and all).
+// Run with --benchmark_enable_random_interleaving=true --benchmark_repetitions=N and take the
+// medians (bench/gemm_table.py). Every figure is GFLOPS of wall time and of process CPU time.
+#include <benchmark/benchmark.h>
+
+#include <algorithm>
+#include <cstdlib>
+#include <string>
+#include <vector>
+
+#include "backends/cpu/cpu_backend.h"
+#include "backends/cpu/gemm.h"
+
+namespace kiln::cpu::avx512 {
+// Eigen's AVX-512 build (backends/cpu/gemm_avx512.cc), the peer.
+void GemmBlockF32(const float* a, MatrixLayout la, const float* b, MatrixLayout lb, float* c, int64_t r0, int64_t rows,
+                  int64_t k, int64_t n);
+}  // namespace kiln::cpu::avx512
+
+namespace kiln {
+namespace {
+
+struct GemmShape {
+  const char* name;
+  int64_t m, k, n;
+};
+
+// The GPT's (width 384, 8 x 128 tokens): forward x W^T, backward dX = dY W, dW = dY^T X; one
+// head's attention scores Q K^T and W V (default: context 64, head 32; larger: 256, 64).
+constexpr GemmShape kShapes[] = {
+    {"qkv", 1024, 384, 1152},    {"mlp_up", 1024, 384, 1536}, {"proj", 1024, 384, 256},     {"dx_qkv", 1024, 1152, 384},
+    {"dx_mlp", 1024, 1536, 384}, {"dw_mlp", 1536, 2048, 384}, {"att_qk64", 64, 32, 64},     {"att_qk256", 256, 64, 256},
+    {"att_wv256", 256, 256, 64}, {"sq256", 256, 256, 256},    {"sq1024", 1024, 1024, 1024},
+};
+
+enum class Impl { kEigen, kKiln, kTensor };
+
+// An operand `rows` x `cols`, stored row-major or column-major: its values for the kernels
+// (contiguous, in that order) and a tensor view of the same layout for matmul.
+struct Operand {
+  std::vector<float> values;
+  CpuTensor view;
+  Operand(int64_t rows, int64_t cols, bool row_major, Generator& gen)
+      : view(CpuTensor::uniform(row_major ? Shape{rows, cols} : Shape{cols, rows}, -1, 1, gen)) {
+    const TensorData d = view.to_data();
+    values.assign(d.values<float>().begin(), d.values<float>().end());
+    if (!row_major) view = view.transpose(0, 1);
+  }
+};
+
+// The row blocks matmul.cc gives each thread, one GEMM each.
+template <class Fn>
+void OverRowBlocks(int threads, int64_t m, Fn gemm) {
+  const int64_t per = (m + threads - 1) / threads;
+  cpu::ParallelFor(CpuDevice(0), threads, 1, [&](int64_t lo, int64_t hi) {
+    for (int64_t t = lo; t < hi; ++t) gemm(t * per, std::min(per, m - t * per));
+  });
+}
+
+void BM_Gemm(benchmark::State& state, GemmShape s, bool ra, bool rb, int threads, Impl impl) {
+  if (!cpu::Configure({.devices = 1, .threads_per_device = threads}).ok()) std::abort();
+  Generator gen(1);
+  const Operand a(s.m, s.k, ra, gen), b(s.k, s.n, rb, gen);
+  const cpu::MatrixLayout la{ra, ra ? s.k : s.m}, lb{rb, rb ? s.n : s.k};
+  const float* pa = a.values.data();
+  const float* pb = b.values.data();
+  std::vector<float> c(s.m * s.n);
+  for (auto _ : state) {
+    if (impl == Impl::kTensor) {
+      benchmark::DoNotOptimize(a.view.matmul(b.view));
+      continue;
+    }
+    OverRowBlocks(threads, s.m, [&](int64_t r0, int64_t rows) {
+      if (impl == Impl::kEigen) {
+        cpu::avx512::GemmBlockF32(pa, la, pb, lb, c.data(), r0, rows, s.k, s.n);
+      } else {
+        cpu::GemmBlock(pa, la, pb, lb, c.data(), r0, rows, s.k, s.n);
+      }
+    });
+    benchmark::DoNotOptimize(c.data());
+  }
+  state.counters["GFLOPS"] =
+      benchmark::Counter(2.0 * s.m * s.k * s.n * 1e-9, benchmark::Counter::kIsIterationInvariantRate);
+}
+
+// Names: shape/layouts (r or c for A, then B)/threads/implementation.
+const bool kRegistered = [] {
+  if (!__builtin_cpu_supports("avx512f") || !__builtin_cpu_supports("avx512dq") ||
+      !__builtin_cpu_supports("avx512vl") || !__builtin_cpu_supports("avx512bw")) {
+    return false;  // Eigen's AVX-512 build, the peer, would not run
+  }
+  for (const GemmShape& s : kShapes) {
+    for (int layouts = 0; layouts < 4; ++layouts) {
+      const bool ra = layouts < 2, rb = layouts % 2 == 0;
+      for (int threads : {1, 2}) {
+        for (Impl impl : {Impl::kEigen, Impl::kKiln, Impl::kTensor}) {
+          const char* impl_name = impl == Impl::kEigen ? "eigen" : impl == Impl::kKiln ? "kiln" : "tensor";
+          const std::string name = std::string(s.name) + "/" + (ra ? "r" : "c") + (rb ? "r" : "c") + "/t" +
+                                   std::to_string(threads) + "/" + impl_name;
+          benchmark::RegisterBenchmark(name.c_str(), BM_Gemm, s, ra, rb, threads, impl)
+              ->Unit(benchmark::kMillisecond)
+              ->MeasureProcessCPUTime()
+              ->UseRealTime();
+        }
+      }
+    }
+  }
+  return true;
+}();
+
+}  // namespace
+}  // namespace kiln

@@ -1,0 +1,150 @@
+// The f32 GEMM the CPU backend picked (gemm.h: kiln's own AVX-512 kernel where chosen, else
+// Eigen's) against a double-precision triple loop: every layout pair, odd sizes around and past
+// the register and cache blocks, leading dimensions wider than the matrices, C written and C
+// accumulated into; and a result that does not depend on how the rows are split (GemmBlock's
+// row blocks, and Tensor matmul on 1 or 2 threads).
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <cstdint>
+#include <cstring>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "backends/cpu/cpu_backend.h"
+#include "backends/cpu/gemm.h"
+
+namespace kiln::cpu {
+namespace {
+
+constexpr float kSentinel = -12345.0f;
+
+// An m x k (or k x n) operand in either layout, its leading dimension `pad` past the width.
+struct Matrix {
+  int64_t rows, cols;
+  MatrixLayout layout;
+  std::vector<float> data;
+  Matrix(int64_t r, int64_t c, bool row_major, int64_t pad, std::mt19937& gen)
+      : rows(r), cols(c), layout{row_major, (row_major ? c : r) + pad} {
+    std::uniform_real_distribution<float> u(-1, 1);
+    data.assign(layout.ld * (row_major ? r : c), kSentinel);
+    for (int64_t i = 0; i < r; ++i) {
+      for (int64_t j = 0; j < c; ++j) at(i, j) = u(gen);
+    }
+  }
+  float& at(int64_t i, int64_t j) { return row_major() ? data[i * layout.ld + j] : data[j * layout.ld + i]; }
+  bool row_major() const { return layout.row_major; }
+};
+
+struct Shape {
+  int64_t m, k, n;
+};
+
+// C (ldc = n + 3, the 3 past n must stay untouched) = A B or C += A B, checked element by
+// element within the error bound of a k-term f32 sum: k * 2^-24 * sum |terms|, doubled.
+void ExpectMatchesDouble(Shape s, bool ra, bool rb, bool accumulate, std::mt19937& gen) {
+  Matrix a(s.m, s.k, ra, 5, gen), b(s.k, s.n, rb, 7, gen);
+  const int64_t ldc = s.n + 3;
+  std::vector<float> c(s.m * ldc, kSentinel), c0(s.m * ldc);
+  std::uniform_real_distribution<float> u(-1, 1);
+  for (int64_t i = 0; i < s.m; ++i) {
+    for (int64_t j = 0; j < s.n; ++j) c[i * ldc + j] = accumulate ? u(gen) : kSentinel;
+  }
+  c0 = c;
+  Gemm(a.data.data(), a.layout, b.data.data(), b.layout, c.data(), ldc, s.m, s.k, s.n, accumulate);
+  for (int64_t i = 0; i < s.m; ++i) {
+    for (int64_t j = 0; j < ldc; ++j) {
+      if (j >= s.n) {
+        ASSERT_EQ(c[i * ldc + j], kSentinel) << "wrote past n at " << i << "," << j;
+        continue;
+      }
+      double want = accumulate ? c0[i * ldc + j] : 0, magnitude = std::abs(want);
+      for (int64_t p = 0; p < s.k; ++p) {
+        const double term = double(a.at(i, p)) * double(b.at(p, j));
+        want += term;
+        magnitude += std::abs(term);
+      }
+      ASSERT_NEAR(c[i * ldc + j], want, 2 * (s.k + 1) * std::ldexp(magnitude, -24))
+          << "m,k,n " << s.m << "," << s.k << "," << s.n << " at " << i << "," << j;
+    }
+  }
+}
+
+std::vector<Shape> Shapes() {
+  std::vector<Shape> shapes;
+  for (int64_t m : {1, 15, 17, 33, 47}) {
+    for (int64_t k : {1, 15, 17, 33, 47}) {
+      for (int64_t n : {1, 15, 17, 33, 47}) shapes.push_back({m, k, n});
+    }
+  }
+  // Past the cache blocks: rows (196), depth (384: 2 and 3 blocks) and width (768); no depth.
+  for (Shape s : {Shape{100, 257, 100}, Shape{257, 100, 65}, Shape{257, 600, 33}, Shape{20, 1200, 40},
+                  Shape{3, 5, 2100}, Shape{5, 0, 17}}) {
+    shapes.push_back(s);
+  }
+  return shapes;
+}
+
+TEST(GemmF32, MatchesDoubleInEveryLayoutWrittenOrAccumulated) {
+  std::mt19937 gen(11);
+  for (bool ra : {true, false}) {
+    for (bool rb : {true, false}) {
+      for (bool accumulate : {false, true}) {
+        SCOPED_TRACE(std::string(ra ? "A row-major" : "A column-major") + (rb ? ", B row-major" : ", B column-major") +
+                     (accumulate ? ", C +=" : ", C ="));
+        for (Shape s : Shapes()) ExpectMatchesDouble(s, ra, rb, accumulate, gen);
+      }
+    }
+  }
+}
+
+// Rows [r0, r0 + rows) of C from GemmBlock, for the splits of `m` rows at `cuts`.
+std::vector<float> ProductSplitAt(const Matrix& a, const Matrix& b, const std::vector<int64_t>& cuts) {
+  const int64_t m = a.rows, k = a.cols, n = b.cols;
+  std::vector<float> c(m * n, kSentinel);
+  for (size_t i = 0; i + 1 < cuts.size(); ++i) {
+    GemmBlock(a.data.data(), a.layout, b.data.data(), b.layout, c.data(), cuts[i], cuts[i + 1] - cuts[i], k, n);
+  }
+  return c;
+}
+
+// Each element's k-sum runs in one fixed order, whichever rows a thread gets: every split gives
+// the same bits as one call.
+TEST(GemmF32Splits, RowBlocksGiveTheSameBits) {
+  std::mt19937 gen(5);
+  for (bool ra : {true, false}) {
+    for (bool rb : {true, false}) {
+      SCOPED_TRACE(std::string(ra ? "A row-major" : "A column-major") + (rb ? ", B row-major" : ", B column-major"));
+      const Matrix a(301, 700, ra, 3, gen), b(700, 77, rb, 1, gen);
+      const std::vector<float> whole = ProductSplitAt(a, b, {0, 301});
+      for (const std::vector<int64_t>& cuts : std::vector<std::vector<int64_t>>{
+               {0, 1, 301}, {0, 13, 150, 151, 301}, {0, 197, 301}, {0, 100, 200, 300, 301}}) {
+        const std::vector<float> split = ProductSplitAt(a, b, cuts);
+        for (size_t i = 0; i < whole.size(); ++i) {
+          ASSERT_EQ(std::memcmp(&whole[i], &split[i], sizeof(float)), 0)
+              << "element " << i << " differs with " << cuts.size() - 1 << " row blocks: " << whole[i] << " vs "
+              << split[i];
+        }
+      }
+    }
+  }
+}
+
+// The same through Tensor matmul, where the rows go to the device's threads: 1 thread and 2
+// give the same bits (each thread's GemmBlock gets its own rows).
+TEST(GemmF32Splits, MatmulOnOneOrTwoThreadsGivesTheSameBits) {
+  Generator gen(2);
+  const CpuTensor a = CpuTensor::uniform({301, 700}, -1, 1, gen), b = CpuTensor::uniform({77, 700}, -1, 1, gen);
+  std::vector<TensorData> results;
+  for (int threads : {1, 2}) {
+    ASSERT_TRUE(Configure({.devices = 1, .threads_per_device = threads}).ok());
+    results.push_back(a.matmul(b.transpose(0, 1)).to_data());
+  }
+  const absl::Span<const float> one = results[0].values<float>(), two = results[1].values<float>();
+  ASSERT_EQ(one.size(), two.size());
+  EXPECT_EQ(std::memcmp(one.data(), two.data(), one.size() * sizeof(float)), 0);
+}
+
+}  // namespace
+}  // namespace kiln::cpu
