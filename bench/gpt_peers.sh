@@ -15,6 +15,9 @@ config=${1:-}
 steps=${2:-}
 reps=${3:-1}
 threads=${THREADS:-2}
+# torch's best set-up here (bench/gpt_torch_setups.sh): its GEMMs on OpenBLAS's THREADS threads,
+# its own ops on TORCH_THREADS (default 1; 2 intra-op threads beside OpenBLAS's ran 2-9x slower).
+torch_threads=${TORCH_THREADS:-1}
 case $config in
   default) model=(--layers=4 --heads=4 --width=128 --context=64 --batch_size=32) ;;
   large) model=(--layers=6 --heads=6 --width=384 --context=256 --batch_size=8) ;;
@@ -39,8 +42,8 @@ run() {  # run PEER REP: the peer's JSON line into $scratch/PEER.REP
   case $1 in
     kiln) bazel-bin/examples/gpt "${model[@]}" --steps="$steps" --eval_every="$steps" --threads="$threads" \
       --metrics="$scratch/metrics.$2" | tail -n 1 ;;
-    torch) OMP_NUM_THREADS=$threads OPENBLAS_NUM_THREADS=$threads /usr/bin/python3 bench/gpt_torch.py \
-      "${model[@]}" --steps="$steps" --threads="$threads" ;;
+    torch) OMP_NUM_THREADS=$torch_threads OPENBLAS_NUM_THREADS=$threads /usr/bin/python3 bench/gpt_torch.py \
+      "${model[@]}" --steps="$steps" --threads="$torch_threads" ;;
     llmc) OMP_NUM_THREADS=$threads bench/llmc.sh "$LLMC_DIR" "$steps" "${model[@]}" ;;
   esac >"$scratch/$1.$2"
 }

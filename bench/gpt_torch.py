@@ -5,7 +5,7 @@ and 90/10 split, the same hyper-parameters (AdamW betas (0.9, 0.99), decay on li
 only, warm-up then cosine to lr/10, global-norm clipping) and the same validation windows.
 Random batches are drawn with torch's generator, so the runs are alike, not identical.
 Where Debian's OpenBLAS does not know the CPU it would run SSE3 kernels; bench/openblas_core.py
-names the core instead (the JSON's openblas_core says which ran).
+names the core instead (the JSON's openblas gives the core that ran and OpenBLAS's threads).
 
   /usr/bin/python3 bench/gpt_torch.py --steps=200 --threads=2
 
@@ -145,7 +145,7 @@ def main():
                       "ms_per_step": round(statistics.median(timed), 2),
                       "ms_per_step_mean": round(statistics.mean(step_ms), 2), "timing_warmup": a.timing_warmup,
                       "first_loss": round(losses[0], 4), "loss_curve": curve(losses), "steps": a.steps,
-                      "threads": a.threads, "torch": torch.__version__, "openblas_core": openblas_core.core_name()}))
+                      "threads": a.threads, "torch": torch.__version__, "openblas": openblas_core.core_and_threads()}))
 
 
 def curve(losses, points=10):

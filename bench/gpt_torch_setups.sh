@@ -43,6 +43,6 @@ for line in sys.stdin:
     runs.setdefault(name, []).append(json.loads(record))
 for name, rs in runs.items():
     ms = statistics.median(r["ms_per_step"] for r in rs)
-    print(f"{name:22} {ms:9.1f} ms/step  (OpenBLAS core {rs[0]['openblas_core']})")
+    print(f"{name:22} {ms:9.1f} ms/step  (OpenBLAS core, threads {rs[0]['openblas']})")
 PY
 )"

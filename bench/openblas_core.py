@@ -36,11 +36,11 @@ def name_unknown_core():
             return
 
 
-def core_name():
-    """The core OpenBLAS runs, as loaded in this process ("" without OpenBLAS)."""
+def core_and_threads():
+    """The core OpenBLAS runs and its threads, as loaded in this process (("", 0) without OpenBLAS)."""
     try:
         blas = ctypes.CDLL("libopenblas.so.0")
     except OSError:
-        return ""
+        return "", 0
     blas.openblas_get_corename.restype = ctypes.c_char_p
-    return blas.openblas_get_corename().decode()
+    return blas.openblas_get_corename().decode(), blas.openblas_get_num_threads()
