@@ -4,18 +4,26 @@ the same byte-level GPT (pre-LN blocks, tanh GELU, tied head, nanoGPT's init), t
 and 90/10 split, the same hyper-parameters (AdamW betas (0.9, 0.99), decay on linear weights
 only, warm-up then cosine to lr/10, global-norm clipping) and the same validation windows.
 Random batches are drawn with torch's generator, so the runs are alike, not identical.
+Where Debian's OpenBLAS does not know the CPU it would run SSE3 kernels; bench/openblas_core.py
+names the core instead (the JSON's openblas gives the core that ran and OpenBLAS's threads).
 
   /usr/bin/python3 bench/gpt_torch.py --steps=200 --threads=2
 
-Prints ms/step and the final validation loss as one JSON line.
+Prints one JSON line: ms_per_step (the median of the steps after --timing_warmup; the mean of all
+in ms_per_step_mean), the final validation loss, first_loss and loss_curve ([step, mean train
+loss of the steps since the previous point], ten points).
 """
 import argparse
 import json
 import math
 import os
+import statistics
 import time
 
-import torch
+import openblas_core
+
+openblas_core.name_unknown_core()  # before torch loads OpenBLAS
+import torch  # noqa: E402
 import torch.nn as nn
 import torch.nn.functional as F
 
@@ -77,7 +85,8 @@ class Gpt(nn.Module):
 def main():
     p = argparse.ArgumentParser()
     for name, default in [("steps", 1200), ("batch_size", 32), ("context", 64), ("layers", 4), ("heads", 4),
-                          ("width", 128), ("warmup", 100), ("eval_batches", 16), ("threads", 2), ("seed", 1)]:
+                          ("width", 128), ("warmup", 100), ("eval_batches", 16), ("threads", 2), ("seed", 1),
+                          ("timing_warmup", 3)]:
         p.add_argument("--" + name, type=int, default=default)
     for name, default in [("lr", 1e-3), ("weight_decay", 0.1), ("clip", 1.0)]:
         p.add_argument("--" + name, type=float, default=default)
@@ -116,8 +125,9 @@ def main():
         model.train()
         return total / a.eval_batches
 
-    start = time.perf_counter()
+    step_ms, losses = [], []
     for step in range(a.steps):
+        start = time.perf_counter()
         for g in opt.param_groups:
             g["lr"] = lr_at(step)
         x, y = windows(train, torch.randint(0, len(train) - a.context - 1, (a.batch_size,)).tolist())
@@ -127,11 +137,25 @@ def main():
         if a.clip > 0:
             torch.nn.utils.clip_grad_norm_(model.parameters(), a.clip)
         opt.step()
-    seconds = time.perf_counter() - start
+        step_ms.append(1000 * (time.perf_counter() - start))
+        losses.append(loss.item())
     v = validate()
+    timed = step_ms[a.timing_warmup:] or step_ms
     print(json.dumps({"val_loss": round(v, 4), "val_bits_per_byte": round(v / math.log(2), 4),
-                      "ms_per_step": round(1000 * seconds / a.steps, 2), "steps": a.steps, "threads": a.threads,
-                      "torch": torch.__version__}))
+                      "ms_per_step": round(statistics.median(timed), 2),
+                      "ms_per_step_mean": round(statistics.mean(step_ms), 2), "timing_warmup": a.timing_warmup,
+                      "first_loss": round(losses[0], 4), "loss_curve": curve(losses), "steps": a.steps,
+                      "threads": a.threads, "torch": torch.__version__, "openblas": openblas_core.core_and_threads()}))
+
+
+def curve(losses, points=10):
+    """[step, mean train loss of the steps since the previous point] at `points` evenly spaced steps."""
+    every, out, since = max(1, len(losses) // points), [], 0
+    for step in range(1, len(losses) + 1):
+        if step % every == 0 or step == len(losses):
+            out.append([step, round(statistics.mean(losses[since:step]), 4)])
+            since = step
+    return out
 
 
 if __name__ == "__main__":
