@@ -43,16 +43,19 @@ const char* OpName(OpId op) {
 }
 
 const char* CategoryName(Category c) {
-  static constexpr const char* kNames[] = {"GEMM (matmul)", "fused kernels",   "other element-wise",
-                                           "dtype casts",   "layout/copies",   "optimizer update",
-                                           "allocation",    "synchronisation", "autodiff+framework (rest)"};
+  static constexpr const char* kNames[] = {
+      "GEMM (matmul, linear)", "attention (fused)", "fused kernels", "other element-wise", "dtype casts",
+      "layout/copies",         "optimizer update",  "allocation",    "synchronisation",    "autodiff+framework (rest)"};
   static_assert(sizeof(kNames) / sizeof(kNames[0]) == kCategoryCount);
   return kNames[static_cast<int>(c)];
 }
 
 Category CategoryOf(OpId op) {
   switch (op) {
-    case OpId::k_matmul: return Category::kGemm;
+    case OpId::k_matmul:
+    case OpId::k_linear: return Category::kGemm;
+    case OpId::k_causal_attention:
+    case OpId::k_causal_attention_backward: return Category::kAttention;
     case OpId::k_softmax_last:
     case OpId::k_softmax_last_backward:
     case OpId::k_norm_last:

@@ -27,7 +27,8 @@ const char* OpName(OpId op);
 // The rows of a breakdown. kOptimizer takes every op inside an optimizer's update
 // (OptimizerScope), whatever the op.
 enum class Category {
-  kGemm,             // matmul
+  kGemm,             // matmul, linear (its bias added in the product)
+  kAttention,        // the fused causal attention, forward and backward (its per-head GEMMs inside)
   kFused,            // softmax, norm, GELU, cross-entropy kernels (forward and backward)
   kElementwise,      // unary, binary, where, reductions, argmax
   kCast,             // dtype conversions (mixed precision's casts, the clip's f64 sums)

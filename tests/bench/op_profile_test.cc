@@ -83,8 +83,9 @@ TEST_F(OpProfileTest, NothingIsRecordedWhileStopped) {
 
 // One step of examples/gpt's model, small: the categories (rest included) add up to the wall
 // time a clock outside the profiler reads, the ops, allocation and waits never exceed it, and
-// the GEMM count is the model's: per block QKV, Q K^T, A V, projection, fc and fc projection,
-// plus the tied head, each forward GEMM with two in backward.
+// the GEMM count is the model's: per block the linear layers QKV, projection, fc and fc
+// projection, plus the tied head, each forward GEMM with two in backward; the attention's
+// products are inside its fused op, forward and backward once per block.
 TEST_F(OpProfileTest, CategoriesAccountForTheStepsWallTime) {
   GptBenchConfig c{
       .name = "small", .model = {.vocab = 256, .context = 32, .layers = 2, .heads = 2, .width = 64}, .batch = 8};
@@ -101,7 +102,8 @@ TEST_F(OpProfileTest, CategoriesAccountForTheStepsWallTime) {
   EXPECT_NEAR(static_cast<double>(sum), outside_ns, 0.05 * outside_ns + 1e6);
   EXPECT_NEAR(static_cast<double>(phases), static_cast<double>(p.wall_ns), 0.01 * p.wall_ns);
   EXPECT_GE(Of(p, Category::kFramework).ns, 0) << "ops, allocation and waits overlap: counted twice";
-  EXPECT_EQ(Of(p, Category::kGemm).calls, 3 * (6 * c.model.layers + 1));
+  EXPECT_EQ(Of(p, Category::kGemm).calls, 3 * (4 * c.model.layers + 1));
+  EXPECT_EQ(Of(p, Category::kAttention).calls, 2 * c.model.layers);
   EXPECT_GT(Of(p, Category::kFused).calls, 0);
   EXPECT_GT(Of(p, Category::kOptimizer).calls, 0);
   EXPECT_GT(Of(p, Category::kAllocation).calls, 0);
