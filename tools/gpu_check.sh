@@ -132,6 +132,17 @@ run_train() {
       >"$logs/gpt_${run/:/}.log" 2>&1
     echo "gpt on $run, ${GPT_STEPS:-600} steps: $(tail -n 1 "$logs/gpt_${run/:/}.log")"
   done | tee -a "$logs/train.txt"
+  # Issue 30's larger GPT (10.7M parameters) on the GPU: tokens/s, and model FLOP/s counted as
+  # bench/gpt_step.h counts them (6 x 10,745,856 + 12 x 6 x 256 x 384 per token), to set beside
+  # cuda_bench's cuBLAS Sgemm rate in bench.txt.
+  local large=(--layers=6 --width=384 --heads=6 --context=256 --batch_size=8)
+  timeout 300 "$bin/examples/gpt" --devices=cuda:0 "${large[@]}" --steps="${GPT_LARGE_STEPS:-300}" \
+    --eval_every="${GPT_LARGE_STEPS:-300}" --data_dir="$data/fortunes" >"$logs/gpt_large_cuda0.log" 2>&1
+  local last tokens
+  last=$(tail -n 1 "$logs/gpt_large_cuda0.log")
+  tokens=$(sed -n 's/.*"tokens_per_sec":\([0-9.]*\).*/\1/p' <<<"$last")
+  echo "gpt (large) on cuda:0: $last; model TFLOP/s: $(awk -v t="${tokens:-0}" \
+    'BEGIN { printf "%.2f", t * (6 * 10745856 + 12 * 6 * 256 * 384) / 1e12 }')" | tee -a "$logs/train.txt"
 }
 
 run_sanitize() {
