@@ -2,8 +2,8 @@
 // Eigen's) against a double-precision triple loop: every layout pair, odd sizes around and past
 // the register and cache blocks, leading dimensions wider than the matrices, C written and C
 // accumulated into; and, for kiln's own kernel (AVX-512; Eigen's AVX2 GEMM makes no such promise),
-// a result that does not depend on how the rows are split (GemmBlock's
-// row blocks, and Tensor matmul on 1 or 2 threads).
+// a result that does not depend on how the rows are split (GemmBlock's row blocks, and Tensor
+// matmul on 1 or 2 threads).
 #include <gtest/gtest.h>
 
 #include <cmath>
