@@ -1,8 +1,10 @@
-// kiln's f32 GEMM against Eigen's, side by side in one run, at the GPT's shapes and square ones,
-// in every layout pair, on 1 and 2 threads. Three ways to run each product:
-//  - eigen:  Eigen's GEMM built for AVX-512 (what GemmBlock ran before kiln had its own), one
-//            call per thread on the row blocks matmul.cc cuts;
-//  - kiln:   cpu::GemmBlock (kiln's own AVX-512 kernel where chosen) on the same row blocks;
+// kiln's f32 GEMM against Eigen's, side by side in one run, at the GPT's and the MLP's shapes and
+// square ones, in every layout pair, on 1 and 2 threads. Four ways to run each product:
+//  - eigen:  Eigen's GEMM built for the CPU's widest ISA, AVX-512 or AVX2 (what GemmBlock ran
+//            before kiln had its own kernels), one call per thread on the row blocks matmul.cc cuts;
+//  - kiln:   cpu::GemmBlock (the backend's choice: kiln's own AVX-512 kernel, else Eigen's AVX2
+//            GEMM) on the same row blocks;
+//  - kiln_avx2: kiln's own AVX2 kernel (KILN_CPU_GEMM=kiln-avx2) on the same row blocks;
 //  - tensor: Tensor matmul on views of the same layouts (threading and all).
 // Run with --benchmark_enable_random_interleaving=true --benchmark_repetitions=N and take the
 // medians (bench/gemm_table.py). Every figure is GFLOPS of wall time and of process CPU time.
@@ -15,12 +17,17 @@
 
 #include "backends/cpu/cpu_backend.h"
 #include "backends/cpu/gemm.h"
+#include "backends/cpu/gemm_f32_avx2.h"
 
+// Eigen's builds (backends/cpu/gemm_avx512.cc, gemm_avx2.cc), the peers.
 namespace kiln::cpu::avx512 {
-// Eigen's AVX-512 build (backends/cpu/gemm_avx512.cc), the peer.
 void GemmBlockF32(const float* a, MatrixLayout la, const float* b, MatrixLayout lb, float* c, int64_t r0, int64_t rows,
                   int64_t k, int64_t n);
 }  // namespace kiln::cpu::avx512
+namespace kiln::cpu::avx2 {
+void GemmBlockF32(const float* a, MatrixLayout la, const float* b, MatrixLayout lb, float* c, int64_t r0, int64_t rows,
+                  int64_t k, int64_t n);
+}  // namespace kiln::cpu::avx2
 
 namespace kiln {
 namespace {
@@ -31,14 +38,35 @@ struct GemmShape {
 };
 
 // The GPT's (width 384, 8 x 128 tokens): forward x W^T, backward dX = dY W, dW = dY^T X; one
-// head's attention scores Q K^T and W V (default: context 64, head 32; larger: 256, 64).
+// head's attention scores Q K^T and W V (default: context 64, head 32; larger: 256, 64); the
+// MLP's first layer (784 -> 256) at one device's batch of 64 and a half of it, forward and dW.
 constexpr GemmShape kShapes[] = {
-    {"qkv", 1024, 384, 1152},    {"mlp_up", 1024, 384, 1536}, {"proj", 1024, 384, 256},     {"dx_qkv", 1024, 1152, 384},
-    {"dx_mlp", 1024, 1536, 384}, {"dw_mlp", 1536, 2048, 384}, {"att_qk64", 64, 32, 64},     {"att_qk256", 256, 64, 256},
-    {"att_wv256", 256, 256, 64}, {"sq256", 256, 256, 256},    {"sq1024", 1024, 1024, 1024},
+    {"qkv", 1024, 384, 1152},     {"mlp_up", 1024, 384, 1536},  {"proj", 1024, 384, 256},
+    {"dx_qkv", 1024, 1152, 384},  {"dx_mlp", 1024, 1536, 384},  {"dw_mlp", 1536, 2048, 384},
+    {"att_qk64", 64, 32, 64},     {"att_qk256", 256, 64, 256},  {"att_wv256", 256, 256, 64},
+    {"sq256", 256, 256, 256},     {"sq1024", 1024, 1024, 1024}, {"mlp_fc1_64", 64, 784, 256},
+    {"mlp_fc1_32", 32, 784, 256}, {"mlp_dw1_32", 256, 32, 784},
 };
 
-enum class Impl { kEigen, kKiln, kTensor };
+bool CpuHasAvx512() {
+  return __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512dq") &&
+         __builtin_cpu_supports("avx512vl") && __builtin_cpu_supports("avx512bw");
+}
+
+enum class Impl { kEigen, kKiln, kKilnAvx2, kTensor };
+
+// kiln's AVX2 kernel on one thread's rows, with that thread's packing buffers.
+void KilnAvx2Rows(const float* a, cpu::MatrixLayout la, const float* b, cpu::MatrixLayout lb, float* c, int64_t r0,
+                  int64_t rows, int64_t k, int64_t n) {
+  thread_local std::vector<float> packed_a, packed_b;
+  packed_a.resize(cpu::avx2f32::kPackedA + 16);
+  packed_b.resize(cpu::avx2f32::PackedB(k, n) + 16);
+  auto aligned = [](std::vector<float>& v) {
+    return reinterpret_cast<float*>((reinterpret_cast<uintptr_t>(v.data()) + 63) / 64 * 64);
+  };
+  cpu::avx2f32::Gemm(a + r0 * (la.row_major ? la.ld : 1), la, b, lb, c + r0 * n, n, rows, k, n, false,
+                     {aligned(packed_a), aligned(packed_b)});
+}
 
 // An operand `rows` x `cols`, stored row-major or column-major: its values for the kernels
 // (contiguous, in that order) and a tensor view of the same layout for matmul.
@@ -76,8 +104,11 @@ void BM_Gemm(benchmark::State& state, GemmShape s, bool ra, bool rb, int threads
       continue;
     }
     OverRowBlocks(threads, s.m, [&](int64_t r0, int64_t rows) {
-      if (impl == Impl::kEigen) {
-        cpu::avx512::GemmBlockF32(pa, la, pb, lb, c.data(), r0, rows, s.k, s.n);
+      if (impl == Impl::kKilnAvx2) {
+        KilnAvx2Rows(pa, la, pb, lb, c.data(), r0, rows, s.k, s.n);
+      } else if (impl == Impl::kEigen) {
+        (CpuHasAvx512() ? cpu::avx512::GemmBlockF32 : cpu::avx2::GemmBlockF32)(pa, la, pb, lb, c.data(), r0, rows, s.k,
+                                                                               s.n);
       } else {
         cpu::GemmBlock(pa, la, pb, lb, c.data(), r0, rows, s.k, s.n);
       }
@@ -90,16 +121,15 @@ void BM_Gemm(benchmark::State& state, GemmShape s, bool ra, bool rb, int threads
 
 // Names: shape/layouts (r or c for A, then B)/threads/implementation.
 const bool kRegistered = [] {
-  if (!__builtin_cpu_supports("avx512f") || !__builtin_cpu_supports("avx512dq") ||
-      !__builtin_cpu_supports("avx512vl") || !__builtin_cpu_supports("avx512bw")) {
-    return false;  // Eigen's AVX-512 build, the peer, would not run
-  }
   for (const GemmShape& s : kShapes) {
     for (int layouts = 0; layouts < 4; ++layouts) {
       const bool ra = layouts < 2, rb = layouts % 2 == 0;
       for (int threads : {1, 2}) {
-        for (Impl impl : {Impl::kEigen, Impl::kKiln, Impl::kTensor}) {
-          const char* impl_name = impl == Impl::kEigen ? "eigen" : impl == Impl::kKiln ? "kiln" : "tensor";
+        for (Impl impl : {Impl::kEigen, Impl::kKiln, Impl::kKilnAvx2, Impl::kTensor}) {
+          const char* impl_name = impl == Impl::kEigen      ? "eigen"
+                                  : impl == Impl::kKiln     ? "kiln"
+                                  : impl == Impl::kKilnAvx2 ? "kiln_avx2"
+                                                            : "tensor";
           const std::string name = std::string(s.name) + "/" + (ra ? "r" : "c") + (rb ? "r" : "c") + "/t" +
                                    std::to_string(threads) + "/" + impl_name;
           benchmark::RegisterBenchmark(name.c_str(), BM_Gemm, s, ra, rb, threads, impl)

@@ -11,6 +11,7 @@
 #include "backends/cpu/gemm_bf16_amx.h"
 #include "backends/cpu/gemm_bf16_avx512.h"
 #include "backends/cpu/gemm_choice.h"
+#include "backends/cpu/gemm_f32_avx2.h"
 #include "backends/cpu/gemm_f32_avx512.h"
 #include "tensor/error.h"
 #include "tensor/half.h"
@@ -78,14 +79,24 @@ void GemmF32Avx512(const float* a, MatrixLayout la, const float* b, MatrixLayout
   avx512f32::Gemm(a, la, b, lb, c, ldc, m, k, n, accumulate, scratch);
 }
 
+// kiln's own AVX2 f32 GEMM with this thread's packing buffers.
+void GemmF32Avx2(const float* a, MatrixLayout la, const float* b, MatrixLayout lb, float* c, int64_t ldc, int64_t m,
+                 int64_t k, int64_t n, bool accumulate) {
+  thread_local std::vector<float> packed_a, packed_b;
+  const avx2f32::Scratch scratch{Scratch(packed_a, avx2f32::kPackedA), Scratch(packed_b, avx2f32::PackedB(k, n))};
+  avx2f32::Gemm(a, la, b, lb, c, ldc, m, k, n, accumulate, scratch);
+}
+
 }  // namespace
 
 // f32 on AVX-512 runs kiln's own kernel (faster than Eigen's in every layout, and C is written
-// without a zero-fill first); AVX2 and f64 run Eigen's.
+// without a zero-fill first); AVX2 and f64 run Eigen's, unless KILN_CPU_GEMM=kiln-avx2 asks for
+// kiln's AVX2 kernel (the same bits whatever the thread count; not yet as fast as Eigen's).
 void GemmBlock(const float* a, MatrixLayout la, const float* b, MatrixLayout lb, float* c, int64_t r0, int64_t rows,
                int64_t k, int64_t n) {
-  if (WideChoice().avx512) {
-    GemmF32Avx512(a + r0 * (la.row_major ? la.ld : 1), la, b, lb, c + r0 * n, n, rows, k, n, false);
+  if (WideChoice().avx512 || WideChoice().kiln_avx2) {
+    (WideChoice().avx512 ? GemmF32Avx512 : GemmF32Avx2)(a + r0 * (la.row_major ? la.ld : 1), la, b, lb, c + r0 * n, n,
+                                                        rows, k, n, false);
     return;
   }
   avx2::GemmBlockF32(a, la, b, lb, c, r0, rows, k, n);
@@ -98,8 +109,8 @@ void GemmBlock(const double* a, MatrixLayout la, const double* b, MatrixLayout l
 
 void Gemm(const float* a, MatrixLayout la, const float* b, MatrixLayout lb, float* c, int64_t ldc, int64_t m, int64_t k,
           int64_t n, bool accumulate) {
-  if (WideChoice().avx512) {
-    GemmF32Avx512(a, la, b, lb, c, ldc, m, k, n, accumulate);
+  if (WideChoice().avx512 || WideChoice().kiln_avx2) {
+    (WideChoice().avx512 ? GemmF32Avx512 : GemmF32Avx2)(a, la, b, lb, c, ldc, m, k, n, accumulate);
     return;
   }
   avx2::GemmStridedF32(a, la, b, lb, c, ldc, m, k, n, accumulate);
@@ -147,7 +158,7 @@ void GemmBlock(const BFloat16* a, MatrixLayout la, const BFloat16* b, MatrixLayo
   throw Error(absl::InternalError("the bf16 GEMM kernel was called where it is not chosen (NativeBf16Gemm())"));
 }
 
-const char* GemmKernel() { return WideChoice().avx512 ? "avx512" : "avx2"; }
+const char* GemmKernel() { return WideChoice().avx512 ? "avx512" : WideChoice().kiln_avx2 ? "kiln-avx2" : "avx2"; }
 
 bool NativeBf16Gemm() { return Bf16Choice().bf16 != Bf16Kernel::kWidenToF32; }
 

@@ -4,8 +4,8 @@
 // own f32 kernel (gemm_f32_avx512.h) and Eigen's f64 GEMM built for AVX-512;
 // bf16 has its own kernels: AMX tiles where the CPU has AMX-BF16 and Linux grants the tile state
 // (gemm_bf16_amx.h), else vdpbf16ps on CPUs with AVX-512 BF16 (gemm_bf16_avx512.h).
-// KILN_CPU_GEMM=avx2, avx512, avx512bf16 or amx forces a choice (gemm_choice.h); asking for one
-// the CPU lacks is an error.
+// KILN_CPU_GEMM=avx2, kiln-avx2, avx512, avx512bf16 or amx forces a choice (gemm_choice.h);
+// asking for one the CPU lacks is an error.
 #ifndef KILN_BACKENDS_CPU_GEMM_H_
 #define KILN_BACKENDS_CPU_GEMM_H_
 
@@ -45,7 +45,8 @@ void GemmBlock(const BFloat16* a, MatrixLayout la, const BFloat16* b, MatrixLayo
 void GemmBlock(const BFloat16* a, MatrixLayout la, const BFloat16* b, MatrixLayout lb, BFloat16* c, int64_t r0,
                int64_t rows, int64_t k, int64_t n, int64_t c0, int64_t cols);
 
-// The kernel in use for f32 and f64: "avx512" (kiln's f32 kernel, Eigen's f64) or "avx2".
+// The kernel in use for f32 and f64: "avx512" (kiln's f32 kernel, Eigen's f64), "avx2" (Eigen's)
+// or "kiln-avx2" (kiln's AVX2 f32 kernel, Eigen's f64).
 const char* GemmKernel();
 
 // Whether bf16 matmuls run the bf16 kernel; if not, they widen to f32 (tensor/half_in_f32.h).

@@ -71,6 +71,7 @@ absl::StatusOr<GemmChoice> ChooseGemm(const char* forced, GemmFeatures cpu) {
   const std::string_view value(forced);
   const char* lacks = "";
   if (value == "avx2") return GemmChoice{false, Bf16Kernel::kWidenToF32};
+  if (value == "kiln-avx2") return GemmChoice{false, Bf16Kernel::kWidenToF32, true};
   if (value == "avx512") {
     if (cpu.avx512) return GemmChoice{true, Bf16Kernel::kWidenToF32};
     lacks = " (this CPU lacks AVX-512 F/DQ/VL/BW)";
@@ -83,7 +84,7 @@ absl::StatusOr<GemmChoice> ChooseGemm(const char* forced, GemmFeatures cpu) {
                          : " (this CPU lacks AMX-BF16)";
   }
   return absl::InvalidArgumentError(
-      absl::StrFormat("KILN_CPU_GEMM=%s: expected avx2, avx512, avx512bf16 or amx%s", value, lacks));
+      absl::StrFormat("KILN_CPU_GEMM=%s: expected avx2, kiln-avx2, avx512, avx512bf16 or amx%s", value, lacks));
 }
 
 }  // namespace kiln::cpu

@@ -24,8 +24,11 @@ enum class Bf16Kernel {
 };
 
 struct GemmChoice {
-  bool avx512 = false;  // f32/f64: Eigen's AVX-512 build rather than the AVX2 one
+  bool avx512 = false;  // f32: kiln's AVX-512 kernel, f64: Eigen's AVX-512 build (else AVX2)
   Bf16Kernel bf16 = Bf16Kernel::kWidenToF32;
+  // Without avx512, f32 on kiln's own AVX2 kernel (gemm_f32_avx2.h: the same bits for any thread
+  // count) rather than Eigen's AVX2 GEMM (faster at some shapes, sums that depend on the split).
+  bool kiln_avx2 = false;
 };
 
 // What this CPU runs (CPUID). With `ask_linux_for_amx`, where the CPU has AMX, also whether Linux
@@ -39,9 +42,9 @@ GemmFeatures DetectGemmFeatures(bool ask_linux_for_amx);
 // state, so only a process that runs AMX asks.
 const absl::Status& AmxPermission();
 
-// `forced` is KILN_CPU_GEMM's value (nullptr or empty: unset): avx2, avx512 (f32 on AVX-512,
-// bf16 widened to f32 as on AVX2), avx512bf16 or amx. InvalidArgument names a value that is
-// not one of them or that the CPU (or Linux) cannot run.
+// `forced` is KILN_CPU_GEMM's value (nullptr or empty: unset): avx2, kiln-avx2 (f32 on kiln's own
+// AVX2 kernel), avx512 (f32 on AVX-512, bf16 widened to f32 as on AVX2), avx512bf16 or amx. InvalidArgument names a
+// value that is not one of them or that the CPU (or Linux) cannot run.
 absl::StatusOr<GemmChoice> ChooseGemm(const char* forced, GemmFeatures cpu);
 
 }  // namespace kiln::cpu

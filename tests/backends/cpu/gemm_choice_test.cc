@@ -19,11 +19,12 @@ constexpr GemmFeatures kEveryCpu[] = {kAvx2Only, kAvx512, kAvx512Bf16, kAmx, kAm
 
 using K = Bf16Kernel;
 
-void ExpectChoice(const char* forced, GemmFeatures cpu, bool avx512, Bf16Kernel bf16) {
+void ExpectChoice(const char* forced, GemmFeatures cpu, bool avx512, Bf16Kernel bf16, bool kiln_avx2 = false) {
   const absl::StatusOr<GemmChoice> c = ChooseGemm(forced, cpu);
   ASSERT_TRUE(c.ok()) << c.status();
   EXPECT_EQ(c->avx512, avx512);
   EXPECT_EQ(c->bf16, bf16);
+  EXPECT_EQ(c->kiln_avx2, kiln_avx2);
 }
 
 TEST(GemmChoice, UnsetTakesTheWidestTheCpuRuns) {
@@ -39,6 +40,8 @@ TEST(GemmChoice, UnsetTakesTheWidestTheCpuRuns) {
 
 TEST(GemmChoice, EachValueForcesItsKernels) {
   for (GemmFeatures cpu : kEveryCpu) ExpectChoice("avx2", cpu, false, K::kWidenToF32);
+  // kiln's own AVX2 f32 kernel, only when asked for (Eigen's AVX2 GEMM is the faster default).
+  for (GemmFeatures cpu : kEveryCpu) ExpectChoice("kiln-avx2", cpu, false, K::kWidenToF32, true);
   // avx512 keeps bf16 on the f32 path (HalfInF32), as before the bf16 kernels existed.
   for (GemmFeatures cpu : {kAvx512, kAvx512Bf16, kAmx, kAmxRefused}) ExpectChoice("avx512", cpu, true, K::kWidenToF32);
   for (GemmFeatures cpu : {kAvx512Bf16, kAmx, kAmxRefused}) ExpectChoice("avx512bf16", cpu, true, K::kAvx512Bf16);
@@ -46,21 +49,24 @@ TEST(GemmChoice, EachValueForcesItsKernels) {
 }
 
 TEST(GemmChoice, AKernelTheCpuLacksOrAnUnknownValueIsAnError) {
-  EXPECT_EQ(ChooseGemm("avx512", kAvx2Only).status().message(),
-            "KILN_CPU_GEMM=avx512: expected avx2, avx512, avx512bf16 or amx (this CPU lacks AVX-512 F/DQ/VL/BW)");
+  EXPECT_EQ(
+      ChooseGemm("avx512", kAvx2Only).status().message(),
+      "KILN_CPU_GEMM=avx512: expected avx2, kiln-avx2, avx512, avx512bf16 or amx (this CPU lacks AVX-512 F/DQ/VL/BW)");
   for (GemmFeatures cpu : {kAvx2Only, kAvx512}) {
-    EXPECT_EQ(ChooseGemm("avx512bf16", cpu).status().message(),
-              "KILN_CPU_GEMM=avx512bf16: expected avx2, avx512, avx512bf16 or amx (this CPU lacks AVX-512 BF16)");
+    EXPECT_EQ(
+        ChooseGemm("avx512bf16", cpu).status().message(),
+        "KILN_CPU_GEMM=avx512bf16: expected avx2, kiln-avx2, avx512, avx512bf16 or amx (this CPU lacks AVX-512 BF16)");
   }
   for (GemmFeatures cpu : {kAvx2Only, kAvx512, kAvx512Bf16}) {
     EXPECT_EQ(ChooseGemm("amx", cpu).status().message(),
-              "KILN_CPU_GEMM=amx: expected avx2, avx512, avx512bf16 or amx (this CPU lacks AMX-BF16)");
+              "KILN_CPU_GEMM=amx: expected avx2, kiln-avx2, avx512, avx512bf16 or amx (this CPU lacks AMX-BF16)");
   }
-  EXPECT_EQ(ChooseGemm("amx", kAmxRefused).status().message(),
-            "KILN_CPU_GEMM=amx: expected avx2, avx512, avx512bf16 or amx (Linux refused this process AMX tile "
-            "data: see AmxPermission())");
+  EXPECT_EQ(
+      ChooseGemm("amx", kAmxRefused).status().message(),
+      "KILN_CPU_GEMM=amx: expected avx2, kiln-avx2, avx512, avx512bf16 or amx (Linux refused this process AMX tile "
+      "data: see AmxPermission())");
   EXPECT_EQ(ChooseGemm("AVX512BF16", kAmx).status().message(),
-            "KILN_CPU_GEMM=AVX512BF16: expected avx2, avx512, avx512bf16 or amx");
+            "KILN_CPU_GEMM=AVX512BF16: expected avx2, kiln-avx2, avx512, avx512bf16 or amx");
   EXPECT_EQ(ChooseGemm("AMX", kAmx).status().code(), absl::StatusCode::kInvalidArgument);
   EXPECT_EQ(ChooseGemm("sse2", kAmx).status().code(), absl::StatusCode::kInvalidArgument);
 }

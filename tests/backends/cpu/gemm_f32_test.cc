@@ -1,25 +1,73 @@
-// The f32 GEMM the CPU backend picked (gemm.h: kiln's own AVX-512 kernel where chosen, else
-// Eigen's) against a double-precision triple loop: every layout pair, odd sizes around and past
-// the register and cache blocks, leading dimensions wider than the matrices, C written and C
-// accumulated into; and, for kiln's own kernel (AVX-512; Eigen's AVX2 GEMM makes no such promise),
-// a result that does not depend on how the rows are split (GemmBlock's row blocks, and Tensor
+// kiln's f32 GEMMs (gemm.h: the one the CPU backend picked, and each of kiln's own kernels the
+// CPU runs, called directly: AVX2 everywhere, AVX-512 where the CPU has it) against a
+// double-precision triple loop: every layout pair, odd sizes around and past the register and
+// cache blocks, leading dimensions wider than the matrices, C written and C accumulated into;
+// and, for kiln's own kernels (Eigen's AVX2 GEMM, the default without AVX-512, makes no such
+// promise), a result that does not depend on how the rows are split (row blocks, and Tensor
 // matmul on 1 or 2 threads).
 #include <gtest/gtest.h>
 
 #include <cmath>
 #include <cstdint>
 #include <cstring>
+#include <functional>
 #include <random>
 #include <string>
 #include <vector>
 
 #include "backends/cpu/cpu_backend.h"
 #include "backends/cpu/gemm.h"
+#include "backends/cpu/gemm_choice.h"
+#include "backends/cpu/gemm_f32_avx2.h"
+#include "backends/cpu/gemm_f32_avx512.h"
 
 namespace kiln::cpu {
 namespace {
 
 constexpr float kSentinel = -12345.0f;
+
+// C (m x n, rows ldc apart) = A B, or += A B: one of the kernels under test.
+using GemmFn = std::function<void(const float* a, MatrixLayout la, const float* b, MatrixLayout lb, float* c,
+                                  int64_t ldc, int64_t m, int64_t k, int64_t n, bool accumulate)>;
+
+// A kernel of its own namespace, called directly with buffers of the sizes its header asks for.
+template <class Scratch, auto kGemm>
+GemmFn Direct(int64_t packed_a, int64_t (*packed_b)(int64_t, int64_t)) {
+  return [=](const float* a, MatrixLayout la, const float* b, MatrixLayout lb, float* c, int64_t ldc, int64_t m,
+             int64_t k, int64_t n, bool accumulate) {
+    std::vector<float> pa(packed_a + 16), pb(packed_b(k, n) + 16);
+    auto aligned = [](std::vector<float>& v) {
+      return reinterpret_cast<float*>((reinterpret_cast<uintptr_t>(v.data()) + 63) / 64 * 64);
+    };
+    kGemm(a, la, b, lb, c, ldc, m, k, n, accumulate, Scratch{aligned(pa), aligned(pb)});
+  };
+}
+
+struct Kernel {
+  std::string name;
+  GemmFn gemm;
+  bool same_bits_for_any_split;
+};
+
+// Whether the backend's choice is one of kiln's kernels (not Eigen's AVX2 GEMM).
+bool ChoseOwnKernel() { return std::string(GemmKernel()) != "avx2"; }
+
+// The backend's choice, and kiln's own kernels that this CPU runs.
+std::vector<Kernel> Kernels() {
+  std::vector<Kernel> out = {
+      {std::string("chosen: ") + GemmKernel(), [](auto... args) { Gemm(args...); }, ChoseOwnKernel()},
+      {"kiln-avx2",
+       Direct<avx2f32::Scratch, avx2f32::Gemm>(
+           avx2f32::kPackedA, +[](int64_t k, int64_t n) { return avx2f32::PackedB(k, n); }),
+       true}};
+  if (DetectGemmFeatures(false).avx512) {
+    out.push_back({"avx512f32",
+                   Direct<avx512f32::Scratch, avx512f32::Gemm>(
+                       avx512f32::kPackedA, +[](int64_t k, int64_t n) { return avx512f32::PackedB(k, n); }),
+                   true});
+  }
+  return out;
+}
 
 // An m x k (or k x n) operand in either layout, its leading dimension `pad` past the width.
 struct Matrix {
@@ -44,7 +92,7 @@ struct Shape {
 
 // C (ldc = n + 3, the 3 past n must stay untouched) = A B or C += A B, checked element by
 // element within the error bound of a k-term f32 sum: k * 2^-24 * sum |terms|, doubled.
-void ExpectMatchesDouble(Shape s, bool ra, bool rb, bool accumulate, std::mt19937& gen) {
+void ExpectMatchesDouble(const GemmFn& gemm, Shape s, bool ra, bool rb, bool accumulate, std::mt19937& gen) {
   Matrix a(s.m, s.k, ra, 5, gen), b(s.k, s.n, rb, 7, gen);
   const int64_t ldc = s.n + 3;
   std::vector<float> c(s.m * ldc, kSentinel), c0(s.m * ldc);
@@ -53,7 +101,7 @@ void ExpectMatchesDouble(Shape s, bool ra, bool rb, bool accumulate, std::mt1993
     for (int64_t j = 0; j < s.n; ++j) c[i * ldc + j] = accumulate ? u(gen) : kSentinel;
   }
   c0 = c;
-  Gemm(a.data.data(), a.layout, b.data.data(), b.layout, c.data(), ldc, s.m, s.k, s.n, accumulate);
+  gemm(a.data.data(), a.layout, b.data.data(), b.layout, c.data(), ldc, s.m, s.k, s.n, accumulate);
   for (int64_t i = 0; i < s.m; ++i) {
     for (int64_t j = 0; j < ldc; ++j) {
       if (j >= s.n) {
@@ -79,7 +127,8 @@ std::vector<Shape> Shapes() {
       for (int64_t n : {1, 15, 17, 33, 47}) shapes.push_back({m, k, n});
     }
   }
-  // Past the cache blocks: rows (196), depth (384: 2 and 3 blocks) and width (768); no depth.
+  // Past the cache blocks: rows (AVX-512 196, AVX2 144), depth (384 and 256: 2 and 3 blocks) and
+  // width (768 and 256); no depth.
   for (Shape s : {Shape{100, 257, 100}, Shape{257, 100, 65}, Shape{257, 600, 33}, Shape{20, 1200, 40},
                   Shape{3, 5, 2100}, Shape{5, 0, 17}}) {
     shapes.push_back(s);
@@ -89,48 +138,53 @@ std::vector<Shape> Shapes() {
 
 TEST(GemmF32, MatchesDoubleInEveryLayoutWrittenOrAccumulated) {
   std::mt19937 gen(11);
-  for (bool ra : {true, false}) {
-    for (bool rb : {true, false}) {
-      for (bool accumulate : {false, true}) {
-        SCOPED_TRACE(std::string(ra ? "A row-major" : "A column-major") + (rb ? ", B row-major" : ", B column-major") +
-                     (accumulate ? ", C +=" : ", C ="));
-        for (Shape s : Shapes()) ExpectMatchesDouble(s, ra, rb, accumulate, gen);
+  for (const Kernel& kernel : Kernels()) {
+    SCOPED_TRACE(kernel.name);
+    for (bool ra : {true, false}) {
+      for (bool rb : {true, false}) {
+        for (bool accumulate : {false, true}) {
+          SCOPED_TRACE(std::string(ra ? "A row-major" : "A column-major") +
+                       (rb ? ", B row-major" : ", B column-major") + (accumulate ? ", C +=" : ", C ="));
+          for (Shape s : Shapes()) ExpectMatchesDouble(kernel.gemm, s, ra, rb, accumulate, gen);
+        }
       }
     }
   }
 }
 
-// Rows [r0, r0 + rows) of C from GemmBlock, for the splits of `m` rows at `cuts`.
-std::vector<float> ProductSplitAt(const Matrix& a, const Matrix& b, const std::vector<int64_t>& cuts) {
+// C from one call per block of rows, for the splits of `m` rows at `cuts` (as GemmBlock cuts).
+std::vector<float> ProductSplitAt(const GemmFn& gemm, const Matrix& a, const Matrix& b,
+                                  const std::vector<int64_t>& cuts) {
   const int64_t m = a.rows, k = a.cols, n = b.cols;
   std::vector<float> c(m * n, kSentinel);
   for (size_t i = 0; i + 1 < cuts.size(); ++i) {
-    GemmBlock(a.data.data(), a.layout, b.data.data(), b.layout, c.data(), cuts[i], cuts[i + 1] - cuts[i], k, n);
+    const int64_t r0 = cuts[i];
+    gemm(a.data.data() + r0 * (a.row_major() ? a.layout.ld : 1), a.layout, b.data.data(), b.layout, c.data() + r0 * n,
+         n, cuts[i + 1] - r0, k, n, false);
   }
   return c;
 }
 
-// Where the CPU lacks AVX-512, f32 runs Eigen's AVX2 GEMM, whose sums depend on the row split
-// (and so on the thread count): only kiln's own kernel promises the same bits.
-bool OwnKernel() { return std::string(GemmKernel()) == "avx512"; }
-
 // Each element's k-sum runs in one fixed order, whichever rows a thread gets: every split gives
 // the same bits as one call.
 TEST(GemmF32Splits, RowBlocksGiveTheSameBits) {
-  if (!OwnKernel()) GTEST_SKIP() << "Eigen's AVX2 GEMM: sums differ by row split";
   std::mt19937 gen(5);
-  for (bool ra : {true, false}) {
-    for (bool rb : {true, false}) {
-      SCOPED_TRACE(std::string(ra ? "A row-major" : "A column-major") + (rb ? ", B row-major" : ", B column-major"));
-      const Matrix a(301, 700, ra, 3, gen), b(700, 77, rb, 1, gen);
-      const std::vector<float> whole = ProductSplitAt(a, b, {0, 301});
-      for (const std::vector<int64_t>& cuts : std::vector<std::vector<int64_t>>{
-               {0, 1, 301}, {0, 13, 150, 151, 301}, {0, 197, 301}, {0, 100, 200, 300, 301}}) {
-        const std::vector<float> split = ProductSplitAt(a, b, cuts);
-        for (size_t i = 0; i < whole.size(); ++i) {
-          ASSERT_EQ(std::memcmp(&whole[i], &split[i], sizeof(float)), 0)
-              << "element " << i << " differs with " << cuts.size() - 1 << " row blocks: " << whole[i] << " vs "
-              << split[i];
+  for (const Kernel& kernel : Kernels()) {
+    if (!kernel.same_bits_for_any_split) continue;
+    SCOPED_TRACE(kernel.name);
+    for (bool ra : {true, false}) {
+      for (bool rb : {true, false}) {
+        SCOPED_TRACE(std::string(ra ? "A row-major" : "A column-major") + (rb ? ", B row-major" : ", B column-major"));
+        const Matrix a(301, 700, ra, 3, gen), b(700, 77, rb, 1, gen);
+        const std::vector<float> whole = ProductSplitAt(kernel.gemm, a, b, {0, 301});
+        for (const std::vector<int64_t>& cuts : std::vector<std::vector<int64_t>>{
+                 {0, 1, 301}, {0, 13, 150, 151, 301}, {0, 197, 301}, {0, 100, 200, 300, 301}}) {
+          const std::vector<float> split = ProductSplitAt(kernel.gemm, a, b, cuts);
+          for (size_t i = 0; i < whole.size(); ++i) {
+            ASSERT_EQ(std::memcmp(&whole[i], &split[i], sizeof(float)), 0)
+                << "element " << i << " differs with " << cuts.size() - 1 << " row blocks: " << whole[i] << " vs "
+                << split[i];
+          }
         }
       }
     }
@@ -140,7 +194,7 @@ TEST(GemmF32Splits, RowBlocksGiveTheSameBits) {
 // The same through Tensor matmul, where the rows go to the device's threads: 1 thread and 2
 // give the same bits (each thread's GemmBlock gets its own rows).
 TEST(GemmF32Splits, MatmulOnOneOrTwoThreadsGivesTheSameBits) {
-  if (!OwnKernel()) GTEST_SKIP() << "Eigen's AVX2 GEMM: sums differ by thread count";
+  if (!ChoseOwnKernel()) GTEST_SKIP() << "Eigen's AVX2 GEMM: its sums depend on the thread count";
   Generator gen(2);
   const CpuTensor a = CpuTensor::uniform({301, 700}, -1, 1, gen), b = CpuTensor::uniform({77, 700}, -1, 1, gen);
   std::vector<TensorData> results;

@@ -60,7 +60,7 @@ TEST(GemmBadEnvironment, StopsWithAMessage) {
   const MatrixLayout l{true, 1};
   float x = 1, y = 1, z = 0;
   EXPECT_EXIT(GemmBlock(&x, l, &y, l, &z, 0, 1, 1, 1), ::testing::ExitedWithCode(2),
-              "KILN_CPU_GEMM=sse2: expected avx2, avx512, avx512bf16 or amx");
+              "KILN_CPU_GEMM=sse2: expected avx2, kiln-avx2, avx512, avx512bf16 or amx");
 }
 
 }  // namespace
