@@ -15,6 +15,7 @@
 #include <cstdint>
 
 #include "backends/cpu/gemm.h"
+#include "backends/cpu/gemm_f32_blocking.h"
 
 namespace kiln::cpu::avx512f32 {
 
@@ -25,16 +26,10 @@ namespace kiln::cpu::avx512f32 {
 inline constexpr int64_t kMR = 14, kNR = 32;
 inline constexpr int64_t kKC = 384, kMC = 196, kNC = 768;
 
-// Elements of the caller-owned buffers (64-byte aligned) for a product of depth k and width n.
+// Elements of the packing buffers (F32GemmScratch) for a product of depth k and width n.
 inline constexpr int64_t kPackedA = kMC * kKC;
-constexpr int64_t PackedB(int64_t k, int64_t n) {
-  const int64_t kc = k < kKC ? k : kKC, nc = n < kNC ? n : kNC;
-  return kc * ((nc + kNR - 1) / kNR * kNR);
-}
-struct Scratch {
-  float* a;  // kPackedA elements
-  float* b;  // PackedB(k, n) elements
-};
+constexpr int64_t PackedB(int64_t k, int64_t n) { return PackedBElements(k, n, kKC, kNC, kNR); }
+using Scratch = F32GemmScratch;
 
 // C (m x n, rows ldc apart) = A B, or C += A B when `accumulate`; A is m x k, B is k x n.
 void Gemm(const float* a, MatrixLayout la, const float* b, MatrixLayout lb, float* c, int64_t ldc, int64_t m, int64_t k,
