@@ -41,7 +41,7 @@ TEST(MemberThreads, WhatAJobThrowsIsItsStatus) {
 TEST(MemberThreads, MemberZeroRunsOnTheCallerTheOthersOnThreadsOfTheirOwn) {
   MemberThreads threads(3);
   std::vector<std::thread::id> first(3), second(3);
-  std::vector<bool> recording(3);
+  std::vector<char> recording(3);  // not vector<bool>: its elements share words, which threads race on
   {
     NoGradScope caller_off;  // member 0 records anyway, as a thread of its own would
     for (std::vector<std::thread::id>* ids : {&first, &second}) {
@@ -58,7 +58,7 @@ TEST(MemberThreads, MemberZeroRunsOnTheCallerTheOthersOnThreadsOfTheirOwn) {
   EXPECT_EQ(first[0], std::this_thread::get_id());
   EXPECT_EQ(std::set<std::thread::id>(first.begin(), first.end()).size(), 3u);
   EXPECT_EQ(first, second);  // the same threads every Run
-  EXPECT_EQ(recording, std::vector<bool>(3, true));
+  EXPECT_EQ(recording, std::vector<char>(3, 1));
 }
 
 TEST(MemberThreads, OneMemberRunsOnTheCallerAlone) {
