@@ -45,8 +45,7 @@ absl::Status MemberThreads::Run(const std::function<absl::Status(int)>& job) {
   if (others > 0) {
     std::lock_guard lock(mu_);
     job_ = &job;
-    running_ = others;
-    unfinished_.store(others, std::memory_order_relaxed);
+    running_.store(others, std::memory_order_relaxed);
     ++generation_;
   }
   if (others > 0) cv_.notify_all();
@@ -56,7 +55,7 @@ absl::Status MemberThreads::Run(const std::function<absl::Status(int)>& job) {
   }
   if (others > 0) {
     // The others did the same work: they are usually microseconds away.
-    if (spin_) SpinUntil([&] { return unfinished_.load(std::memory_order_acquire) == 0; }, kMeetingSpin);
+    if (spin_) SpinUntil([&] { return running_.load(std::memory_order_acquire) == 0; }, kMeetingSpin);
     std::unique_lock lock(mu_);
     cv_.wait(lock, [&] { return running_ == 0; });
     job_ = nullptr;
@@ -79,8 +78,7 @@ void MemberThreads::Loop(int member) {
     const absl::Status status = Guarded(*job, member);
     lock.lock();
     results_[member] = status;
-    unfinished_.fetch_sub(1, std::memory_order_release);
-    if (--running_ == 0) cv_.notify_all();
+    if (running_.fetch_sub(1, std::memory_order_release) == 1) cv_.notify_all();
   }
 }
 

@@ -40,8 +40,9 @@ class MemberThreads {
   std::condition_variable cv_;
   const std::function<absl::Status(int)>* job_ = nullptr;
   uint64_t generation_ = 0;
-  int running_ = 0;                 // members past 0 still working on this generation
-  std::atomic<int> unfinished_{0};  // the same, read without the lock while member 0 spins
+  // Members past 0 still working on this generation: changed under mu_ (the condition
+  // variable's predicate), read without it while member 0 spins.
+  std::atomic<int> running_{0};
   bool stop_ = false;
   const bool spin_;  // member 0 spins briefly for the others before it sleeps (spin_wait.h)
   std::vector<absl::Status> results_;

@@ -87,6 +87,13 @@ void GemmF32Avx2(const float* a, MatrixLayout la, const float* b, MatrixLayout l
   avx2f32::Gemm(a, la, b, lb, c, ldc, m, k, n, accumulate, scratch);
 }
 
+// kiln's f32 kernel in use, or none where f32 runs Eigen's AVX2 GEMM.
+using F32Kernel = void (*)(const float*, MatrixLayout, const float*, MatrixLayout, float*, int64_t, int64_t, int64_t,
+                           int64_t, bool);
+F32Kernel OwnF32Kernel() {
+  return WideChoice().avx512 ? GemmF32Avx512 : WideChoice().kiln_avx2 ? GemmF32Avx2 : nullptr;
+}
+
 }  // namespace
 
 // f32 on AVX-512 runs kiln's own kernel (faster than Eigen's in every layout, and C is written
@@ -94,9 +101,8 @@ void GemmF32Avx2(const float* a, MatrixLayout la, const float* b, MatrixLayout l
 // kiln's AVX2 kernel (the same bits whatever the thread count; not yet as fast as Eigen's).
 void GemmBlock(const float* a, MatrixLayout la, const float* b, MatrixLayout lb, float* c, int64_t r0, int64_t rows,
                int64_t k, int64_t n) {
-  if (WideChoice().avx512 || WideChoice().kiln_avx2) {
-    (WideChoice().avx512 ? GemmF32Avx512 : GemmF32Avx2)(a + r0 * (la.row_major ? la.ld : 1), la, b, lb, c + r0 * n, n,
-                                                        rows, k, n, false);
+  if (const F32Kernel own = OwnF32Kernel()) {
+    own(a + r0 * (la.row_major ? la.ld : 1), la, b, lb, c + r0 * n, n, rows, k, n, false);
     return;
   }
   avx2::GemmBlockF32(a, la, b, lb, c, r0, rows, k, n);
@@ -109,8 +115,8 @@ void GemmBlock(const double* a, MatrixLayout la, const double* b, MatrixLayout l
 
 void Gemm(const float* a, MatrixLayout la, const float* b, MatrixLayout lb, float* c, int64_t ldc, int64_t m, int64_t k,
           int64_t n, bool accumulate) {
-  if (WideChoice().avx512 || WideChoice().kiln_avx2) {
-    (WideChoice().avx512 ? GemmF32Avx512 : GemmF32Avx2)(a, la, b, lb, c, ldc, m, k, n, accumulate);
+  if (const F32Kernel own = OwnF32Kernel()) {
+    own(a, la, b, lb, c, ldc, m, k, n, accumulate);
     return;
   }
   avx2::GemmStridedF32(a, la, b, lb, c, ldc, m, k, n, accumulate);
