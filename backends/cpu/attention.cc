@@ -8,13 +8,16 @@
 // by blocks of queries.
 #include <algorithm>
 #include <cmath>
+#include <cstdint>
+#include <type_traits>
 #include <vector>
 
 #include "Eigen/Core"
 #include "backends/cpu/cpu_backend.h"
 #include "backends/cpu/gemm.h"
+#include "backends/cpu/half_blocks.h"
+#include "backends/cpu/half_convert.h"
 #include "backends/cpu/kernels.h"
-#include "tensor/half_in_f32.h"
 
 namespace kiln {
 
@@ -106,27 +109,86 @@ struct Packing {
   template <class T>
   Head<T> At(const T* qkv, int64_t task) const {
     const T* base = qkv + task / heads * s * 3 * d + task % heads * hd;
-    return {base, base + d, base + 2 * d, 3 * d, s, hd, T(1 / std::sqrt(static_cast<double>(hd)))};
+    return {base, base + d, base + 2 * d, 3 * d, s, hd, T(Scale())};
   }
+  double Scale() const { return 1 / std::sqrt(static_cast<double>(hd)); }
   // Offset of head `task`'s first column in a [b, s, width] tensor.
   int64_t Column(int64_t task, int64_t width) const { return task / heads * s * width + task % heads * hd; }
 };
 
+// Half operands: one task's columns widened into f32 scratch of its own, computed there by the
+// f32 code and rounded once on the way out, so the whole tensors are never copied to f32 (as
+// HalfInF32 would) and the scratch of one head stays in L2. The scratch holds the head's rows
+// of [q | k | v] side by side, the packed layout of a single head. The weights' scratch sits where
+// the task's weights sit in a whole f32 tensor, modulo 64 bytes (cpu::ScratchAt), so the rows'
+// softmax gives the f32 kernel's bits.
+
+// `rows` runs of `width` values, `ld_from` apart, converted to runs `ld_to` apart.
+template <class From, class To>
+void ConvertRows(const From* from, int64_t ld_from, To* to, int64_t ld_to, int64_t rows, int64_t width) {
+  for (int64_t r = 0; r < rows; ++r) {
+    if constexpr (std::is_same_v<To, float>) {
+      cpu::HalfToFloat(from + r * ld_from, 1, to + r * ld_to, width);
+    } else {
+      cpu::FloatToHalf(from + r * ld_from, 1, to + r * ld_to, width);
+    }
+  }
+}
+
+template <class H>
+Head<float> WidenHead(const Packing& p, const H* qkv, int64_t task, std::vector<float>& scratch) {
+  const Head<H> h = p.At(qkv, task);
+  scratch.resize(p.s * 3 * p.hd);
+  float* q = scratch.data();
+  for (int64_t part = 0; part < 3; ++part) ConvertRows(h.q + part * p.d, h.ld, q + part * p.hd, 3 * p.hd, p.s, p.hd);
+  return {q, q + p.hd, q + 2 * p.hd, 3 * p.hd, p.s, p.hd, static_cast<float>(p.Scale())};
+}
+
+template <class H>
+void ForwardHalfHead(const Packing& p, const H* qkv, int64_t task, H* weights, H* y) {
+  thread_local std::vector<float> widened, w_scratch, out;
+  const Head<float> h = WidenHead(p, qkv, task, widened);
+  float* w = cpu::ScratchAt(w_scratch, p.s * p.s, task * p.s * p.s);
+  out.resize(p.s * p.hd);
+  ForwardHead(h, w, out.data(), p.hd);
+  cpu::FloatToHalf(w, 1, weights + task * p.s * p.s, p.s * p.s);
+  ConvertRows(out.data(), p.hd, y + p.Column(task, p.d), p.d, p.s, p.hd);
+}
+
+template <class H>
+void BackwardHalfHead(const Packing& p, const H* qkv, const H* weights, const H* gy, int64_t task, H* dqkv) {
+  thread_local std::vector<float> widened, w_scratch, g, grad;
+  const Head<float> h = WidenHead(p, qkv, task, widened);
+  float* w = cpu::ScratchAt(w_scratch, p.s * p.s, task * p.s * p.s);
+  cpu::HalfToFloat(weights + task * p.s * p.s, 1, w, p.s * p.s);
+  g.resize(p.s * p.hd);
+  ConvertRows(gy + p.Column(task, p.d), p.d, g.data(), p.hd, p.s, p.hd);
+  grad.resize(p.s * 3 * p.hd);
+  float* gq = grad.data();
+  BackwardHead(h, w, g.data(), p.hd, gq, gq + p.hd, gq + 2 * p.hd);
+  H* out = dqkv + p.Column(task, 3 * p.d);
+  for (int64_t part = 0; part < 3; ++part)
+    ConvertRows(gq + part * p.hd, 3 * p.hd, out + part * p.d, 3 * p.d, p.s, p.hd);
+}
+
 }  // namespace
 
 AttentionForward<Cpu::Primitive> Cpu::causal_attention(const Primitive& qkv, int64_t heads) {
-  if (IsHalf(qkv.dtype)) return HalfInF32<Cpu>::causal_attention(qkv, heads);
   const StridedTensor in = contiguous(qkv);
   const Packing p(qkv.shape, heads);
   AttentionForward<Primitive> out{StridedTensor::Empty(Shape{p.b, p.s, p.d}, qkv.dtype, qkv.device),
                                   StridedTensor::Empty(Shape{p.b, heads, p.s, p.s}, qkv.dtype, qkv.device)};
-  cpu::ForFloat(qkv.dtype, [&](auto t) {
+  cpu::ForFloatOrHalf(qkv.dtype, [&](auto t) {
     using T = decltype(t);
     const T* src = in.data<T>();
     T *y = out.y.mutable_data<T>(), *weights = out.weights.mutable_data<T>();
     cpu::ParallelFor(qkv.device, p.b * heads, 1, [&](int64_t begin, int64_t end) {
       for (int64_t task = begin; task < end; ++task) {
-        ForwardHead(p.At(src, task), weights + task * p.s * p.s, y + p.Column(task, p.d), p.d);
+        if constexpr (kIsHalf<T>) {
+          ForwardHalfHead(p, src, task, weights, y);
+        } else {
+          ForwardHead(p.At(src, task), weights + task * p.s * p.s, y + p.Column(task, p.d), p.d);
+        }
       }
     });
   });
@@ -135,18 +197,22 @@ AttentionForward<Cpu::Primitive> Cpu::causal_attention(const Primitive& qkv, int
 
 Cpu::Primitive Cpu::causal_attention_backward(const Primitive& qkv, const Primitive& weights, const Primitive& gy,
                                               int64_t heads) {
-  if (IsHalf(qkv.dtype)) return HalfInF32<Cpu>::causal_attention_backward(qkv, weights, gy, heads);
   const StridedTensor in = contiguous(qkv), w = contiguous(weights), g = contiguous(gy);
   const Packing p(qkv.shape, heads);
   StridedTensor out = StridedTensor::Empty(qkv.shape, qkv.dtype, qkv.device);
-  cpu::ForFloat(qkv.dtype, [&](auto t) {
+  cpu::ForFloatOrHalf(qkv.dtype, [&](auto t) {
     using T = decltype(t);
     const T *src = in.data<T>(), *wv = w.data<T>(), *gv = g.data<T>();
     T* dst = out.mutable_data<T>();
     cpu::ParallelFor(qkv.device, p.b * heads, 1, [&](int64_t begin, int64_t end) {
       for (int64_t task = begin; task < end; ++task) {
-        T* gq = dst + p.Column(task, 3 * p.d);
-        BackwardHead(p.At(src, task), wv + task * p.s * p.s, gv + p.Column(task, p.d), p.d, gq, gq + p.d, gq + 2 * p.d);
+        if constexpr (kIsHalf<T>) {
+          BackwardHalfHead(p, src, wv, gv, task, dst);
+        } else {
+          T* gq = dst + p.Column(task, 3 * p.d);
+          BackwardHead(p.At(src, task), wv + task * p.s * p.s, gv + p.Column(task, p.d), p.d, gq, gq + p.d,
+                       gq + 2 * p.d);
+        }
       }
     });
   });

@@ -10,6 +10,7 @@
 
 #include "Eigen/Core"
 #include "backends/cpu/cpu_backend.h"
+#include "backends/cpu/half_blocks.h"
 #include "backends/cpu/kernels.h"
 #include "tensor/error.h"
 #include "tensor/half_in_f32.h"
@@ -216,27 +217,62 @@ namespace {
 constexpr double kSqrt2OverPi = 0.79788456080286535588;  // sqrt(2 / pi)
 constexpr double kGeluCubic = 0.044715;
 
-// f(x run, out run) over the elements, split across threads.
-template <class T, class F>
+// f(x run, out run) over the elements, split across threads at multiples of 16 elements: with
+// buffers 64-byte aligned every run starts aligned, so Eigen's vector and scalar paths take the
+// same elements (and give the same bits) whatever the split or the thread count.
+template <class F>
 void MapChunks(const CpuDevice& device, int64_t n, F f) {
-  cpu::ParallelFor(device, n, 1 << 14, [&](int64_t begin, int64_t end) { f(begin, end - begin); });
+  constexpr int64_t kUnit = 16;
+  cpu::ParallelFor(device, (n + kUnit - 1) / kUnit, (1 << 14) / kUnit,
+                   [&](int64_t begin, int64_t end) { f(begin * kUnit, std::min(end * kUnit, n) - begin * kUnit); });
+}
+
+template <class T>
+void GeluRun(const T* x, T* y, int64_t n, bool tanh) {
+  const ConstRowOf<T> v(x, n);
+  if (tanh) {
+    RowOf<T>(y, n) = T(0.5) * v * (T(1) + (T(kSqrt2OverPi) * (v + T(kGeluCubic) * v.cube())).tanh());
+  } else {
+    RowOf<T>(y, n) = T(0.5) * v * (T(1) + (v * T(std::numbers::sqrt2 / 2)).erf());
+  }
+}
+
+template <class T>
+void GeluBackwardRun(const T* x, const T* g, T* y, int64_t n, bool tanh) {
+  if (tanh) {
+    // tanh is needed twice: kept for blocks of 256 on the stack (no heap array, in cache).
+    constexpr int64_t kBlock = 256;
+    for (int64_t i = 0; i < n; i += kBlock) {
+      const int64_t len = std::min(kBlock, n - i);
+      const ConstRowOf<T> vb(x + i, len), gb(g + i, len);
+      const Eigen::Array<T, Eigen::Dynamic, 1, 0, kBlock, 1> th =
+          (T(kSqrt2OverPi) * (vb + T(kGeluCubic) * vb.cube())).tanh();
+      RowOf<T>(y + i, len) = gb * (T(0.5) * (T(1) + th) + T(0.5) * vb * (T(1) - th.square()) * T(kSqrt2OverPi) *
+                                                              (T(1) + T(3 * kGeluCubic) * vb.square()));
+    }
+  } else {
+    const ConstRowOf<T> v(x, n), gr(g, n);
+    const T inv_sqrt_2pi = T(0.5 * std::numbers::inv_sqrtpi * std::numbers::sqrt2);
+    RowOf<T>(y, n) = gr * (T(0.5) * (T(1) + (v * T(std::numbers::sqrt2 / 2)).erf()) +
+                           v * inv_sqrt_2pi * (T(-0.5) * v.square()).exp());
+  }
 }
 }  // namespace
 
+// Half operands are widened block by block inside the pass (backends/cpu/half_blocks.h).
 Cpu::Primitive Cpu::gelu(const Primitive& x, bool tanh) {
-  if (IsHalf(x.dtype)) return HalfInF32<Cpu>::gelu(x, tanh);
   const StridedTensor in = contiguous(x);
   StridedTensor out = StridedTensor::Empty(x.shape, x.dtype, x.device);
-  ForFloat(x.dtype, [&](auto t) {
+  cpu::ForFloatOrHalf(x.dtype, [&](auto t) {
     using T = decltype(t);
     const T* src = in.data<T>();
     T* dst = out.mutable_data<T>();
-    MapChunks<T>(x.device, x.shape.numel(), [&](int64_t at, int64_t n) {
-      const ConstRowOf<T> v(src + at, n);
-      if (tanh) {
-        RowOf<T>(dst + at, n) = T(0.5) * v * (T(1) + (T(kSqrt2OverPi) * (v + T(kGeluCubic) * v.cube())).tanh());
+    MapChunks(x.device, x.shape.numel(), [&](int64_t at, int64_t n) {
+      if constexpr (kIsHalf<T>) {
+        cpu::InF32Blocks<1>({src + at}, dst + at, n,
+                            [&](const auto& v, float* y, int64_t m) { GeluRun(v[0], y, m, tanh); });
       } else {
-        RowOf<T>(dst + at, n) = T(0.5) * v * (T(1) + (v * T(std::numbers::sqrt2 / 2)).erf());
+        GeluRun(src + at, dst + at, n, tanh);
       }
     });
   });
@@ -244,31 +280,18 @@ Cpu::Primitive Cpu::gelu(const Primitive& x, bool tanh) {
 }
 
 Cpu::Primitive Cpu::gelu_backward(const Primitive& x, const Primitive& gy, bool tanh) {
-  if (IsHalf(x.dtype)) return HalfInF32<Cpu>::gelu_backward(x, gy, tanh);
   const StridedTensor in = contiguous(x), gc = contiguous(gy);
   StridedTensor out = StridedTensor::Empty(x.shape, x.dtype, x.device);
-  ForFloat(x.dtype, [&](auto t) {
+  cpu::ForFloatOrHalf(x.dtype, [&](auto t) {
     using T = decltype(t);
     const T *src = in.data<T>(), *g = gc.data<T>();
     T* dst = out.mutable_data<T>();
-    MapChunks<T>(x.device, x.shape.numel(), [&](int64_t at, int64_t n) {
-      const ConstRowOf<T> v(src + at, n), gr(g + at, n);
-      if (tanh) {
-        // tanh is needed twice: kept for blocks of 256 on the stack (no heap array, in cache).
-        constexpr int64_t kBlock = 256;
-        for (int64_t i = 0; i < n; i += kBlock) {
-          const int64_t len = std::min(kBlock, n - i);
-          const ConstRowOf<T> vb(src + at + i, len), gb(g + at + i, len);
-          const Eigen::Array<T, Eigen::Dynamic, 1, 0, kBlock, 1> th =
-              (T(kSqrt2OverPi) * (vb + T(kGeluCubic) * vb.cube())).tanh();
-          RowOf<T>(dst + at + i, len) =
-              gb * (T(0.5) * (T(1) + th) +
-                    T(0.5) * vb * (T(1) - th.square()) * T(kSqrt2OverPi) * (T(1) + T(3 * kGeluCubic) * vb.square()));
-        }
+    MapChunks(x.device, x.shape.numel(), [&](int64_t at, int64_t n) {
+      if constexpr (kIsHalf<T>) {
+        cpu::InF32Blocks<2>({src + at, g + at}, dst + at, n,
+                            [&](const auto& v, float* y, int64_t m) { GeluBackwardRun(v[0], v[1], y, m, tanh); });
       } else {
-        const T inv_sqrt_2pi = T(0.5 * std::numbers::inv_sqrtpi * std::numbers::sqrt2);
-        RowOf<T>(dst + at, n) = gr * (T(0.5) * (T(1) + (v * T(std::numbers::sqrt2 / 2)).erf()) +
-                                      v * inv_sqrt_2pi * (T(-0.5) * v.square()).exp());
+        GeluBackwardRun(src + at, g + at, dst + at, n, tanh);
       }
     });
   });

@@ -24,6 +24,17 @@ void ForFloat(DType dtype, F&& f) {
   }
 }
 
+// f(T{}) with T the storage type of a float `dtype`, half types included: for kernels that widen
+// half operands block by block themselves (backends/cpu/half_blocks.h).
+template <class F>
+void ForFloatOrHalf(DType dtype, F&& f) {
+  switch (dtype) {
+    case DType::kBF16: return f(BFloat16{});
+    case DType::kF16: return f(Float16{});
+    default: return ForFloat(dtype, f);
+  }
+}
+
 }  // namespace kiln::cpu
 
 #endif  // KILN_BACKENDS_CPU_KERNELS_H_

@@ -4,9 +4,12 @@
 #include <cmath>
 #include <numeric>
 #include <type_traits>
+#include <vector>
 
 #include "Eigen/Core"
 #include "backends/cpu/cpu_backend.h"
+#include "backends/cpu/half_blocks.h"
+#include "backends/cpu/half_convert.h"
 #include "backends/cpu/strided.h"
 #include "tensor/half_in_f32.h"
 #include "tensor/reduce_layout.h"
@@ -53,17 +56,32 @@ T ReduceRun(ReduceOp op, const T* x, int64_t n) {
   }
 }
 
-// `arranged`: the dense [outer, reduced, 1] input.
-template <class T>
+// n elements of `x` as the reduction reads them: the elements themselves, or half elements
+// widened to f32 into `scratch`, placed as the widened tensor's copy would be (cpu::ScratchAt) at
+// the run's `offset` in it, so Eigen's sums take the same order as over a whole f32 copy.
+template <class T, class S>
+const T* Load(const S* x, int64_t n, int64_t offset, std::vector<float>& scratch) {
+  if constexpr (std::is_same_v<T, S>) {
+    return x;
+  } else {
+    float* widened = cpu::ScratchAt(scratch, n, offset);
+    cpu::HalfToFloat(x, 1, widened, n);
+    return widened;
+  }
+}
+
+// `arranged`: the dense [outer, reduced, 1] input of storage type S, reduced in T.
+template <class T, class S = T>
 void ReduceRows(ReduceOp op, const StridedTensor& arranged, const ReduceLayout& l, T* out) {
-  const T* x = arranged.data<T>();
+  const S* x = arranged.data<S>();
   const int64_t blocks = (l.reduced + kRowBlock - 1) / kRowBlock;
   std::vector<T> partial(l.outer * blocks);
   cpu::ParallelFor(arranged.device, l.outer * blocks, 1, [&](int64_t lo, int64_t hi) {
+    thread_local std::vector<float> scratch;
     for (int64_t w = lo; w < hi; ++w) {
       const int64_t row = w / blocks, block = w % blocks;
-      const int64_t begin = block * kRowBlock;
-      partial[w] = ReduceRun(op, x + row * l.reduced + begin, std::min(kRowBlock, l.reduced - begin));
+      const int64_t at = row * l.reduced + block * kRowBlock, n = std::min(kRowBlock, l.reduced - block * kRowBlock);
+      partial[w] = ReduceRun(op, Load<T>(x + at, n, at, scratch), n);
     }
   });
   for (int64_t row = 0; row < l.outer; ++row) {
@@ -73,25 +91,32 @@ void ReduceRows(ReduceOp op, const StridedTensor& arranged, const ReduceLayout& 
   }
 }
 
-// `arranged`: the dense [outer, reduced, inner] input.
-template <class T>
+// `arranged`: the dense [outer, reduced, inner] input of storage type S, reduced in T.
+template <class T, class S = T>
 void ReduceStrided(ReduceOp op, const StridedTensor& arranged, const ReduceLayout& l, T* out) {
-  const T* x = arranged.data<T>();
+  const S* x = arranged.data<S>();
   const int64_t chunks = (l.inner + kInnerBlock - 1) / kInnerBlock;
   cpu::ParallelFor(arranged.device, l.outer * chunks, 1, [&](int64_t lo, int64_t hi) {
+    thread_local std::vector<float> scratch;
     for (int64_t w = lo; w < hi; ++w) {
       const int64_t o = w / chunks;
       const int64_t i0 = (w % chunks) * kInnerBlock;
       const int64_t n = std::min(kInnerBlock, l.inner - i0);
-      const T* base = x + o * l.reduced * l.inner + i0;
+      const S* base = x + o * l.reduced * l.inner + i0;
       T* acc = out + o * l.inner + i0;
-      std::copy(base, base + n, acc);
+      const T* first = Load<T>(base, n, 0, scratch);
+      std::copy(first, first + n, acc);
       for (int64_t r = 1; r < l.reduced; ++r) {
-        const T* row = base + r * l.inner;
+        const T* row = Load<T>(base + r * l.inner, n, 0, scratch);
         for (int64_t i = 0; i < n; ++i) acc[i] = Combine(op, acc[i], row[i]);
       }
     }
   });
+}
+
+template <class T>
+void DivideByExtent(T* o, int64_t n, int64_t extent) {
+  for (int64_t i = 0; i < n; ++i) o[i] = static_cast<T>(o[i] / static_cast<T>(extent));
 }
 
 // Small reduced extents (pooling windows, short rows): each output element combines the R
@@ -129,14 +154,40 @@ void ReduceGathered(ReduceOp op, const StridedTensor& p, absl::Span<const int64_
                    });
 }
 
+// Half input over whole rows or strided runs: the runs widened to f32 as the loops read them,
+// sums in f32, each result rounded once (HalfInF32's bits without its whole-tensor f32 copy).
+template <class H>
+StridedTensor ReduceHalf(ReduceOp op, const StridedTensor& p, absl::Span<const int64_t> dims, const Shape& out_shape,
+                         int64_t extent) {
+  const ReduceLayout l = ArrangeReduce(p.shape, dims);
+  const StridedTensor arranged = ArrangeForReduce<Cpu>(p, l);
+  std::vector<float> sums(out_shape.numel());
+  if (l.inner == 1) {
+    ReduceRows<float, H>(op, arranged, l, sums.data());
+  } else {
+    ReduceStrided<float, H>(op, arranged, l, sums.data());
+  }
+  if (op == ReduceOp::kMean) DivideByExtent(sums.data(), out_shape.numel(), extent);
+  StridedTensor out = StridedTensor::Empty(out_shape, p.dtype, p.device);
+  cpu::FloatToHalf(sums.data(), 1, out.mutable_data<H>(), out_shape.numel());
+  return out;
+}
+
 }  // namespace
 
 Cpu::Primitive Cpu::reduce(ReduceOp op, const Primitive& p, absl::Span<const int64_t> dims, bool keepdim) {
-  if (IsHalf(p.dtype)) return HalfInF32<Cpu>::reduce(op, p, dims, keepdim);
   const Shape out_shape = ReducedShape(p.shape, dims, keepdim);
-  StridedTensor out = StridedTensor::Empty(out_shape, p.dtype, p.device);
   int64_t extent = 1;
   for (int64_t d : dims) extent *= p.shape[d];
+  // Consecutive dims of a dense tensor with a wide inner extent vectorise best as rows.
+  const bool dense_rows = p.IsContiguous() && ConsecutiveDims(dims) && dims.back() + 1 < p.shape.rank();
+  const bool gathered = extent <= kGatheredMaximum && out_shape.numel() > 1 && !dense_rows;
+  if (IsHalf(p.dtype)) {
+    if (gathered || extent == 0 || out_shape.numel() == 0) return HalfInF32<Cpu>::reduce(op, p, dims, keepdim);
+    if (p.dtype == DType::kBF16) return ReduceHalf<BFloat16>(op, p, dims, out_shape, extent);
+    return ReduceHalf<Float16>(op, p, dims, out_shape, extent);
+  }
+  StridedTensor out = StridedTensor::Empty(out_shape, p.dtype, p.device);
   VisitComputeDType(p.dtype, [&](auto v) {
     using T = decltype(v);
     if constexpr (!std::is_same_v<T, bool>) {
@@ -147,9 +198,7 @@ Cpu::Primitive Cpu::reduce(ReduceOp op, const Primitive& p, absl::Span<const int
         return;
       }
       if (out_shape.numel() == 0) return;
-      // Consecutive dims of a dense tensor with a wide inner extent vectorise best as rows.
-      const bool dense_rows = p.IsContiguous() && ConsecutiveDims(dims) && dims.back() + 1 < p.shape.rank();
-      if (extent <= kGatheredMaximum && out_shape.numel() > 1 && !dense_rows) {
+      if (gathered) {
         ReduceGathered<T>(op, p, dims, o);
       } else {
         const ReduceLayout l = ArrangeReduce(p.shape, dims);
@@ -159,10 +208,7 @@ Cpu::Primitive Cpu::reduce(ReduceOp op, const Primitive& p, absl::Span<const int
         else
           ReduceStrided<T>(op, arranged, l, o);
       }
-      if (op == ReduceOp::kMean) {
-        const int64_t n = out_shape.numel();
-        for (int64_t i = 0; i < n; ++i) o[i] = static_cast<T>(o[i] / static_cast<T>(extent));
-      }
+      if (op == ReduceOp::kMean) DivideByExtent(o, out_shape.numel(), extent);
     }
   });
   return out;

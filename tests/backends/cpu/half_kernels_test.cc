@@ -2,7 +2,9 @@
 // scalar conversion per element gives: native bf16/f16 binary ops over every operand layout
 // (dense, broadcast value, broadcast row and column, transposed, streamed), casts from and to
 // f32 (dense, strided, transposed), a half copied to its own type bit for bit, and the host
-// reductions of the collectives; the same bits on 1, 2 and 3 threads.
+// reductions of the collectives; the same bits on 1, 2 and 3 threads. The fused kernels that
+// widen half operands block by block (backends/cpu/half_blocks.h) give what the f32 kernel gives
+// on the whole widened tensors, rounded once (tensor/half_in_f32.h), bit for bit.
 #include <gtest/gtest.h>
 
 #include <bit>
@@ -11,12 +13,14 @@
 #include <cstring>
 #include <functional>
 #include <random>
+#include <string>
 #include <vector>
 
 #include "absl/strings/str_cat.h"
 #include "backends/cpu/collective_kernels.h"
 #include "backends/cpu/cpu_backend.h"
 #include "backends/cpu/cpu_device.h"
+#include "tensor/half_in_f32.h"
 
 namespace kiln {
 namespace {
@@ -239,6 +243,97 @@ TYPED_TEST(HalfKernelsTest, HostReductions) {
   for (int64_t i = 0; i < kN; ++i) {
     const H want = i < kBegin || i >= kEnd ? members[0][i] : H(static_cast<float>(members[0][i]) / 3.0f);
     ASSERT_TRUE(Same(data[i], want)) << "divide at " << i;
+  }
+}
+
+// Values in [lo, hi), rounded to H.
+template <class H>
+T Uniform(const Shape& shape, float lo, float hi, uint32_t seed) {
+  std::mt19937 gen(seed);
+  std::uniform_real_distribution<float> dist(lo, hi);
+  std::vector<H> v(shape.numel());
+  for (auto& x : v) x = H(dist(gen));
+  return T::from_vector(v, shape);
+}
+
+// `got` and `want` hold the same half values, bit for bit (NaNs: both NaN).
+template <class H>
+void ExpectSameBits(const Cpu::Primitive& got, const Cpu::Primitive& want, const std::string& what) {
+  const TensorData g = T(got).to_data(), w = T(want).to_data();
+  ASSERT_EQ(g.dtype(), w.dtype()) << what;
+  ASSERT_EQ(g.numel(), w.numel()) << what;
+  for (int64_t i = 0; i < g.numel(); ++i) {
+    ASSERT_TRUE(Same(g.values<H>()[i], w.values<H>()[i]))
+        << what << " at " << i << ": " << static_cast<float>(g.values<H>()[i]) << " against "
+        << static_cast<float>(w.values<H>()[i]);
+  }
+}
+
+// More than one parallel chunk of 16K elements and a partial block of 1,024 at the end.
+TYPED_TEST(HalfKernelsTest, GeluEqualsTheF32KernelRoundedOnce) {
+  using H = TypeParam;
+  const int64_t n = 3 * 16384 + 1037;
+  const T x = T::from_vector(Values<H>(n, 10), {n}), gy = T::from_vector(Values<H>(n, 11), {n});
+  for (int threads : {1, 2, 3}) {
+    UseThreads(threads);
+    for (bool tanh : {false, true}) {
+      const std::string what = absl::StrCat(tanh ? "tanh" : "erf", " on ", threads, " threads");
+      ExpectSameBits<H>(Cpu::gelu(x.primitive(), tanh), HalfInF32<Cpu>::gelu(x.primitive(), tanh), "gelu " + what);
+      ExpectSameBits<H>(Cpu::gelu_backward(x.primitive(), gy.primitive(), tanh),
+                        HalfInF32<Cpu>::gelu_backward(x.primitive(), gy.primitive(), tanh), "gelu_backward " + what);
+    }
+  }
+}
+
+// One head's scratch per task: several blocks of 64 queries (s = 130), the GPT's head width.
+TYPED_TEST(HalfKernelsTest, CausalAttentionEqualsTheF32KernelRoundedOnce) {
+  using H = TypeParam;
+  struct Case {
+    int64_t b, s, heads, hd;
+  };
+  for (const Case& c : {Case{2, 130, 3, 8}, Case{1, 64, 2, 64}, Case{1, 1, 1, 1}, Case{0, 3, 1, 2}}) {
+    const T qkv = Uniform<H>(Shape{c.b, c.s, 3 * c.heads * c.hd}, -2, 2, 12);
+    const T gy = Uniform<H>(Shape{c.b, c.s, c.heads * c.hd}, -1, 1, 13);
+    for (int threads : {1, 2, 3}) {
+      UseThreads(threads);
+      const std::string what =
+          absl::StrCat("b ", c.b, " s ", c.s, " heads ", c.heads, " hd ", c.hd, " on ", threads, " threads");
+      const auto got = Cpu::causal_attention(qkv.primitive(), c.heads);
+      const auto want = HalfInF32<Cpu>::causal_attention(qkv.primitive(), c.heads);
+      ExpectSameBits<H>(got.y, want.y, "y, " + what);
+      ExpectSameBits<H>(got.weights, want.weights, "weights, " + what);
+      ExpectSameBits<H>(
+          Cpu::causal_attention_backward(qkv.primitive(), want.weights, gy.primitive(), c.heads),
+          HalfInF32<Cpu>::causal_attention_backward(qkv.primitive(), want.weights, gy.primitive(), c.heads),
+          "backward, " + what);
+    }
+  }
+}
+
+// Long rows split into several blocks of 16K (at offsets that are not 64-byte aligned), columns
+// over many rows, several dims, a transposed input, and a small window (HalfInF32 itself).
+TYPED_TEST(HalfKernelsTest, ReductionsEqualTheF32KernelRoundedOnce) {
+  using H = TypeParam;
+  struct Case {
+    Shape shape;
+    std::vector<int64_t> dims;
+    bool transpose;
+  };
+  const std::vector<Case> cases = {{Shape{3, 40001}, {1}, false},      {Shape{2048, 384}, {0}, false},
+                                   {Shape{4, 70, 131}, {0, 1}, false}, {Shape{70, 131}, {0}, true},
+                                   {Shape{5, 3, 7}, {1}, false},       {Shape{1, 1}, {0, 1}, false}};
+  for (const Case& c : cases) {
+    const T values = Uniform<H>(c.shape, -3, 3, 14);
+    const T x = c.transpose ? values.transpose(0, 1) : values;
+    for (const ReduceOp op : {ReduceOp::kSum, ReduceOp::kMean, ReduceOp::kMax, ReduceOp::kMin}) {
+      for (int threads : {1, 2, 3}) {
+        UseThreads(threads);
+        const std::string what = absl::StrCat("reduce ", static_cast<int>(op), " of ", x.shape().ToString(), " over ",
+                                              c.dims.size(), " dims on ", threads, " threads");
+        ExpectSameBits<H>(Cpu::reduce(op, x.primitive(), c.dims, false),
+                          HalfInF32<Cpu>::reduce(op, x.primitive(), c.dims, false), what);
+      }
+    }
   }
 }
 
