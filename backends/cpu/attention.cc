@@ -84,8 +84,7 @@ template <class T>
 void BackwardHead(const Head<T>& h, const T* weights, const T* gy, int64_t ld_gy, T* gq, T* gk, T* gv) {
   if (h.s == 0) return;
   thread_local std::vector<T> scratch;
-  scratch.resize(kQueryBlock * h.s);
-  T* gs = scratch.data();
+  T* gs = cpu::ScratchAt(scratch, kQueryBlock * h.s, 0);
   const int64_t last = (h.s - 1) / kQueryBlock * kQueryBlock;
   for (int64_t r0 = last; r0 >= 0; r0 -= kQueryBlock) {
     const int64_t rows = std::min(kQueryBlock, h.s - r0), cols = r0 + rows;

@@ -36,15 +36,17 @@ void InF32Blocks(const std::array<const H*, N>& in, H* out, int64_t n, F f) {
   }
 }
 
-// n floats of `scratch` from `offset` floats past a 64-byte boundary, resized as needed. Eigen's
+// n values of `scratch` from `offset` values past a 64-byte boundary, resized as needed. Eigen's
 // loops over a run (a softmax's max, a sum) start their vector path at its first aligned element,
-// so a run's bits depend on its address modulo 64 bytes: a scratch copy placed where the values
-// sit in a whole tensor (64-byte aligned, backends/cpu/allocator.h) gives the same bits.
-inline float* ScratchAt(std::vector<float>& scratch, int64_t n, int64_t offset) {
-  constexpr int64_t kFloats = 64 / sizeof(float);
-  scratch.resize(n + 2 * kFloats);
+// so a run's bits depend on its address modulo 64 bytes: scratch placed where the values sit in
+// a whole tensor (64-byte aligned, backends/cpu/allocator.h) gives the same bits, and the bits
+// never depend on where malloc put the scratch.
+template <class T>
+T* ScratchAt(std::vector<T>& scratch, int64_t n, int64_t offset) {
+  constexpr int64_t kPerLine = 64 / sizeof(T);
+  scratch.resize(n + 2 * kPerLine);
   const auto address = reinterpret_cast<uintptr_t>(scratch.data());
-  return scratch.data() + (kFloats - address / sizeof(float) % kFloats) % kFloats + offset % kFloats;
+  return scratch.data() + (kPerLine - address / sizeof(T) % kPerLine) % kPerLine + offset % kPerLine;
 }
 
 }  // namespace kiln::cpu
