@@ -7,6 +7,9 @@
 // "bf16 via f32" row times the path they take elsewhere (the operands widened, the f32 GEMM,
 // the result rounded once: HalfInF32), in the same run. f16 always takes that path.
 // bench/torch_half_matmul.py times PyTorch on the same shapes; bench/README.md has the figures.
+// BM_FusedHalf times the fused kernels that widen half operands block by block inside their own
+// pass (backends/cpu/half_blocks.h) at the larger GPT's shapes, against the same op in f32 and
+// through HalfInF32 (whole-tensor casts around the f32 kernel), 2 threads.
 #include <benchmark/benchmark.h>
 
 #include <array>
@@ -16,6 +19,7 @@
 #include "backends/cpu/cpu_backend.h"
 #include "backends/cpu/gemm.h"
 #include "backends/cpu/gemm_choice.h"
+#include "tensor/half_in_f32.h"
 
 namespace kiln {
 namespace {
@@ -96,10 +100,59 @@ void BM_Add(benchmark::State& state) {
       benchmark::Counter(3e-9 * kElements * DTypeSize(dtype), benchmark::Counter::kIsIterationInvariantRate);
 }
 
+// What BM_FusedHalf runs, by its first argument, and how, by its second.
+enum FusedOp { kGelu, kGeluBackward, kAttention, kAttentionBackward, kColumnSum };
+enum FusedPath { kFusedF32, kFusedBf16, kFusedBf16ViaF32 };
+
+// The larger GPT's shapes (bench/gpt_step.h): batch 8, context 256, width 384, 6 heads.
+void BM_FusedHalf(benchmark::State& state) {
+  const auto op = static_cast<FusedOp>(state.range(0));
+  const auto path = static_cast<FusedPath>(state.range(1));
+  UseThreads(2);
+  const DType dtype = path == kFusedF32 ? DType::kF32 : DType::kBF16;
+  const bool via_f32 = path == kFusedBf16ViaF32;
+  Generator gen(1);
+  const CpuTensor hidden = CpuTensor::normal({8, 256, 1536}, 0, 1, gen).to(dtype);
+  const CpuTensor qkv = CpuTensor::normal({8, 256, 1152}, 0, 1, gen).to(dtype);
+  const CpuTensor gy = CpuTensor::normal({8, 256, 384}, 0, 1, gen).to(dtype);
+  const Cpu::Primitive weights = Cpu::causal_attention(qkv.primitive(), 6).weights;
+  const int64_t rows[] = {0, 1};
+  for (auto _ : state) {
+    switch (op) {
+      case kGelu:
+        benchmark::DoNotOptimize(via_f32 ? HalfInF32<Cpu>::gelu(hidden.primitive(), true)
+                                         : Cpu::gelu(hidden.primitive(), true));
+        break;
+      case kGeluBackward:
+        benchmark::DoNotOptimize(via_f32 ? HalfInF32<Cpu>::gelu_backward(hidden.primitive(), hidden.primitive(), true)
+                                         : Cpu::gelu_backward(hidden.primitive(), hidden.primitive(), true));
+        break;
+      case kAttention:
+        benchmark::DoNotOptimize(via_f32 ? HalfInF32<Cpu>::causal_attention(qkv.primitive(), 6)
+                                         : Cpu::causal_attention(qkv.primitive(), 6));
+        break;
+      case kAttentionBackward:
+        benchmark::DoNotOptimize(
+            via_f32 ? HalfInF32<Cpu>::causal_attention_backward(qkv.primitive(), weights, gy.primitive(), 6)
+                    : Cpu::causal_attention_backward(qkv.primitive(), weights, gy.primitive(), 6));
+        break;
+      case kColumnSum:  // a Linear's bias gradient: the sum over batch and time
+        benchmark::DoNotOptimize(via_f32 ? HalfInF32<Cpu>::reduce(ReduceOp::kSum, hidden.primitive(), rows, false)
+                                         : Cpu::reduce(ReduceOp::kSum, hidden.primitive(), rows, false));
+        break;
+    }
+  }
+  static constexpr const char* kOps[] = {"gelu", "gelu_backward", "causal_attention", "causal_attention_backward",
+                                         "sum over [8, 256]"};
+  static constexpr const char* kPaths[] = {"f32", "bf16", "bf16 via f32 (HalfInF32)"};
+  state.SetLabel(std::string(kOps[op]) + ", " + kPaths[path]);
+}
+
 // Interleaved dtypes, so a noisy moment hits all three alike.
 BENCHMARK(BM_Matmul)->Apply(MatmulArgs)->Unit(benchmark::kMillisecond)->UseRealTime();
 BENCHMARK(BM_MatmulEigenBf16)->Arg(1024)->Unit(benchmark::kMillisecond)->UseRealTime();
 BENCHMARK(BM_Add)->ArgsProduct({{0, 1, 2}, {2}})->Unit(benchmark::kMillisecond)->UseRealTime();
+BENCHMARK(BM_FusedHalf)->ArgsProduct({{0, 1, 2, 3, 4}, {0, 1, 2}})->Unit(benchmark::kMicrosecond)->UseRealTime();
 
 }  // namespace
 }  // namespace kiln
