@@ -31,7 +31,8 @@ void Strided(void (*convert)(const From*, To*, int64_t), const From* in, int64_t
 }  // namespace
 
 std::span<const HalfConvertPath* const> HalfConvertPaths() {
-  static const HalfConvertPath* const kPaths[] = {&half_convert::Scalar(), &half_convert::Avx2()};
+  static const HalfConvertPath* const kPaths[] = {&half_convert::Scalar(), &half_convert::Avx2(),
+                                                  &half_convert::Avx512()};
   return kPaths;
 }
 

@@ -18,7 +18,7 @@ void HalfToFloat(const Float16* in, int64_t stride, float* out, int64_t n);
 void FloatToHalf(const float* in, int64_t stride, BFloat16* out, int64_t n);
 void FloatToHalf(const float* in, int64_t stride, Float16* out, int64_t n);
 
-// The name of the path in use, for benchmarks and logs: "scalar" or "avx2"
+// The name of the path in use, for benchmarks and logs: "scalar", "avx2" or "avx512"
 const char* HalfConvertPathName();
 
 }  // namespace kiln::cpu

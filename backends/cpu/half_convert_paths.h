@@ -30,6 +30,9 @@ const HalfConvertPath& Scalar();
 // f32 as Scalar().
 const HalfConvertPath& Avx2();
 
+// AVX-512 F, BW and VL: the AVX2 path's arithmetic on 16 lanes, the tail through masks.
+const HalfConvertPath& Avx512();
+
 }  // namespace half_convert
 
 // Every path, the reference first, then in order of preference.
