@@ -3,6 +3,7 @@
 #include <gtest/gtest.h>
 
 #include <atomic>
+#include <cstring>
 #include <thread>
 #include <vector>
 
@@ -87,6 +88,44 @@ TEST(CpuDevice, ResultsDoNotDependOnThreadCount) {
     }
     EXPECT_EQ(three[i].ToDoubles(), again[i].ToDoubles()) << "result " << i;
   }
+}
+
+// The fused kernels too: GELU's chunks start on 16-element boundaries, so Eigen's vector and
+// scalar paths (whose erf and tanh differ in the last bits) take the same elements whatever the
+// split; the attention's scratch starts on a cache line whichever thread's it is.
+TEST(CpuDevice, FusedKernelsDoNotDependOnThreadCount) {
+  Generator gen(4);
+  const TensorData x = RandomUniform({517, 1031}, DType::kF32, -6, 6, gen);
+  const TensorData qkv = RandomUniform({3, 130, 48}, DType::kF32, -2, 2, gen);
+  const TensorData gy = RandomUniform({3, 130, 16}, DType::kF32, -1, 1, gen);
+  auto run = [&](int threads) {
+    EXPECT_TRUE(cpu::Configure({.devices = 1, .threads_per_device = threads}).ok());
+    const CpuTensor a = CpuTensor::from_data(x), q = CpuTensor::from_data(qkv);
+    std::vector<TensorData> out;
+    // Every element -6: its erf backward's scalar and vector exp differ, so any element a run's
+    // scalar tail computes shows.
+    const CpuTensor sixes = CpuTensor::full(a.shape(), -6.0);
+    for (bool tanh : {false, true}) {
+      out.push_back(CpuTensor(Cpu::gelu(a.primitive(), tanh)).to_data());
+      out.push_back(CpuTensor(Cpu::gelu_backward(a.primitive(), (a * 0.5).primitive(), tanh)).to_data());
+      out.push_back(CpuTensor(Cpu::gelu_backward(sixes.primitive(), sixes.primitive(), tanh)).to_data());
+    }
+    const auto f = Cpu::causal_attention(q.primitive(), 2);
+    out.push_back(CpuTensor(f.y).to_data());
+    out.push_back(
+        CpuTensor(Cpu::causal_attention_backward(q.primitive(), f.weights, CpuTensor::from_data(gy).primitive(), 2))
+            .to_data());
+    return out;
+  };
+  const auto one = run(1);
+  for (int threads : {2, 3}) {
+    const auto other = run(threads);
+    for (size_t i = 0; i < one.size(); ++i) {
+      EXPECT_EQ(std::memcmp(one[i].raw(), other[i].raw(), one[i].nbytes()), 0)
+          << "result " << i << " on " << threads << " threads";
+    }
+  }
+  ASSERT_TRUE(cpu::Configure({.devices = 1, .threads_per_device = 2}).ok());
 }
 
 TEST(CpuDevice, DevicesWorkFromTheirOwnThreads) {
