@@ -113,8 +113,8 @@ class GradientSync {
     {
       std::lock_guard lock(state_->mu);
       state_->stop = true;
+      state_->Notify();
     }
-    state_->cv.notify_all();
     state_->comm.join();
   }
   GradientSync(const GradientSync&) = delete;
@@ -126,6 +126,12 @@ class GradientSync {
     state_->enabled = on;
   }
   int bucket_count() const { return static_cast<int>(state_->buckets.size()); }
+  // How many times the communication thread has woken (tests and diagnostics): in one process,
+  // where backward's own thread reduces the buckets, only a queued job wakes it.
+  int64_t communication_wakeups() const {
+    std::lock_guard lock(state_->mu);
+    return state_->comm_wakeups;
+  }
   // Each bucket's parameter indices, in the order buckets are reduced.
   const std::vector<std::vector<int>>& buckets() const { return state_->buckets; }
   // How many buckets of the last finished step were full, and so handed to communication,
@@ -150,7 +156,7 @@ class GradientSync {
       return result;
     }
     s.jobs.push_back({s.filled, std::move(job), std::move(promise)});
-    s.cv.notify_all();
+    s.Notify();
     return result;
   }
 
@@ -207,7 +213,7 @@ class GradientSync {
       // The buckets still to reduce run here when no collective is running (at the end of
       // backward, a small model's only bucket: no waking the communication thread and being
       // woken); jobs still queued run on that thread, each in its place among the buckets.
-      cv.notify_all();
+      Notify();
       while (true) {
         cv.wait(lock, [&] { return AllDone() || !error.ok() || NextReady(); });
         if (AllDone() || !error.ok()) return error;
@@ -243,7 +249,7 @@ class GradientSync {
         error = absl::FailedPreconditionError(
             absl::StrCat("gradient sync: parameter ", names[i], " got a second gradient in step ", step,
                          " before Finish; call Finish after every backward that syncs"));
-        cv.notify_all();
+        Notify();
         return;
       }
       Deliver(i, pending[i] ? B::binary(BinaryOp::kAdd, *pending[i], g) : g);
@@ -258,8 +264,18 @@ class GradientSync {
       grads[i] = std::move(g);
       pending[i].reset();
       const int k = bucket_of[i];
-      if (--remaining[k] == 0 && k + 1 < static_cast<int>(buckets.size()) && !inline_reduce) cv.notify_all();
+      if (--remaining[k] == 0 && k + 1 < static_cast<int>(buckets.size()) && !inline_reduce) Notify();
       while (filled < static_cast<int>(buckets.size()) && remaining[filled] == 0) ++filled;
+    }
+
+    // After a change of state (`mu` held): wakes the member waiting in Finish, and the
+    // communication thread only when it may have work: a job queued, a bucket to reduce (not
+    // inline_reduce), or stop. Woken for nothing, it would take a core from backward and
+    // contend for `mu` several times a step (perf on a 2-core machine: a tenth of the step in
+    // the scheduler).
+    void Notify() {
+      cv.notify_all();
+      if (stop || !inline_reduce || !jobs.empty()) comm_cv.notify_all();
     }
 
     // A member's collectives run one at a time, on this thread or the one in Finish: the next
@@ -289,7 +305,7 @@ class GradientSync {
       job.done.set_value(status);
       lock.lock();
       job_running = false;
-      cv.notify_all();
+      Notify();
     }
     // The group is broken: fail every queued job.
     void FailJobs(const absl::Status& status) {
@@ -301,7 +317,10 @@ class GradientSync {
     void CommLoop() {
       std::unique_lock lock(mu);
       while (true) {
-        cv.wait(lock, [&] { return stop || (error.ok() && (JobReady() || NextReady())); });
+        while (!(stop || (error.ok() && (JobReady() || NextReady())))) {
+          comm_cv.wait(lock);
+          ++comm_wakeups;
+        }
         if (stop) {
           FailJobs(absl::CancelledError("gradient sync: stopped before the job ran"));
           return;
@@ -321,7 +340,7 @@ class GradientSync {
       if (group.global_size() == 1) {  // a reduction over one member is the identity: no copy
         for (int i : buckets[k]) results[i] = sharded() ? Tensor<B>(*grads[i]).reshape({-1}).primitive() : *grads[i];
         ++done;
-        cv.notify_all();
+        Notify();
         return;
       }
       std::vector<Tensor<B>> parts;
@@ -339,12 +358,12 @@ class GradientSync {
       if (!reduced.ok()) {  // the group is broken: report it and do nothing more
         error = reduced.status();
         FailJobs(error);
-        cv.notify_all();
+        Notify();
         return;
       }
       for (size_t j = 0; j < buckets[k].size(); ++j) results[buckets[k][j]] = (*reduced)[j].primitive();
       ++done;
-      cv.notify_all();
+      Notify();
     }
 
     // Bucket k's reduction: each parameter's reduced gradient, or this member's chunk of it.
@@ -410,7 +429,9 @@ class GradientSync {
     std::vector<int> bucket_of;
 
     mutable std::mutex mu;
-    std::condition_variable cv;
+    std::condition_variable cv;       // the member waiting in Finish
+    std::condition_variable comm_cv;  // the communication thread (Notify)
+    int64_t comm_wakeups = 0;
     std::vector<std::optional<P>> grads, results, pending;
     std::vector<char> taken;  // handed to its bucket's reduction this step
     std::vector<int> remaining;

@@ -5,6 +5,7 @@
 
 #include <chrono>
 #include <functional>
+#include <future>
 #include <memory>
 #include <thread>
 #include <utility>
@@ -161,6 +162,39 @@ TYPED_TEST(GradientSyncTest, BucketsOverlapBackwardAndChangeNoResult) {
     results.push_back(flat);
   }
   EXPECT_EQ(results[0], results[1]);
+}
+
+// In one process on a host-staged engine, backward's own thread reduces each bucket as it
+// fills: the communication thread is never woken for them (a wake-up takes a core from backward
+// and contends for the lock), only for a queued job, which still runs in its place.
+TYPED_TEST(GradientSyncTest, InOneProcessOnlyAJobWakesTheCommunicationThread) {
+  using B = TypeParam;
+  using ADB = Autodiff<B>;
+  using AD = Tensor<ADB>;
+  const auto d = TestDevices<B>::Provide(2);
+  Generator gen(3);
+  nn::Sequential<ADB> model;
+  model.template add<nn::Linear<ADB>>(6, 16, gen, nn::LinearOptions{.dtype = DType::kF64}, d[0])
+      .template add<nn::Linear<ADB>>(16, 2, gen, nn::LinearOptions{.dtype = DType::kF64}, d[0]);
+  for (Sharding sharding : {Sharding::kNone, Sharding::kOptimizer, Sharding::kGradients}) {
+    SCOPED_TRACE(ShardingName(sharding));
+    Replicas<B> replicas(model, d, SyncOptions{.bucket_bytes = 1, .sharding = sharding});
+    if (!InlineReduce(replicas.group)) GTEST_SKIP() << "this engine reduces on the communication thread";
+    for (int step = 0; step < 5; ++step) {
+      OnBothMembers([&](int r) {
+        Generator data(10 * step + r);
+        const AD x = AD::uniform({5, 6}, -1, 1, data, DType::kF64, d[r]);
+        const auto grads = (*replicas.modules[r])(x).tanh().sum().backward();
+        const absl::Status s = sharding == Sharding::kNone ? replicas.syncs[r]->Finish(grads).status()
+                                                           : replicas.syncs[r]->FinishShards().status();
+        ASSERT_TRUE(s.ok()) << s;
+      });
+    }
+    for (int r = 0; r < 2; ++r) EXPECT_EQ(replicas.syncs[r]->communication_wakeups(), 0) << "member " << r;
+    std::future<absl::Status> job = replicas.syncs[0]->Enqueue([] { return absl::OkStatus(); });
+    EXPECT_EQ(job.get(), absl::OkStatus());
+    EXPECT_GE(replicas.syncs[0]->communication_wakeups(), 1);
+  }
 }
 
 TYPED_TEST(GradientSyncTest, AccumulatesMicroBatchesAndSyncsOnTheLast) {
