@@ -2,7 +2,8 @@
 // of a zmm register, and the last partial vector through masked loads and stores rather than a
 // padded copy. f32 -> bf16 stays integer code: vcvtneps2bf16 (AVX-512 BF16) flushes denormal
 // inputs to zero, which FloatToBf16 does not. The functions carry their own target attribute, as
-// the build's baseline is AVX2; the dispatcher calls them only where CPUID shows AVX-512 F, BW and VL.
+// the build's baseline is AVX2; the dispatcher calls them only where CPUID shows AVX-512 F, BW
+// and VL.
 #include "backends/cpu/half_convert_paths.h"
 
 #if defined(__x86_64__)
