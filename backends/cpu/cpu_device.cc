@@ -162,5 +162,12 @@ void ParallelFor(const CpuDevice& device, int64_t n, int64_t min_grain, absl::Fu
   });
 }
 
+void ParallelForElements(const CpuDevice& device, int64_t n, int64_t min_grain,
+                         absl::FunctionRef<void(int64_t, int64_t)> fn) {
+  constexpr int64_t kUnit = 16;
+  ParallelFor(device, (n + kUnit - 1) / kUnit, std::max<int64_t>(1, min_grain / kUnit),
+              [&](int64_t begin, int64_t end) { fn(begin * kUnit, std::min(end * kUnit, n)); });
+}
+
 }  // namespace cpu
 }  // namespace kiln

@@ -47,6 +47,12 @@ absl::Status CheckDevice(const CpuDevice& device);
 // items; the calling thread runs one chunk. fn must not throw.
 void ParallelFor(const CpuDevice& device, int64_t n, int64_t min_grain, absl::FunctionRef<void(int64_t, int64_t)> fn);
 
+// ParallelFor over the elements of a run, its chunks starting at multiples of 16 elements: with
+// 64-byte aligned buffers every chunk starts aligned, so Eigen's vector and scalar paths (whose
+// exp, erf and tanh differ in the last bits) take the same elements whatever the thread count.
+void ParallelForElements(const CpuDevice& device, int64_t n, int64_t min_grain,
+                         absl::FunctionRef<void(int64_t, int64_t)> fn);
+
 }  // namespace cpu
 }  // namespace kiln
 

@@ -43,7 +43,7 @@ StridedTensor MapRuns(const StridedTensor& x, Run run) {
   const StridedIter<1> iter(x.shape, {x.strides});
   const T* in = x.data<T>();
   T* o = out.mutable_data<T>();
-  cpu::ParallelFor(x.device, iter.numel(), cpu::kElementwiseGrain, [&](int64_t b, int64_t e) {
+  cpu::ParallelForElements(x.device, iter.numel(), cpu::kElementwiseGrain, [&](int64_t b, int64_t e) {
     iter.ForSegments(b, e, [&](int64_t pos, const auto& off, const auto& stride, int64_t n) {
       run(in + off[0], stride[0], o + pos, n);
     });

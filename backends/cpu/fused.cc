@@ -217,14 +217,11 @@ namespace {
 constexpr double kSqrt2OverPi = 0.79788456080286535588;  // sqrt(2 / pi)
 constexpr double kGeluCubic = 0.044715;
 
-// f(x run, out run) over the elements, split across threads at multiples of 16 elements: with
-// buffers 64-byte aligned every run starts aligned, so Eigen's vector and scalar paths take the
-// same elements (and give the same bits) whatever the split or the thread count.
+// f(x run, out run) over the elements, split across threads (ParallelForElements: the bits do
+// not depend on the split).
 template <class F>
 void MapChunks(const CpuDevice& device, int64_t n, F f) {
-  constexpr int64_t kUnit = 16;
-  cpu::ParallelFor(device, (n + kUnit - 1) / kUnit, (1 << 14) / kUnit,
-                   [&](int64_t begin, int64_t end) { f(begin * kUnit, std::min(end * kUnit, n) - begin * kUnit); });
+  cpu::ParallelForElements(device, n, 1 << 14, [&](int64_t begin, int64_t end) { f(begin, end - begin); });
 }
 
 template <class T>

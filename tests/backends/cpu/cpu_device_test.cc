@@ -90,9 +90,10 @@ TEST(CpuDevice, ResultsDoNotDependOnThreadCount) {
   }
 }
 
-// The fused kernels too: GELU's chunks start on 16-element boundaries, so Eigen's vector and
-// scalar paths (whose erf and tanh differ in the last bits) take the same elements whatever the
-// split; the attention's scratch starts on a cache line whichever thread's it is.
+// The element-wise and fused kernels too: their chunks start on 16-element boundaries
+// (ParallelForElements), so Eigen's vector and scalar paths (whose exp, erf and tanh differ in
+// the last bits) take the same elements whatever the split; the attention's scratch starts on a
+// cache line whichever thread's it is.
 TEST(CpuDevice, FusedKernelsDoNotDependOnThreadCount) {
   Generator gen(4);
   const TensorData x = RandomUniform({517, 1031}, DType::kF32, -6, 6, gen);
@@ -110,6 +111,7 @@ TEST(CpuDevice, FusedKernelsDoNotDependOnThreadCount) {
       out.push_back(CpuTensor(Cpu::gelu_backward(a.primitive(), (a * 0.5).primitive(), tanh)).to_data());
       out.push_back(CpuTensor(Cpu::gelu_backward(sixes.primitive(), sixes.primitive(), tanh)).to_data());
     }
+    out.push_back((sixes * sixes * -0.5).exp().to_data());  // exp(-18): its scalar and vector paths differ
     const auto f = Cpu::causal_attention(q.primitive(), 2);
     out.push_back(CpuTensor(f.y).to_data());
     out.push_back(
