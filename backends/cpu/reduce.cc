@@ -114,6 +114,18 @@ void ReduceStrided(ReduceOp op, const StridedTensor& arranged, const ReduceLayou
   });
 }
 
+// `p` (storage type S) arranged as [outer, reduced, inner] and reduced in T into out.
+template <class T, class S = T>
+void ReduceArranged(ReduceOp op, const StridedTensor& p, absl::Span<const int64_t> dims, T* out) {
+  const ReduceLayout l = ArrangeReduce(p.shape, dims);
+  const StridedTensor arranged = ArrangeForReduce<Cpu>(p, l);
+  if (l.inner == 1) {
+    ReduceRows<T, S>(op, arranged, l, out);
+  } else {
+    ReduceStrided<T, S>(op, arranged, l, out);
+  }
+}
+
 template <class T>
 void DivideByExtent(T* o, int64_t n, int64_t extent) {
   for (int64_t i = 0; i < n; ++i) o[i] = static_cast<T>(o[i] / static_cast<T>(extent));
@@ -159,14 +171,8 @@ void ReduceGathered(ReduceOp op, const StridedTensor& p, absl::Span<const int64_
 template <class H>
 StridedTensor ReduceHalf(ReduceOp op, const StridedTensor& p, absl::Span<const int64_t> dims, const Shape& out_shape,
                          int64_t extent) {
-  const ReduceLayout l = ArrangeReduce(p.shape, dims);
-  const StridedTensor arranged = ArrangeForReduce<Cpu>(p, l);
   std::vector<float> sums(out_shape.numel());
-  if (l.inner == 1) {
-    ReduceRows<float, H>(op, arranged, l, sums.data());
-  } else {
-    ReduceStrided<float, H>(op, arranged, l, sums.data());
-  }
+  ReduceArranged<float, H>(op, p, dims, sums.data());
   if (op == ReduceOp::kMean) DivideByExtent(sums.data(), out_shape.numel(), extent);
   StridedTensor out = StridedTensor::Empty(out_shape, p.dtype, p.device);
   cpu::FloatToHalf(sums.data(), 1, out.mutable_data<H>(), out_shape.numel());
@@ -201,12 +207,7 @@ Cpu::Primitive Cpu::reduce(ReduceOp op, const Primitive& p, absl::Span<const int
       if (gathered) {
         ReduceGathered<T>(op, p, dims, o);
       } else {
-        const ReduceLayout l = ArrangeReduce(p.shape, dims);
-        const StridedTensor arranged = ArrangeForReduce<Cpu>(p, l);
-        if (l.inner == 1)
-          ReduceRows<T>(op, arranged, l, o);
-        else
-          ReduceStrided<T>(op, arranged, l, o);
+        ReduceArranged<T>(op, p, dims, o);
       }
       if (op == ReduceOp::kMean) DivideByExtent(o, out_shape.numel(), extent);
     }
