@@ -2,8 +2,8 @@
 // square ones, in every layout pair, on 1 and 2 threads. Four ways to run each product:
 //  - eigen:  Eigen's GEMM built for the CPU's widest ISA, AVX-512 or AVX2 (what GemmBlock ran
 //            before kiln had its own kernels), one call per thread on the row blocks matmul.cc cuts;
-//  - kiln:   cpu::GemmBlock (the backend's choice: kiln's own AVX-512 kernel, else Eigen's AVX2
-//            GEMM) on the same row blocks;
+//  - kiln:   cpu::GemmBlock (the backend's choice: kiln's own AVX-512 kernel, else its AVX2 one)
+//            on the same row blocks;
 //  - kiln_avx2: kiln's own AVX2 kernel (KILN_CPU_GEMM=kiln-avx2) on the same row blocks;
 //  - tensor: Tensor matmul on views of the same layouts (threading and all).
 // Run with --benchmark_enable_random_interleaving=true --benchmark_repetitions=N and take the
@@ -39,13 +39,17 @@ struct GemmShape {
 
 // The GPT's (width 384, 8 x 128 tokens): forward x W^T, backward dX = dY W, dW = dY^T X; one
 // head's attention scores Q K^T and W V (default: context 64, head 32; larger: 256, 64); the
-// MLP's first layer (784 -> 256) at one device's batch of 64 and a half of it, forward and dW.
+// MLP's first layer (784 -> 256) at one device's batch of 64 and a half of it, forward and dW; the
+// default GPT's (width 128, 32 x 64 tokens, d_*): its qkv, its second MLP layer and qkv's dW.
 constexpr GemmShape kShapes[] = {
     {"qkv", 1024, 384, 1152},     {"mlp_up", 1024, 384, 1536},  {"proj", 1024, 384, 256},
     {"dx_qkv", 1024, 1152, 384},  {"dx_mlp", 1024, 1536, 384},  {"dw_mlp", 1536, 2048, 384},
     {"att_qk64", 64, 32, 64},     {"att_qk256", 256, 64, 256},  {"att_wv256", 256, 256, 64},
     {"sq256", 256, 256, 256},     {"sq1024", 1024, 1024, 1024}, {"mlp_fc1_64", 64, 784, 256},
-    {"mlp_fc1_32", 32, 784, 256}, {"mlp_dw1_32", 256, 32, 784},
+    {"mlp_fc1_32", 32, 784, 256}, {"mlp_dw1_32", 256, 32, 784}, {"d_qkv", 2048, 128, 384},
+    {"d_fc2", 2048, 512, 128},    {"d_dw_qkv", 384, 2048, 128}, {"mlp_dx1_32", 32, 256, 784},
+    {"mlp_fc2_32", 32, 256, 256}, {"mlp_dw2_32", 256, 32, 256}, {"mlp_fc3_32", 32, 256, 10},
+    {"mlp_dx3_32", 32, 10, 256},  {"mlp_dw3_32", 10, 32, 256},
 };
 
 bool CpuHasAvx512() {

@@ -87,21 +87,28 @@ void GemmF32Avx2(const float* a, MatrixLayout la, const float* b, MatrixLayout l
   avx2f32::Gemm(a, la, b, lb, c, ldc, m, k, n, accumulate, scratch);
 }
 
+bool Avx512() { return WideChoice().f32 == F32Kernel::kKilnAvx512; }
+
 // kiln's f32 kernel in use, or none where f32 runs Eigen's AVX2 GEMM.
-using F32Kernel = void (*)(const float*, MatrixLayout, const float*, MatrixLayout, float*, int64_t, int64_t, int64_t,
+using OwnKernel = void (*)(const float*, MatrixLayout, const float*, MatrixLayout, float*, int64_t, int64_t, int64_t,
                            int64_t, bool);
-F32Kernel OwnF32Kernel() {
-  return WideChoice().avx512 ? GemmF32Avx512 : WideChoice().kiln_avx2 ? GemmF32Avx2 : nullptr;
+OwnKernel OwnF32Kernel() {
+  switch (WideChoice().f32) {
+    case F32Kernel::kKilnAvx512: return GemmF32Avx512;
+    case F32Kernel::kKilnAvx2: return GemmF32Avx2;
+    case F32Kernel::kEigenAvx2: break;
+  }
+  return nullptr;
 }
 
 }  // namespace
 
-// f32 on AVX-512 runs kiln's own kernel (faster than Eigen's in every layout, and C is written
-// without a zero-fill first); AVX2 and f64 run Eigen's, unless KILN_CPU_GEMM=kiln-avx2 asks for
-// kiln's AVX2 kernel (the same bits whatever the thread count; not yet as fast as Eigen's).
+// f32 runs kiln's own kernels (AVX-512, else AVX2: faster than Eigen's at the GPT's shapes, the
+// same bits whatever the thread count, and C written without a zero-fill first) unless
+// KILN_CPU_GEMM=avx2 asks for Eigen's AVX2 GEMM; f64 runs Eigen's.
 void GemmBlock(const float* a, MatrixLayout la, const float* b, MatrixLayout lb, float* c, int64_t r0, int64_t rows,
                int64_t k, int64_t n) {
-  if (const F32Kernel own = OwnF32Kernel()) {
+  if (const OwnKernel own = OwnF32Kernel()) {
     own(a + r0 * (la.row_major ? la.ld : 1), la, b, lb, c + r0 * n, n, rows, k, n, false);
     return;
   }
@@ -110,12 +117,12 @@ void GemmBlock(const float* a, MatrixLayout la, const float* b, MatrixLayout lb,
 
 void GemmBlock(const double* a, MatrixLayout la, const double* b, MatrixLayout lb, double* c, int64_t r0, int64_t rows,
                int64_t k, int64_t n) {
-  (WideChoice().avx512 ? avx512::GemmBlockF64 : avx2::GemmBlockF64)(a, la, b, lb, c, r0, rows, k, n);
+  (Avx512() ? avx512::GemmBlockF64 : avx2::GemmBlockF64)(a, la, b, lb, c, r0, rows, k, n);
 }
 
 void Gemm(const float* a, MatrixLayout la, const float* b, MatrixLayout lb, float* c, int64_t ldc, int64_t m, int64_t k,
           int64_t n, bool accumulate) {
-  if (const F32Kernel own = OwnF32Kernel()) {
+  if (const OwnKernel own = OwnF32Kernel()) {
     own(a, la, b, lb, c, ldc, m, k, n, accumulate);
     return;
   }
@@ -124,7 +131,7 @@ void Gemm(const float* a, MatrixLayout la, const float* b, MatrixLayout lb, floa
 
 void Gemm(const double* a, MatrixLayout la, const double* b, MatrixLayout lb, double* c, int64_t ldc, int64_t m,
           int64_t k, int64_t n, bool accumulate) {
-  (WideChoice().avx512 ? avx512::GemmStridedF64 : avx2::GemmStridedF64)(a, la, b, lb, c, ldc, m, k, n, accumulate);
+  (Avx512() ? avx512::GemmStridedF64 : avx2::GemmStridedF64)(a, la, b, lb, c, ldc, m, k, n, accumulate);
 }
 
 void GemmBlock(const BFloat16* a, MatrixLayout la, const BFloat16* b, MatrixLayout lb, BFloat16* c, int64_t r0,
@@ -164,7 +171,14 @@ void GemmBlock(const BFloat16* a, MatrixLayout la, const BFloat16* b, MatrixLayo
   throw Error(absl::InternalError("the bf16 GEMM kernel was called where it is not chosen (NativeBf16Gemm())"));
 }
 
-const char* GemmKernel() { return WideChoice().avx512 ? "avx512" : WideChoice().kiln_avx2 ? "kiln-avx2" : "avx2"; }
+const char* GemmKernel() {
+  switch (WideChoice().f32) {
+    case F32Kernel::kKilnAvx512: return "avx512";
+    case F32Kernel::kKilnAvx2: return "kiln-avx2";
+    case F32Kernel::kEigenAvx2: break;
+  }
+  return "avx2";
+}
 
 bool NativeBf16Gemm() { return Bf16Choice().bf16 != Bf16Kernel::kWidenToF32; }
 

@@ -1,10 +1,12 @@
 // One thread's GEMM block for the CPU backend's matmul, with the widest kernel the machine
-// runs, chosen once at start-up from CPUID, so one binary uses either: Eigen's GEMM built for
-// AVX2+FMA (the build's baseline), or on AVX-512 CPUs (the x86-64-v4 set: F, DQ, VL, BW) kiln's
-// own f32 kernel (gemm_f32_avx512.h) and Eigen's f64 GEMM built for AVX-512;
+// runs, chosen once at start-up from CPUID, so one binary uses either: kiln's own f32 kernel for
+// AVX2+FMA (the build's baseline; gemm_f32_avx2.h) and Eigen's f64 GEMM built for it, or on
+// AVX-512 CPUs (the x86-64-v4 set: F, DQ, VL, BW) kiln's AVX-512 f32 kernel (gemm_f32_avx512.h)
+// and Eigen's f64 GEMM built for AVX-512;
 // bf16 has its own kernels: AMX tiles where the CPU has AMX-BF16 and Linux grants the tile state
 // (gemm_bf16_amx.h), else vdpbf16ps on CPUs with AVX-512 BF16 (gemm_bf16_avx512.h).
-// KILN_CPU_GEMM=avx2, kiln-avx2, avx512, avx512bf16 or amx forces a choice (gemm_choice.h);
+// KILN_CPU_GEMM=kiln-avx2, avx2 (Eigen's AVX2 f32 GEMM), avx512, avx512bf16 or amx forces a
+// choice (gemm_choice.h);
 // asking for one the CPU lacks is an error.
 #ifndef KILN_BACKENDS_CPU_GEMM_H_
 #define KILN_BACKENDS_CPU_GEMM_H_
@@ -45,8 +47,8 @@ void GemmBlock(const BFloat16* a, MatrixLayout la, const BFloat16* b, MatrixLayo
 void GemmBlock(const BFloat16* a, MatrixLayout la, const BFloat16* b, MatrixLayout lb, BFloat16* c, int64_t r0,
                int64_t rows, int64_t k, int64_t n, int64_t c0, int64_t cols);
 
-// The kernel in use for f32 and f64: "avx512" (kiln's f32 kernel, Eigen's f64), "avx2" (Eigen's)
-// or "kiln-avx2" (kiln's AVX2 f32 kernel, Eigen's f64).
+// The kernel in use for f32 and f64: "avx512" (kiln's f32 kernel, Eigen's f64), "kiln-avx2"
+// (kiln's AVX2 f32 kernel, Eigen's f64) or "avx2" (Eigen's for both).
 const char* GemmKernel();
 
 // Whether bf16 matmuls run the bf16 kernel; if not, they widen to f32 (tensor/half_in_f32.h).

@@ -66,25 +66,25 @@ absl::StatusOr<GemmChoice> ChooseGemm(const char* forced, GemmFeatures cpu) {
     const Bf16Kernel bf16 = cpu.amx_bf16 && cpu.amx_permitted ? Bf16Kernel::kAmx
                             : cpu.avx512_bf16                 ? Bf16Kernel::kAvx512Bf16
                                                               : Bf16Kernel::kWidenToF32;
-    return GemmChoice{cpu.avx512, bf16};
+    return GemmChoice{cpu.avx512 ? F32Kernel::kKilnAvx512 : F32Kernel::kKilnAvx2, bf16};
   }
   const std::string_view value(forced);
   const char* lacks = "";
-  if (value == "avx2") return GemmChoice{false, Bf16Kernel::kWidenToF32};
-  if (value == "kiln-avx2") return GemmChoice{false, Bf16Kernel::kWidenToF32, true};
+  if (value == "kiln-avx2") return GemmChoice{F32Kernel::kKilnAvx2, Bf16Kernel::kWidenToF32};
+  if (value == "avx2") return GemmChoice{F32Kernel::kEigenAvx2, Bf16Kernel::kWidenToF32};
   if (value == "avx512") {
-    if (cpu.avx512) return GemmChoice{true, Bf16Kernel::kWidenToF32};
+    if (cpu.avx512) return GemmChoice{F32Kernel::kKilnAvx512, Bf16Kernel::kWidenToF32};
     lacks = " (this CPU lacks AVX-512 F/DQ/VL/BW)";
   } else if (value == "avx512bf16") {
-    if (cpu.avx512_bf16) return GemmChoice{true, Bf16Kernel::kAvx512Bf16};
+    if (cpu.avx512_bf16) return GemmChoice{F32Kernel::kKilnAvx512, Bf16Kernel::kAvx512Bf16};
     lacks = " (this CPU lacks AVX-512 BF16)";
   } else if (value == "amx") {
-    if (cpu.amx_bf16 && cpu.amx_permitted) return GemmChoice{true, Bf16Kernel::kAmx};
+    if (cpu.amx_bf16 && cpu.amx_permitted) return GemmChoice{F32Kernel::kKilnAvx512, Bf16Kernel::kAmx};
     lacks = cpu.amx_bf16 ? " (Linux refused this process AMX tile data: see AmxPermission())"
                          : " (this CPU lacks AMX-BF16)";
   }
   return absl::InvalidArgumentError(
-      absl::StrFormat("KILN_CPU_GEMM=%s: expected avx2, kiln-avx2, avx512, avx512bf16 or amx%s", value, lacks));
+      absl::StrFormat("KILN_CPU_GEMM=%s: expected kiln-avx2, avx2, avx512, avx512bf16 or amx%s", value, lacks));
 }
 
 }  // namespace kiln::cpu

@@ -23,12 +23,16 @@ enum class Bf16Kernel {
   kAmx,         // AMX tiles, TDPBF16PS (gemm_bf16_amx.h)
 };
 
+// The kernel f32 matmuls run; f64 runs Eigen's AVX-512 build with kKilnAvx512, else its AVX2 one.
+enum class F32Kernel {
+  kKilnAvx2,    // kiln's AVX2 + FMA kernel (gemm_f32_avx2.h), the default without AVX-512
+  kEigenAvx2,   // Eigen's AVX2 GEMM (its sums depend on how rows are split over threads)
+  kKilnAvx512,  // kiln's AVX-512 kernel (gemm_f32_avx512.h)
+};
+
 struct GemmChoice {
-  bool avx512 = false;  // f32: kiln's AVX-512 kernel, f64: Eigen's AVX-512 build (else AVX2)
+  F32Kernel f32 = F32Kernel::kKilnAvx2;
   Bf16Kernel bf16 = Bf16Kernel::kWidenToF32;
-  // Without avx512, f32 on kiln's own AVX2 kernel (gemm_f32_avx2.h: the same bits for any thread
-  // count) rather than Eigen's AVX2 GEMM (faster at some shapes, sums that depend on the split).
-  bool kiln_avx2 = false;
 };
 
 // What this CPU runs (CPUID). With `ask_linux_for_amx`, where the CPU has AMX, also whether Linux
@@ -42,9 +46,10 @@ GemmFeatures DetectGemmFeatures(bool ask_linux_for_amx);
 // state, so only a process that runs AMX asks.
 const absl::Status& AmxPermission();
 
-// `forced` is KILN_CPU_GEMM's value (nullptr or empty: unset): avx2, kiln-avx2 (f32 on kiln's own
-// AVX2 kernel), avx512 (f32 on AVX-512, bf16 widened to f32 as on AVX2), avx512bf16 or amx. InvalidArgument names a
-// value that is not one of them or that the CPU (or Linux) cannot run.
+// `forced` is KILN_CPU_GEMM's value (nullptr or empty: unset): kiln-avx2 (f32 on kiln's AVX2
+// kernel, bf16 widened to f32), avx2 (the same with Eigen's AVX2 GEMM), avx512 (f32 on AVX-512, bf16
+// widened to f32), avx512bf16 or amx. InvalidArgument names a value that is not one of them or
+// that the CPU (or Linux) cannot run.
 absl::StatusOr<GemmChoice> ChooseGemm(const char* forced, GemmFeatures cpu);
 
 }  // namespace kiln::cpu

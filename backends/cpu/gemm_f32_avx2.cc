@@ -10,9 +10,7 @@ namespace {
 
 int64_t Min(int64_t a, int64_t b) { return a < b ? a : b; }
 
-// A mask of the first `n` of 8 lanes (none for n <= 0), for maskload/maskstore: a load from a
-// table rather than a comparison with a constant vector, which the compiler would keep in a
-// register across the micro-kernel's loop, where all 16 are needed.
+// A mask of the first `n` of 8 lanes (none for n <= 0), for maskload/maskstore, from a table.
 __m256i FirstLanes(int64_t n) {
   static constexpr int32_t kOnesThenZeros[16] = {-1, -1, -1, -1, -1, -1, -1, -1, 0, 0, 0, 0, 0, 0, 0, 0};
   const int64_t count = n >= 8 ? 8 : n <= 0 ? 0 : n;
@@ -89,13 +87,19 @@ void PackPanels(const float* x, int64_t ks, int64_t ls, int64_t kc, int64_t lane
   }
 }
 
-// Rows [i0, i0 + mc) x k [p0, p0 + kc) of A as kMR-row panels, panel q at ap + q * kMR * kKC.
-// Column-major A is packed k-major (k index p of row r at p * kMR + r); row-major A keeps its rows
-// (at r * kKC + p), a plain copy. The micro-kernel reads either (kRowPanel).
+// The rows of the next panel of A when `left` rows remain: kMR, but 7 and 8 split 4 + 3 and 4 + 4,
+// since a panel of 1 or 2 rows does too few FMAs per load of B to keep the FMA units busy.
+int64_t PanelRows(int64_t left) { return left == 7 || left == 8 ? 4 : Min(kMR, left); }
+
+// Rows [i0, i0 + mc) x k [p0, p0 + kc) of A as panels of PanelRows rows, the panel of row ir at
+// ap + ir * kKC. Column-major A is packed k-major (k index p of the panel's row r at p * rows + r);
+// row-major A keeps its rows (at r * kKC + p), a plain copy. The micro-kernel reads either
+// (kRowPanel).
 void PackA(const float* a, MatrixLayout la, int64_t i0, int64_t mc, int64_t p0, int64_t kc, float* ap) {
   if (!la.row_major) {
-    for (int64_t ir = 0; ir < mc; ir += kMR) {
-      PackPanels(a + i0 + ir + p0 * la.ld, la.ld, 1, kc, Min(kMR, mc - ir), kMR, ap + ir * kKC);
+    for (int64_t ir = 0, rows; ir < mc; ir += rows) {
+      rows = PanelRows(mc - ir);
+      PackPanels(a + i0 + ir + p0 * la.ld, la.ld, 1, kc, rows, rows, ap + ir * kKC);
     }
     return;
   }
@@ -111,56 +115,64 @@ void PackB(const float* b, MatrixLayout lb, int64_t p0, int64_t kc, int64_t j0, 
   PackPanels(b + p0 * ks + j0 * cs, ks, cs, kc, nc, kNR, bp);
 }
 
-// R rows x nr (<= kNR) columns of C over kc values of k, continuing from C (load_c) or from 0.
+// R rows x kNR columns of C over kc values of k, continuing from C (load_c) or from 0. Only
+// plain loads and stores, so the 12 accumulators live in registers throughout (with masked ones
+// for narrow tiles GCC kept them on the stack and zeroed them there: ~100 instructions a call).
 // `next` is the C tile the following call works on: fetched now, its loads will not wait.
 template <int R, bool kRowPanel>
-void Micro(const float* ap, const float* bp, int64_t kc, float* c, int64_t ldc, int64_t nr, bool load_c,
-           const float* next) {
+void Micro(const float* ap, const float* bp, int64_t kc, float* c, int64_t ldc, bool load_c, const float* next) {
+#pragma GCC unroll 6
   for (int r = 0; r < R; ++r) {
     _mm_prefetch(reinterpret_cast<const char*>(next + r * ldc), _MM_HINT_T0);
     _mm_prefetch(reinterpret_cast<const char*>(next + r * ldc + 15), _MM_HINT_T0);
   }
-  // C whole tiles take plain loads and stores; the last columns' tiles, masked ones (slow on some
-  // CPUs). The masks are made on each side of the loop, never kept across it: 12 accumulators,
-  // B's 2 vectors and A's broadcast fill 15 of the 16 ymm registers.
-  const bool full = nr == kNR;
   __m256 lo[R], hi[R];  // columns 0-7 and 8-15 of each row
-  for (int r = 0; r < R; ++r) lo[r] = hi[r] = _mm256_setzero_ps();
-  if (load_c) {
-    for (int r = 0; r < R; ++r) {
-      lo[r] = full ? _mm256_loadu_ps(c + r * ldc) : _mm256_maskload_ps(c + r * ldc, FirstLanes(nr));
-      hi[r] = full ? _mm256_loadu_ps(c + r * ldc + 8) : _mm256_maskload_ps(c + r * ldc + 8, FirstLanes(nr - 8));
-    }
+#pragma GCC unroll 6
+  for (int r = 0; r < R; ++r) {
+    lo[r] = load_c ? _mm256_loadu_ps(c + r * ldc) : _mm256_setzero_ps();
+    hi[r] = load_c ? _mm256_loadu_ps(c + r * ldc + 8) : _mm256_setzero_ps();
   }
   // A's element is read as a value, not through _mm256_broadcast_ss's pointer: a float pointer may
   // alias the accumulators (__m256 may alias anything), which made GCC store them every step.
 #pragma GCC unroll 4
   for (int64_t p = 0; p < kc; ++p) {
     const __m256 b0 = _mm256_load_ps(bp + p * kNR), b1 = _mm256_load_ps(bp + p * kNR + 8);
+#pragma GCC unroll 6
     for (int r = 0; r < R; ++r) {
-      const __m256 a = _mm256_set1_ps(kRowPanel ? ap[r * kKC + p] : ap[p * kMR + r]);
+      const __m256 a = _mm256_set1_ps(kRowPanel ? ap[r * kKC + p] : ap[p * R + r]);
       lo[r] = _mm256_fmadd_ps(a, b0, lo[r]);
       hi[r] = _mm256_fmadd_ps(a, b1, hi[r]);
     }
   }
-  if (full) {
-    for (int r = 0; r < R; ++r) {
-      _mm256_storeu_ps(c + r * ldc, lo[r]);
-      _mm256_storeu_ps(c + r * ldc + 8, hi[r]);
-    }
-    return;
-  }
+#pragma GCC unroll 6
   for (int r = 0; r < R; ++r) {
-    _mm256_maskstore_ps(c + r * ldc, FirstLanes(nr), lo[r]);
-    _mm256_maskstore_ps(c + r * ldc + 8, FirstLanes(nr - 8), hi[r]);
+    _mm256_storeu_ps(c + r * ldc, lo[r]);
+    _mm256_storeu_ps(c + r * ldc + 8, hi[r]);
   }
 }
 
-using MicroKernel = void (*)(const float*, const float*, int64_t, float*, int64_t, int64_t, bool, const float*);
+using MicroKernel = void (*)(const float*, const float*, int64_t, float*, int64_t, bool, const float*);
 // By A's panel layout (rows kept or k-major), then the number of rows, 1 .. kMR.
 template <bool kRowPanel>
 constexpr MicroKernel kMicro[kMR] = {Micro<1, kRowPanel>, Micro<2, kRowPanel>, Micro<3, kRowPanel>,
                                      Micro<4, kRowPanel>, Micro<5, kRowPanel>, Micro<6, kRowPanel>};
+
+// A tile of `rows` x nr (< kNR) columns: the kernel runs on a full-width copy on the stack (C's
+// values, when it continues from them), and the first nr columns go back. The same FMA chains as
+// a full tile's.
+void NarrowTile(MicroKernel micro, const float* ap, const float* bp, int64_t kc, float* c, int64_t ldc, int64_t rows,
+                int64_t nr, bool load_c) {
+  alignas(32) float tile[kMR * kNR];
+  if (load_c) {
+    for (int64_t r = 0; r < rows; ++r) {
+      for (int64_t j = 0; j < kNR; j += 8) _mm256_store_ps(tile + r * kNR + j, LoadFirst(c + r * ldc + j, nr - j));
+    }
+  }
+  micro(ap, bp, kc, tile, kNR, load_c, tile);
+  for (int64_t r = 0; r < rows; ++r) {
+    for (int64_t j = 0; j < nr; j += 8) StoreFirst(c + r * ldc + j, nr - j, _mm256_load_ps(tile + r * kNR + j));
+  }
+}
 
 // With k == 0 the product is zero.
 void ZeroRows(float* c, int64_t ldc, int64_t m, int64_t n) {
@@ -192,12 +204,17 @@ void Gemm(const float* a, MatrixLayout la, const float* b, MatrixLayout lb, floa
         // B's micro-panel (kc x kNR, 16 KiB at most) stays in L1 while A's micro-panels, from the
         // packed block in L2, pass it: per k step that reads kMR floats from L2, not kNR.
         for (int64_t jr = 0; jr < nc; jr += kNR) {
-          for (int64_t ir = 0; ir < mc; ir += kMR) {
+          for (int64_t ir = 0, rows; ir < mc; ir += rows) {
+            rows = PanelRows(mc - ir);
             float* const tile = c + (ic + ir) * ldc + jc + jr;
             // The next tile: below this one, else the top of the next columns.
-            const float* next = ir + kMR < mc ? tile + kMR * ldc : jr + kNR < nc ? tile - ir * ldc + kNR : tile;
-            const MicroKernel micro = (la.row_major ? kMicro<true> : kMicro<false>)[Min(kMR, mc - ir) - 1];
-            micro(scratch.a + ir * kKC, scratch.b + jr * kc, kc, tile, ldc, Min(kNR, nc - jr), load_c, next);
+            const float* next = ir + rows < mc ? tile + rows * ldc : jr + kNR < nc ? tile - ir * ldc + kNR : tile;
+            const MicroKernel micro = (la.row_major ? kMicro<true> : kMicro<false>)[rows - 1];
+            if (jr + kNR <= nc) {
+              micro(scratch.a + ir * kKC, scratch.b + jr * kc, kc, tile, ldc, load_c, next);
+            } else {
+              NarrowTile(micro, scratch.a + ir * kKC, scratch.b + jr * kc, kc, tile, ldc, rows, nc - jr, load_c);
+            }
           }
         }
       }

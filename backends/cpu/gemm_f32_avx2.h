@@ -1,9 +1,9 @@
 // kiln's own f32 GEMM for AVX2 + FMA, the same design as the AVX-512 one (gemm_f32_avx512.h) at
 // half the vector width: B packed into kKC x kNR panels and A into kMR-row panels from either
 // layout, a kMR x kNR block of C in ymm accumulators, C written directly (no zero-fill first) or
-// added to. gemm.cc calls it for f32 where KILN_CPU_GEMM=kiln-avx2 asks: on a Zen 3 it runs
-// 0.85-1.3x Eigen's AVX2 GEMM at the GPT's shapes on one thread but 0.6-0.8x at depths of 32-64,
-// so Eigen's stays the default without AVX-512 (bench:gemm_bench compares the two).
+// added to. gemm.cc calls it for f32 on CPUs without AVX-512 (KILN_CPU_GEMM=avx2 takes Eigen's
+// AVX2 GEMM instead): on a Zen 3 it runs the GPT's and the MLP's products at about Eigen's speed
+// or faster (bench:gemm_bench compares the two), and the default GPT's step 1.2x faster.
 //
 // Numerics, as the AVX-512 kernel's: each element of C is one chain of FMAs over k in increasing
 // order, started from 0 (or from C when accumulating), so a result is bit-identical whatever the

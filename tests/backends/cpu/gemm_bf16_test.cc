@@ -286,7 +286,7 @@ TEST(Bf16GemmChoice, ForcedOnACpuWithoutItStops) {
   const std::string lacks = forced == "amx" ? "(this CPU lacks AMX-BF16|Linux refused this process AMX tile data.*)"
                                             : "this CPU lacks AVX-512 BF16";
   EXPECT_EXIT(NativeBf16Gemm(), ::testing::ExitedWithCode(2),
-              "KILN_CPU_GEMM=" + forced + ": expected avx2, kiln-avx2, avx512, avx512bf16 or amx \\(" + lacks + "\\)");
+              "KILN_CPU_GEMM=" + forced + ": expected kiln-avx2, avx2, avx512, avx512bf16 or amx \\(" + lacks + "\\)");
 }
 
 // Batched and broadcast operands, transposed views, one thread and several: the same bits.

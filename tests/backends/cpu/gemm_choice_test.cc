@@ -18,55 +18,60 @@ constexpr GemmFeatures kAmxRefused{.avx512 = true, .avx512_bf16 = true, .amx_bf1
 constexpr GemmFeatures kEveryCpu[] = {kAvx2Only, kAvx512, kAvx512Bf16, kAmx, kAmxRefused};
 
 using K = Bf16Kernel;
+using F = F32Kernel;
 
-void ExpectChoice(const char* forced, GemmFeatures cpu, bool avx512, Bf16Kernel bf16, bool kiln_avx2 = false) {
+void ExpectChoice(const char* forced, GemmFeatures cpu, F32Kernel f32, Bf16Kernel bf16) {
   const absl::StatusOr<GemmChoice> c = ChooseGemm(forced, cpu);
   ASSERT_TRUE(c.ok()) << c.status();
-  EXPECT_EQ(c->avx512, avx512);
+  EXPECT_EQ(c->f32, f32);
   EXPECT_EQ(c->bf16, bf16);
-  EXPECT_EQ(c->kiln_avx2, kiln_avx2);
 }
 
 TEST(GemmChoice, UnsetTakesTheWidestTheCpuRuns) {
   for (const char* unset : {static_cast<const char*>(nullptr), ""}) {
-    ExpectChoice(unset, kAvx2Only, false, K::kWidenToF32);
-    ExpectChoice(unset, kAvx512, true, K::kWidenToF32);
-    ExpectChoice(unset, kAvx512Bf16, true, K::kAvx512Bf16);
-    ExpectChoice(unset, kAmx, true, K::kAmx);
+    // Without AVX-512, kiln's AVX2 kernel, not Eigen's.
+    ExpectChoice(unset, kAvx2Only, F::kKilnAvx2, K::kWidenToF32);
+    ExpectChoice(unset, kAvx512, F::kKilnAvx512, K::kWidenToF32);
+    ExpectChoice(unset, kAvx512Bf16, F::kKilnAvx512, K::kAvx512Bf16);
+    ExpectChoice(unset, kAmx, F::kKilnAvx512, K::kAmx);
     // Refused AMX: the next kernel, silently (AmxPermission() says why).
-    ExpectChoice(unset, kAmxRefused, true, K::kAvx512Bf16);
+    ExpectChoice(unset, kAmxRefused, F::kKilnAvx512, K::kAvx512Bf16);
   }
 }
 
 TEST(GemmChoice, EachValueForcesItsKernels) {
-  for (GemmFeatures cpu : kEveryCpu) ExpectChoice("avx2", cpu, false, K::kWidenToF32);
-  // kiln's own AVX2 f32 kernel, only when asked for (Eigen's AVX2 GEMM is the faster default).
-  for (GemmFeatures cpu : kEveryCpu) ExpectChoice("kiln-avx2", cpu, false, K::kWidenToF32, true);
+  for (GemmFeatures cpu : kEveryCpu) ExpectChoice("kiln-avx2", cpu, F::kKilnAvx2, K::kWidenToF32);
+  // Eigen's AVX2 GEMM, the peer kiln's AVX2 kernel replaced, only when asked for.
+  for (GemmFeatures cpu : kEveryCpu) ExpectChoice("avx2", cpu, F::kEigenAvx2, K::kWidenToF32);
   // avx512 keeps bf16 on the f32 path (HalfInF32), as before the bf16 kernels existed.
-  for (GemmFeatures cpu : {kAvx512, kAvx512Bf16, kAmx, kAmxRefused}) ExpectChoice("avx512", cpu, true, K::kWidenToF32);
-  for (GemmFeatures cpu : {kAvx512Bf16, kAmx, kAmxRefused}) ExpectChoice("avx512bf16", cpu, true, K::kAvx512Bf16);
-  ExpectChoice("amx", kAmx, true, K::kAmx);
+  for (GemmFeatures cpu : {kAvx512, kAvx512Bf16, kAmx, kAmxRefused}) {
+    ExpectChoice("avx512", cpu, F::kKilnAvx512, K::kWidenToF32);
+  }
+  for (GemmFeatures cpu : {kAvx512Bf16, kAmx, kAmxRefused}) {
+    ExpectChoice("avx512bf16", cpu, F::kKilnAvx512, K::kAvx512Bf16);
+  }
+  ExpectChoice("amx", kAmx, F::kKilnAvx512, K::kAmx);
 }
 
 TEST(GemmChoice, AKernelTheCpuLacksOrAnUnknownValueIsAnError) {
   EXPECT_EQ(
       ChooseGemm("avx512", kAvx2Only).status().message(),
-      "KILN_CPU_GEMM=avx512: expected avx2, kiln-avx2, avx512, avx512bf16 or amx (this CPU lacks AVX-512 F/DQ/VL/BW)");
+      "KILN_CPU_GEMM=avx512: expected kiln-avx2, avx2, avx512, avx512bf16 or amx (this CPU lacks AVX-512 F/DQ/VL/BW)");
   for (GemmFeatures cpu : {kAvx2Only, kAvx512}) {
     EXPECT_EQ(
         ChooseGemm("avx512bf16", cpu).status().message(),
-        "KILN_CPU_GEMM=avx512bf16: expected avx2, kiln-avx2, avx512, avx512bf16 or amx (this CPU lacks AVX-512 BF16)");
+        "KILN_CPU_GEMM=avx512bf16: expected kiln-avx2, avx2, avx512, avx512bf16 or amx (this CPU lacks AVX-512 BF16)");
   }
   for (GemmFeatures cpu : {kAvx2Only, kAvx512, kAvx512Bf16}) {
     EXPECT_EQ(ChooseGemm("amx", cpu).status().message(),
-              "KILN_CPU_GEMM=amx: expected avx2, kiln-avx2, avx512, avx512bf16 or amx (this CPU lacks AMX-BF16)");
+              "KILN_CPU_GEMM=amx: expected kiln-avx2, avx2, avx512, avx512bf16 or amx (this CPU lacks AMX-BF16)");
   }
   EXPECT_EQ(
       ChooseGemm("amx", kAmxRefused).status().message(),
-      "KILN_CPU_GEMM=amx: expected avx2, kiln-avx2, avx512, avx512bf16 or amx (Linux refused this process AMX tile "
+      "KILN_CPU_GEMM=amx: expected kiln-avx2, avx2, avx512, avx512bf16 or amx (Linux refused this process AMX tile "
       "data: see AmxPermission())");
   EXPECT_EQ(ChooseGemm("AVX512BF16", kAmx).status().message(),
-            "KILN_CPU_GEMM=AVX512BF16: expected avx2, kiln-avx2, avx512, avx512bf16 or amx");
+            "KILN_CPU_GEMM=AVX512BF16: expected kiln-avx2, avx2, avx512, avx512bf16 or amx");
   EXPECT_EQ(ChooseGemm("AMX", kAmx).status().code(), absl::StatusCode::kInvalidArgument);
   EXPECT_EQ(ChooseGemm("sse2", kAmx).status().code(), absl::StatusCode::kInvalidArgument);
 }

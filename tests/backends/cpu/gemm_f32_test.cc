@@ -122,7 +122,8 @@ void ExpectMatchesDouble(const GemmFn& gemm, Shape s, bool ra, bool rb, bool acc
 
 std::vector<Shape> Shapes() {
   std::vector<Shape> shapes;
-  for (int64_t m : {1, 15, 17, 33, 47}) {
+  // m = 13 and 20 end in panels of 4 + 3 and 4 + 4 rows (gemm_f32_avx2.cc's PanelRows).
+  for (int64_t m : {1, 13, 15, 17, 20, 33, 47}) {
     for (int64_t k : {1, 15, 17, 33, 47}) {
       for (int64_t n : {1, 15, 17, 33, 47}) shapes.push_back({m, k, n});
     }

@@ -18,7 +18,7 @@ TEST(Gemm, TheKernelIsTheEnvironmentsOrTheWidestTheCpuRuns) {
   const bool avx512 = __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512dq") &&
                       __builtin_cpu_supports("avx512vl") && __builtin_cpu_supports("avx512bw");
   // avx512bf16 names the bf16 kernel; f32 runs the AVX-512 build beside it.
-  const std::string want = forced == nullptr                     ? (avx512 ? "avx512" : "avx2")
+  const std::string want = forced == nullptr                     ? (avx512 ? "avx512" : "kiln-avx2")
                            : std::string(forced) == "avx512bf16" ? "avx512"
                                                                  : forced;
   EXPECT_EQ(std::string(GemmKernel()), want);
@@ -60,7 +60,7 @@ TEST(GemmBadEnvironment, StopsWithAMessage) {
   const MatrixLayout l{true, 1};
   float x = 1, y = 1, z = 0;
   EXPECT_EXIT(GemmBlock(&x, l, &y, l, &z, 0, 1, 1, 1), ::testing::ExitedWithCode(2),
-              "KILN_CPU_GEMM=sse2: expected avx2, kiln-avx2, avx512, avx512bf16 or amx");
+              "KILN_CPU_GEMM=sse2: expected kiln-avx2, avx2, avx512, avx512bf16 or amx");
 }
 
 }  // namespace
