@@ -2,7 +2,7 @@
 // CPU runs, called directly: AVX2 everywhere, AVX-512 where the CPU has it) against a
 // double-precision triple loop: every layout pair, odd sizes around and past the register and
 // cache blocks, leading dimensions wider than the matrices, C written and C accumulated into;
-// and, for kiln's own kernels (Eigen's AVX2 GEMM, the default without AVX-512, makes no such
+// and, for kiln's own kernels (Eigen's AVX2 GEMM, which KILN_CPU_GEMM=avx2 picks, makes no such
 // promise), a result that does not depend on how the rows are split (row blocks, and Tensor
 // matmul on 1 or 2 threads).
 #include <gtest/gtest.h>
