@@ -1,6 +1,6 @@
-// Batched matmul through Eigen's GEMM (gemm.h: the AVX2 or AVX-512 build of it), or a bf16 kernel (AMX, or AVX-512
-// BF16) where the CPU has one. Transposed views are read in place (a column-major map), broadcast batch dims cost
-// nothing, and work is split over batches and row blocks (column blocks for wide bf16 products) so each of the
+// Batched matmul and Linear through the CPU's GEMM kernels (gemm.h: kiln's f32 kernels, Eigen's for f64), or a
+// bf16 kernel (AMX, or AVX-512 BF16) where the CPU has one. Transposed views are read in place (a column-major map),
+// broadcast batch dims cost nothing, and work is split over batches and row or column blocks so each of the
 // device's threads runs one single-threaded GEMM.
 #include <algorithm>
 #include <optional>
@@ -53,8 +53,9 @@ Operand Prepare(const StridedTensor& p, const Shape& batch) {
 // Below this many multiply-adds a single thread is faster than waking others.
 constexpr int64_t kParallelWork = 1 << 20;
 constexpr int64_t kMinRowsPerBlock = 16;
-// The bf16 kernels' column blocks are whole 32-column register blocks (gemm_bf16_*.h's kNR).
-constexpr int64_t kBf16ColumnAlign = 32, kMinColsPerBlock = 64;
+// Column blocks are whole register blocks of every kernel (32 columns: the bf16 kernels' and the
+// AVX-512 f32 kernel's kNR, twice the AVX2 kernel's).
+constexpr int64_t kColumnAlign = 32, kMinColsPerBlock = 64;
 
 // One batched product: C[b] (m x n) = A[b] (m x k) B[b] (k x n).
 struct Product {
@@ -80,28 +81,30 @@ Product PlanProduct(const Shape& out_shape, int64_t k, const Shape& batch, const
 }
 
 // How the product's work is cut over the device's threads: whole batches, each in row or
-// column blocks when there are fewer batches than threads.
+// column blocks when there are fewer batches than threads. Each block packs the part of B its
+// columns need and the part of A its rows need: row blocks each pack all of B, column blocks each
+// pack all of A, so C at least as wide as it is tall (a small batch's rows times a layer's
+// width) splits by columns. Every kernel of kiln's sums each element of C in one fixed order,
+// so the split does not change a bit (Eigen's AVX2 GEMM, KILN_CPU_GEMM=avx2, makes no such
+// promise).
 struct Blocks {
   bool parallel;
   int64_t row_blocks = 1, col_blocks = 1;
   int64_t rows_per_block = 0, cols_per_block = 0, blocks = 0;
 };
 
-Blocks SplitWork(const Product& p, int64_t threads, bool native_bf16) {
+Blocks SplitWork(const Product& p, int64_t threads) {
   Blocks s{.parallel = p.batches * p.m * p.n * p.k >= kParallelWork && threads > 1};
-  // Each thread packs all of B for its rows; the bf16 kernels also take column blocks, where each
-  // packs its share of B and all of A (cheaper when C is at least as wide as it is tall).
   if (s.parallel && p.batches < threads) {
     const int64_t want = (threads + p.batches - 1) / p.batches;
-    if (native_bf16 && p.n >= p.m) {
+    if (p.n >= p.m) {
       s.col_blocks = std::clamp<int64_t>(want, 1, std::max<int64_t>(1, p.n / kMinColsPerBlock));
     } else {
       s.row_blocks = std::clamp<int64_t>(want, 1, std::max<int64_t>(1, p.m / kMinRowsPerBlock));
     }
   }
   s.rows_per_block = (p.m + s.row_blocks - 1) / s.row_blocks;
-  s.cols_per_block =
-      ((p.n + s.col_blocks - 1) / s.col_blocks + kBf16ColumnAlign - 1) / kBf16ColumnAlign * kBf16ColumnAlign;
+  s.cols_per_block = ((p.n + s.col_blocks - 1) / s.col_blocks + kColumnAlign - 1) / kColumnAlign * kColumnAlign;
   s.blocks = s.row_blocks * s.col_blocks;
   return s;
 }
@@ -123,11 +126,16 @@ void Gemm(const Operand& pa, const Operand& pb, const Product& p, const Blocks& 
       const int64_t c0 = (w % s.col_blocks) * s.cols_per_block;
       const int64_t rows = std::min(s.rows_per_block, m - r0), cols = std::min(s.cols_per_block, n - c0);
       if (rows <= 0 || cols <= 0) continue;
+      const T* const a = da + p.offset_a[bi];
+      const T* const b = db + p.offset_b[bi];
       if constexpr (std::is_same_v<T, BFloat16>) {
-        cpu::GemmBlock(da + p.offset_a[bi], pa.layout, db + p.offset_b[bi], pb.layout, c + bi * m * n, r0, rows, k, n,
-                       c0, cols);
+        cpu::GemmBlock(a, pa.layout, b, pb.layout, c + bi * m * n, r0, rows, k, n, c0, cols);
+      } else if (cols < n) {
+        const MatrixLayout &la = pa.layout, &lb = pb.layout;
+        cpu::Gemm(a + r0 * (la.row_major ? la.ld : 1), la, b + c0 * (lb.row_major ? 1 : lb.ld), lb,
+                  c + bi * m * n + r0 * n + c0, n, rows, k, cols, false);
       } else {
-        cpu::GemmBlock(da + p.offset_a[bi], pa.layout, db + p.offset_b[bi], pb.layout, c + bi * m * n, r0, rows, k, n);
+        cpu::GemmBlock(a, pa.layout, b, pb.layout, c + bi * m * n, r0, rows, k, n);
       }
     }
   };
@@ -137,17 +145,21 @@ void Gemm(const Operand& pa, const Operand& pb, const Product& p, const Blocks& 
     run(0, p.batches * s.blocks);
 }
 
-// Rows [r0, r0 + rows) of y = x w^T + bias: the bias copied into each row, then the product
-// added to it (Eigen's GEMM accumulates into C: the bias takes the place of its zero fill).
+// Rows [r0, r0 + rows) x columns [c0, c0 + cols) of y = x w^T + bias: the bias copied into each
+// row, then the product added to it (the GEMM accumulates into C: the bias takes the place of its
+// zero fill).
 template <class T>
-void LinearRows(const T* x, const T* w, const T* bias, T* y, int64_t r0, int64_t rows, int64_t in, int64_t out) {
-  T* block = y + r0 * out;
-  if (bias != nullptr) {
-    for (int64_t r = 0; r < rows; ++r) std::copy(bias, bias + out, block + r * out);
-  } else if (in == 0) {
-    std::fill(block, block + rows * out, T{});
+void LinearBlock(const T* x, const T* w, const T* bias, T* y, int64_t r0, int64_t rows, int64_t c0, int64_t cols,
+                 int64_t in, int64_t out) {
+  T* block = y + r0 * out + c0;
+  for (int64_t r = 0; r < rows; ++r) {
+    if (bias != nullptr) {
+      std::copy(bias + c0, bias + c0 + cols, block + r * out);
+    } else if (in == 0) {
+      std::fill(block + r * out, block + r * out + cols, T{});
+    }
   }
-  if (in > 0) cpu::Gemm(x + r0 * in, {true, in}, w, {false, in}, block, out, rows, in, out, bias != nullptr);
+  if (in > 0) cpu::Gemm(x + r0 * in, {true, in}, w + c0 * in, {false, in}, block, out, rows, in, cols, bias != nullptr);
 }
 
 }  // namespace
@@ -165,17 +177,28 @@ Cpu::Primitive Cpu::linear(const Primitive& x, const Primitive& weight, const Pr
   const StridedTensor bc = bias != nullptr ? contiguous(*bias) : StridedTensor{};
   StridedTensor y = StridedTensor::Empty(Shape(dims), x.dtype, x.device);
   const int64_t threads = rows * in * out >= kParallelWork ? cpu::ThreadsOf(x.device) : 1;
-  const int64_t per = std::max((rows + threads - 1) / threads, kMinRowsPerBlock);
+  // As SplitWork: blocks of rows, or of columns where y is at least as wide as it is tall.
+  const bool by_columns = threads > 1 && out >= rows;
+  const int64_t extent = by_columns ? out : rows;
+  const int64_t per =
+      by_columns
+          ? std::max(((out + threads - 1) / threads + kColumnAlign - 1) / kColumnAlign * kColumnAlign, kMinColsPerBlock)
+          : std::max((rows + threads - 1) / threads, kMinRowsPerBlock);
+  const int64_t blocks = (extent + per - 1) / per;
   cpu::ForFloat(x.dtype, [&](auto t) {
     using T = decltype(t);
     const T *xs = xc.data<T>(), *ws = wc.data<T>(), *bs = bias != nullptr ? bc.data<T>() : nullptr;
     T* ys = y.mutable_data<T>();
     auto run = [&](int64_t lo, int64_t hi) {
-      for (int64_t r0 = lo * per; r0 < std::min(hi * per, rows); r0 += per) {
-        LinearRows(xs, ws, bs, ys, r0, std::min(per, rows - r0), in, out);
+      for (int64_t i = lo; i < hi; ++i) {
+        const int64_t at = i * per, size = std::min(per, extent - at);
+        if (by_columns) {
+          LinearBlock(xs, ws, bs, ys, 0, rows, at, size, in, out);
+        } else {
+          LinearBlock(xs, ws, bs, ys, at, size, 0, out, in, out);
+        }
       }
     };
-    const int64_t blocks = (rows + per - 1) / per;
     if (blocks > 1) {
       cpu::ParallelFor(x.device, blocks, 1, run);
     } else {
@@ -195,7 +218,7 @@ Cpu::Primitive Cpu::matmul(const Primitive& a, const Primitive& b) {
   const Operand pa = Prepare(a, batch);
   const Operand pb = Prepare(b, batch);
   const Product p = PlanProduct(out_shape, a.shape[a.shape.rank() - 1], batch, pa, pb);
-  const Blocks blocks = SplitWork(p, cpu::ThreadsOf(a.device), native_bf16);
+  const Blocks blocks = SplitWork(p, cpu::ThreadsOf(a.device));
   auto gemm = [&](auto v) {
     using T = decltype(v);
     if constexpr (std::is_floating_point_v<T> || std::is_same_v<T, BFloat16>) {

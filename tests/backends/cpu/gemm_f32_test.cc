@@ -7,6 +7,7 @@
 // matmul on 1 or 2 threads).
 #include <gtest/gtest.h>
 
+#include <array>
 #include <cmath>
 #include <cstdint>
 #include <cstring>
@@ -15,6 +16,7 @@
 #include <string>
 #include <vector>
 
+#include "absl/strings/str_cat.h"
 #include "backends/cpu/cpu_backend.h"
 #include "backends/cpu/gemm.h"
 #include "backends/cpu/gemm_choice.h"
@@ -192,20 +194,28 @@ TEST(GemmF32Splits, RowBlocksGiveTheSameBits) {
   }
 }
 
-// The same through Tensor matmul, where the rows go to the device's threads: 1 thread and 2
-// give the same bits (each thread's GemmBlock gets its own rows).
-TEST(GemmF32Splits, MatmulOnOneOrTwoThreadsGivesTheSameBits) {
+// The same through Tensor matmul and Linear, where the rows (or, for an output at least as wide
+// as it is tall, the columns) go to the device's threads: 1 thread and 2 give the same bits.
+TEST(GemmF32Splits, MatmulAndLinearOnOneOrTwoThreadsGiveTheSameBits) {
   if (!ChoseOwnKernel()) GTEST_SKIP() << "Eigen's AVX2 GEMM: its sums depend on the thread count";
   Generator gen(2);
-  const CpuTensor a = CpuTensor::uniform({301, 700}, -1, 1, gen), b = CpuTensor::uniform({77, 700}, -1, 1, gen);
-  std::vector<TensorData> results;
-  for (int threads : {1, 2}) {
-    ASSERT_TRUE(Configure({.devices = 1, .threads_per_device = threads}).ok());
-    results.push_back(a.matmul(b.transpose(0, 1)).to_data());
+  // Tall (row blocks) and wide (column blocks, with a last block narrower than the others).
+  for (auto [m, k, n] : {std::array<int64_t, 3>{301, 700, 77}, std::array<int64_t, 3>{40, 300, 500}}) {
+    SCOPED_TRACE(absl::StrCat(m, " x ", k, " x ", n));
+    const CpuTensor a = CpuTensor::uniform({m, k}, -1, 1, gen), b = CpuTensor::uniform({n, k}, -1, 1, gen);
+    const CpuTensor bias = CpuTensor::uniform({n}, -1, 1, gen);
+    std::vector<TensorData> products, linears;
+    for (int threads : {1, 2}) {
+      ASSERT_TRUE(Configure({.devices = 1, .threads_per_device = threads}).ok());
+      products.push_back(a.matmul(b.transpose(0, 1)).to_data());
+      linears.push_back(CpuTensor(Cpu::linear(a.primitive(), b.primitive(), &bias.primitive())).to_data());
+    }
+    for (const auto& results : {products, linears}) {
+      const absl::Span<const float> one = results[0].values<float>(), two = results[1].values<float>();
+      ASSERT_EQ(one.size(), two.size());
+      EXPECT_EQ(std::memcmp(one.data(), two.data(), one.size() * sizeof(float)), 0);
+    }
   }
-  const absl::Span<const float> one = results[0].values<float>(), two = results[1].values<float>();
-  ASSERT_EQ(one.size(), two.size());
-  EXPECT_EQ(std::memcmp(one.data(), two.data(), one.size() * sizeof(float)), 0);
 }
 
 }  // namespace
