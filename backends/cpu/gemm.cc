@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cstdio>
 #include <cstdlib>
+#include <iterator>
 #include <memory>
 #include <string>
 #include <string_view>
@@ -89,17 +90,27 @@ void GemmF32Avx2(const float* a, MatrixLayout la, const float* b, MatrixLayout l
 
 bool Avx512() { return WideChoice().f32 == F32Kernel::kKilnAvx512; }
 
-// kiln's f32 kernel in use, or none where f32 runs Eigen's AVX2 GEMM.
 using OwnKernel = void (*)(const float*, MatrixLayout, const float*, MatrixLayout, float*, int64_t, int64_t, int64_t,
                            int64_t, bool);
-OwnKernel OwnF32Kernel() {
-  switch (WideChoice().f32) {
-    case F32Kernel::kKilnAvx512: return GemmF32Avx512;
-    case F32Kernel::kKilnAvx2: return GemmF32Avx2;
-    case F32Kernel::kEigenAvx2: break;
+
+// Each F32Kernel's name (GemmKernel()) and its function: kiln's own, or none for Eigen's AVX2 GEMM.
+struct F32KernelEntry {
+  F32Kernel kernel;
+  const char* name;
+  OwnKernel own;
+};
+constexpr F32KernelEntry kF32Kernels[] = {{F32Kernel::kKilnAvx512, "avx512", GemmF32Avx512},
+                                          {F32Kernel::kKilnAvx2, "kiln-avx2", GemmF32Avx2},
+                                          {F32Kernel::kEigenAvx2, "avx2", nullptr}};
+
+const F32KernelEntry& ChosenF32Kernel() {
+  for (const F32KernelEntry& e : kF32Kernels) {
+    if (e.kernel == WideChoice().f32) return e;
   }
-  return nullptr;
+  return kF32Kernels[std::size(kF32Kernels) - 1];  // not reached: every F32Kernel is listed
 }
+
+OwnKernel OwnF32Kernel() { return ChosenF32Kernel().own; }
 
 }  // namespace
 
@@ -171,14 +182,7 @@ void GemmBlock(const BFloat16* a, MatrixLayout la, const BFloat16* b, MatrixLayo
   throw Error(absl::InternalError("the bf16 GEMM kernel was called where it is not chosen (NativeBf16Gemm())"));
 }
 
-const char* GemmKernel() {
-  switch (WideChoice().f32) {
-    case F32Kernel::kKilnAvx512: return "avx512";
-    case F32Kernel::kKilnAvx2: return "kiln-avx2";
-    case F32Kernel::kEigenAvx2: break;
-  }
-  return "avx2";
-}
+const char* GemmKernel() { return ChosenF32Kernel().name; }
 
 bool NativeBf16Gemm() { return Bf16Choice().bf16 != Bf16Kernel::kWidenToF32; }
 

@@ -91,6 +91,16 @@ struct Blocks {
   bool parallel;
   int64_t row_blocks = 1, col_blocks = 1;
   int64_t rows_per_block = 0, cols_per_block = 0, blocks = 0;
+
+  // Work item w of a product m x n: its batch, its first row and column, and its extent
+  // (rows or cols <= 0: nothing left for it).
+  struct Block {
+    int64_t batch, r0, c0, rows, cols;
+  };
+  Block At(int64_t w, int64_t m, int64_t n) const {
+    const int64_t r0 = (w % blocks / col_blocks) * rows_per_block, c0 = (w % col_blocks) * cols_per_block;
+    return {w / blocks, r0, c0, std::min(rows_per_block, m - r0), std::min(cols_per_block, n - c0)};
+  }
 };
 
 Blocks SplitWork(const Product& p, int64_t threads) {
@@ -121,21 +131,17 @@ void Gemm(const Operand& pa, const Operand& pb, const Product& p, const Blocks& 
   const int64_t m = p.m, n = p.n, k = p.k;
   auto run = [&](int64_t lo, int64_t hi) {
     for (int64_t w = lo; w < hi; ++w) {
-      const int64_t bi = w / s.blocks;
-      const int64_t r0 = (w % s.blocks / s.col_blocks) * s.rows_per_block;
-      const int64_t c0 = (w % s.col_blocks) * s.cols_per_block;
-      const int64_t rows = std::min(s.rows_per_block, m - r0), cols = std::min(s.cols_per_block, n - c0);
-      if (rows <= 0 || cols <= 0) continue;
-      const T* const a = da + p.offset_a[bi];
-      const T* const b = db + p.offset_b[bi];
+      const Blocks::Block at = s.At(w, m, n);
+      if (at.rows <= 0 || at.cols <= 0) continue;
+      const T* const a = da + p.offset_a[at.batch];
+      const T* const b = db + p.offset_b[at.batch];
+      T* const cb = c + at.batch * m * n;
       if constexpr (std::is_same_v<T, BFloat16>) {
-        cpu::GemmBlock(a, pa.layout, b, pb.layout, c + bi * m * n, r0, rows, k, n, c0, cols);
-      } else if (cols < n) {
-        const MatrixLayout &la = pa.layout, &lb = pb.layout;
-        cpu::Gemm(a + r0 * (la.row_major ? la.ld : 1), la, b + c0 * (lb.row_major ? 1 : lb.ld), lb,
-                  c + bi * m * n + r0 * n + c0, n, rows, k, cols, false);
+        cpu::GemmBlock(a, pa.layout, b, pb.layout, cb, at.r0, at.rows, k, n, at.c0, at.cols);
       } else {
-        cpu::GemmBlock(a, pa.layout, b, pb.layout, c + bi * m * n, r0, rows, k, n);
+        const MatrixLayout &la = pa.layout, &lb = pb.layout;
+        cpu::Gemm(a + at.r0 * (la.row_major ? la.ld : 1), la, b + at.c0 * (lb.row_major ? 1 : lb.ld), lb,
+                  cb + at.r0 * n + at.c0, n, at.rows, k, at.cols, false);
       }
     }
   };
@@ -176,33 +182,21 @@ Cpu::Primitive Cpu::linear(const Primitive& x, const Primitive& weight, const Pr
   const StridedTensor xc = contiguous(x), wc = contiguous(weight);
   const StridedTensor bc = bias != nullptr ? contiguous(*bias) : StridedTensor{};
   StridedTensor y = StridedTensor::Empty(Shape(dims), x.dtype, x.device);
-  const int64_t threads = rows * in * out >= kParallelWork ? cpu::ThreadsOf(x.device) : 1;
-  // As SplitWork: blocks of rows, or of columns where y is at least as wide as it is tall.
-  const bool by_columns = threads > 1 && out >= rows;
-  const int64_t extent = by_columns ? out : rows;
-  const int64_t per =
-      by_columns
-          ? std::max(((out + threads - 1) / threads + kColumnAlign - 1) / kColumnAlign * kColumnAlign, kMinColsPerBlock)
-          : std::max((rows + threads - 1) / threads, kMinRowsPerBlock);
-  const int64_t blocks = (extent + per - 1) / per;
+  const Blocks s = SplitWork(Product{.m = rows, .n = out, .k = in, .batches = 1}, cpu::ThreadsOf(x.device));
   cpu::ForFloat(x.dtype, [&](auto t) {
     using T = decltype(t);
     const T *xs = xc.data<T>(), *ws = wc.data<T>(), *bs = bias != nullptr ? bc.data<T>() : nullptr;
     T* ys = y.mutable_data<T>();
     auto run = [&](int64_t lo, int64_t hi) {
-      for (int64_t i = lo; i < hi; ++i) {
-        const int64_t at = i * per, size = std::min(per, extent - at);
-        if (by_columns) {
-          LinearBlock(xs, ws, bs, ys, 0, rows, at, size, in, out);
-        } else {
-          LinearBlock(xs, ws, bs, ys, at, size, 0, out, in, out);
-        }
+      for (int64_t w = lo; w < hi; ++w) {
+        const Blocks::Block at = s.At(w, rows, out);
+        if (at.rows > 0 && at.cols > 0) LinearBlock(xs, ws, bs, ys, at.r0, at.rows, at.c0, at.cols, in, out);
       }
     };
-    if (blocks > 1) {
-      cpu::ParallelFor(x.device, blocks, 1, run);
+    if (s.parallel) {
+      cpu::ParallelFor(x.device, s.blocks, 1, run);
     } else {
-      run(0, blocks);
+      run(0, s.blocks);
     }
   });
   return y;
